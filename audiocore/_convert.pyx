@@ -1,0 +1,149 @@
+"""Float32 <-> PCM16 conversion (DESIGN §2: the PCM policy).
+
+These two functions are the public API as they stand: a Python wrapper
+would double the cost of a 20 ms chunk, so the argument checks live here,
+before the GIL is released.
+"""
+
+from cpython.buffer cimport PyBuffer_Release
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+
+from audiocore._buffers cimport F32, S16, get_samples
+from audiocore._cconvert cimport (
+    AC_PATH_COUNT,
+    ac_best_path,
+    ac_convert_get_path,
+    ac_convert_set_path,
+    ac_f32_to_s16,
+    ac_path_name,
+    ac_path_supported,
+    ac_s16_to_f32,
+)
+
+import numpy
+
+# Below this many samples the kernel takes less time than releasing and
+# re-taking the GIL, so small chunks keep it.
+cdef enum:
+    NOGIL_SAMPLES = 65536
+
+cdef object _empty = numpy.empty
+cdef object _float32 = numpy.dtype(numpy.float32)
+
+
+cdef inline bint _overlaps(Py_buffer *a, Py_buffer *b) noexcept nogil:
+    cdef char *pa = <char *>a.buf
+    cdef char *pb = <char *>b.buf
+    return pa < pb + b.len and pb < pa + a.len
+
+
+cdef inline int _check_out(Py_buffer *out, Py_buffer *src, Py_ssize_t have, Py_ssize_t need) except -1:
+    if have < need:
+        raise ValueError(f"out: holds {have} samples, need {need}")
+    if need and _overlaps(out, src):
+        raise ValueError("out: overlaps src; convert into a separate buffer")
+    return 0
+
+
+def float32_to_pcm16(src, out=None):
+    """Convert float32 samples to PCM16 (signed 16-bit little-endian).
+
+    Clips to [-1, 1], scales by 32767 in float32 arithmetic and rounds half
+    to even; NaN becomes 0.  `src` is any C-contiguous buffer of float32 (or
+    raw bytes holding them) and is read without copying.  Returns `bytes`;
+    with `out` (a writable int16 or byte buffer with room for the result)
+    writes into it and returns the number of samples written.
+    """
+    cdef Py_buffer sv, ov
+    cdef Py_ssize_t n = get_samples(src, &sv, F32, False, "src")
+    cdef Py_ssize_t have
+    cdef char *dst
+    try:
+        if out is None:
+            result = PyBytes_FromStringAndSize(NULL, 2 * n)
+            dst = PyBytes_AS_STRING(result)
+            if n < NOGIL_SAMPLES:
+                ac_f32_to_s16(sv.buf, dst, n)
+            else:
+                with nogil:
+                    ac_f32_to_s16(sv.buf, dst, n)
+            return result
+        have = get_samples(out, &ov, S16, True, "out")
+        try:
+            _check_out(&ov, &sv, have, n)
+            if n < NOGIL_SAMPLES:
+                ac_f32_to_s16(sv.buf, ov.buf, n)
+            else:
+                with nogil:
+                    ac_f32_to_s16(sv.buf, ov.buf, n)
+        finally:
+            PyBuffer_Release(&ov)
+        return n
+    finally:
+        PyBuffer_Release(&sv)
+
+
+def pcm16_to_float32(src, out=None):
+    """Convert PCM16 (signed 16-bit little-endian) samples to float32.
+
+    Each sample is multiplied by 1/32768, so the result lies in [-1, 1).
+    `src` is any C-contiguous buffer of int16 (or raw bytes, even length)
+    and is read without copying.  Returns a float32 `numpy.ndarray`; with
+    `out` (a writable float32 or byte buffer with room for the result)
+    writes into it and returns the number of samples written.
+    """
+    cdef Py_buffer sv, ov
+    cdef Py_ssize_t n = get_samples(src, &sv, S16, False, "src")
+    cdef Py_ssize_t have
+    try:
+        result = None
+        if out is None:
+            out = result = _empty(n, _float32)
+        have = get_samples(out, &ov, F32, True, "out")
+        try:
+            _check_out(&ov, &sv, have, n)
+            if n < NOGIL_SAMPLES:
+                ac_s16_to_f32(sv.buf, ov.buf, n)
+            else:
+                with nogil:
+                    ac_s16_to_f32(sv.buf, ov.buf, n)
+        finally:
+            PyBuffer_Release(&ov)
+        return n if result is None else result
+    finally:
+        PyBuffer_Release(&sv)
+
+
+# Instruction-set paths, for tests and benchmarks: every path gives the same
+# bits, so switching only changes speed.
+
+def _paths():
+    """Names of the paths this CPU can run, narrowest first."""
+    return [ac_path_name(p).decode() for p in range(AC_PATH_COUNT) if ac_path_supported(p)]
+
+
+def _get_path():
+    """Name of the path in use."""
+    return ac_path_name(ac_convert_get_path()).decode()
+
+
+def _set_path(name):
+    """Use the named path ("scalar", "sse2", "avx2", "avx512")."""
+    for p in range(AC_PATH_COUNT):
+        if ac_path_name(p).decode() == name:
+            if ac_convert_set_path(p) != 0:
+                raise ValueError(f"path {name!r} is not supported on this CPU")
+            return
+    raise ValueError(f"unknown path {name!r}; expected one of {_paths()}")
+
+
+ac_convert_set_path(ac_best_path())
+
+
+def _check_samples(src, str format, str what="src"):
+    """Number of `format` ("f32"/"s16") samples in `src`, checked exactly as
+    the kernels check their input: for pure-Python callers (wav)."""
+    cdef Py_buffer view
+    cdef Py_ssize_t n = get_samples(src, &view, F32 if format == "f32" else S16, False, what)
+    PyBuffer_Release(&view)
+    return n

@@ -1,0 +1,60 @@
+/* The PCM policy (DESIGN §2), once, for every kernel that reads or writes
+ * PCM16: f32 -> s16 clips to [-1, 1], scales by 32767 in float32, rounds
+ * half to even, NaN -> 0; s16 -> f32 multiplies by 1/32768.
+ *
+ * Every path below computes the same float32 product and rounds it with the
+ * current rounding mode (round-half-even unless the embedding process
+ * changed it), so all paths are bit-identical. */
+#ifndef AUDIOCORE_PCM_H
+#define AUDIOCORE_PCM_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "simd.h"
+
+#define AC_PCM16_SCALE 32767.0f
+#define AC_PCM16_INV 0.000030517578125f /* 1/32768, exact in float32 */
+
+static inline int16_t ac_pcm16_from_f32(float x)
+{
+    if (!(x == x)) /* NaN */
+        return 0;
+    x = x > 1.0f ? 1.0f : (x < -1.0f ? -1.0f : x);
+    return (int16_t)lrintf(x * AC_PCM16_SCALE);
+}
+
+static inline float ac_f32_from_pcm16(int16_t s)
+{
+    return (float)s * AC_PCM16_INV;
+}
+
+#if AC_X86_64
+#include <immintrin.h>
+
+/* Each returns int32 lanes already in [-32767, 32767]: packing them to
+ * int16 with or without saturation gives the same result. */
+
+static inline __m128i ac_sse2_pcm16_i32(__m128 x)
+{
+    x = _mm_and_ps(x, _mm_cmpord_ps(x, x)); /* NaN -> +0 */
+    x = _mm_min_ps(_mm_max_ps(x, _mm_set1_ps(-1.0f)), _mm_set1_ps(1.0f));
+    return _mm_cvtps_epi32(_mm_mul_ps(x, _mm_set1_ps(AC_PCM16_SCALE)));
+}
+
+AC_TARGET_AVX2 static inline __m256i ac_avx2_pcm16_i32(__m256 x)
+{
+    x = _mm256_and_ps(x, _mm256_cmp_ps(x, x, _CMP_ORD_Q));
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-1.0f)), _mm256_set1_ps(1.0f));
+    return _mm256_cvtps_epi32(_mm256_mul_ps(x, _mm256_set1_ps(AC_PCM16_SCALE)));
+}
+
+AC_TARGET_AVX512 static inline __m512i ac_avx512_pcm16_i32(__m512 x)
+{
+    x = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, x, _CMP_ORD_Q), x);
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-1.0f)), _mm512_set1_ps(1.0f));
+    return _mm512_cvtps_epi32(_mm512_mul_ps(x, _mm512_set1_ps(AC_PCM16_SCALE)));
+}
+#endif
+
+#endif

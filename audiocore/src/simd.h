@@ -1,0 +1,47 @@
+/* Instruction-set paths shared by every kernel module.
+ *
+ * A module compiles each path it has into the same object file, marking the
+ * wider ones with AC_TARGET so the wheel never needs -march flags, and picks
+ * one at run time with ac_best_path().  Paths are ordered: a higher number
+ * needs every feature of a lower one. */
+#ifndef AUDIOCORE_SIMD_H
+#define AUDIOCORE_SIMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum ac_path {
+    AC_PATH_SCALAR = 0, /* portable C, any CPU */
+    AC_PATH_SSE2 = 1,   /* x86-64 baseline */
+    AC_PATH_AVX2 = 2,   /* AVX2 + FMA */
+    AC_PATH_AVX512 = 3, /* AVX-512 F + BW */
+    AC_PATH_COUNT = 4
+};
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define AC_X86_64 1
+#else
+#define AC_X86_64 0
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define AC_TARGET(isa) __attribute__((target(isa)))
+#else
+/* MSVC compiles any intrinsic without a flag. */
+#define AC_TARGET(isa)
+#endif
+
+#define AC_TARGET_AVX2 AC_TARGET("avx2,fma")
+#define AC_TARGET_AVX512 AC_TARGET("avx512f,avx512bw,avx512vl,avx2,fma")
+
+/* Nonzero when this CPU (and OS) can run `path`. */
+int ac_path_supported(int path);
+
+/* The widest supported path, capped by the AUDIOCORE_SIMD environment
+ * variable ("scalar", "sse2", "avx2", "avx512") when it is set. */
+int ac_best_path(void);
+
+/* "scalar", "sse2", "avx2", "avx512"; NULL for anything else. */
+const char *ac_path_name(int path);
+
+#endif
