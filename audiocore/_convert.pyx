@@ -7,6 +7,7 @@ before the GIL is released.
 
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.string cimport memcpy
 
 from audiocore._buffers cimport F32, S16, get_samples
 from audiocore._cconvert cimport (
@@ -138,6 +139,19 @@ def _set_path(name):
 
 
 ac_convert_set_path(ac_best_path())
+
+
+def _copy(src, str format="f32"):
+    """A plain copy of `src` through the same argument handling as the
+    kernels: the floor the benchmarks measure the kernels against."""
+    cdef Py_buffer view
+    get_samples(src, &view, F32 if format == "f32" else S16, False, "src")
+    try:
+        result = PyBytes_FromStringAndSize(NULL, view.len)
+        memcpy(PyBytes_AS_STRING(result), view.buf, view.len)
+        return result
+    finally:
+        PyBuffer_Release(&view)
 
 
 def _check_samples(src, str format, str what="src"):

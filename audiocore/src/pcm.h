@@ -8,7 +8,6 @@
 #ifndef AUDIOCORE_PCM_H
 #define AUDIOCORE_PCM_H
 
-#include <math.h>
 #include <stdint.h>
 
 #include "simd.h"
@@ -18,10 +17,15 @@
 
 static inline int16_t ac_pcm16_from_f32(float x)
 {
-    if (!(x == x)) /* NaN */
-        return 0;
-    x = x > 1.0f ? 1.0f : (x < -1.0f ? -1.0f : x);
-    return (int16_t)lrintf(x * AC_PCM16_SCALE);
+    x = (x == x) ? x : 0.0f; /* NaN -> 0 */
+    x = x > 1.0f ? 1.0f : x;
+    x = x < -1.0f ? -1.0f : x;
+    float v = x * AC_PCM16_SCALE;
+    /* Round in the current mode without a libm call, so that loops of this
+     * vectorise (lrintf does not): adding 1.5 * 2^23 puts |v| <= 32767 where
+     * float32 has no fraction bits, and subtracting it back is exact. */
+    v = (v + 12582912.0f) - 12582912.0f;
+    return (int16_t)v;
 }
 
 static inline float ac_f32_from_pcm16(int16_t s)

@@ -1,0 +1,115 @@
+"""One table, one run: float32 <-> PCM16 conversion against the anchors.
+
+    python benchmarks/compare_convert.py [--repeat 15]
+
+Per contender and size: the median over `repeat` timeit runs of the time per
+call (each run long enough to swamp the timer), the ratio to audiocore, and
+throughput.  Then audiocore on every SIMD path this CPU has.  Results are
+checked against audiocore's after timing.
+"""
+
+import argparse
+import platform
+import statistics
+import timeit
+import warnings
+
+import numpy as np
+from convert_cases import SIZES, f32_input, s16_input, to_f32_cases, to_s16_cases
+
+import audiocore
+from audiocore import _convert
+
+warnings.filterwarnings("ignore", category=DeprecationWarning)  # audioop
+
+
+def per_call_ns(call, repeat):
+    number, _ = timeit.Timer(call).autorange()  # runs of >= 0.2 s
+    number = max(1, number // 4)
+    runs = timeit.Timer(call).repeat(repeat=repeat, number=number)
+    return statistics.median(runs) / number * 1e9
+
+
+def fmt_ns(ns):
+    return f"{ns / 1000:.1f} µs" if ns >= 10_000 else f"{ns:.0f} ns"
+
+
+def contenders(repeat):
+    rows = []
+    for direction, make_input, make_cases, reference in (
+        ("f32→s16", f32_input, to_s16_cases, lambda s: audiocore.float32_to_pcm16(s)),
+        ("s16→f32", s16_input, to_f32_cases, lambda s: audiocore.pcm16_to_float32(s).tobytes()),
+    ):
+        for n in SIZES:
+            src = make_input(n)
+            expected = reference(src)
+            timings = {}
+            for name, (call, extract) in make_cases(src).items():
+                timings[name] = per_call_ns(call, repeat)
+                if extract is not None:
+                    assert extract(call()) == expected, (direction, n, name)
+            rows.append((direction, n, timings))
+    return rows
+
+
+def paths(repeat):
+    before = _convert._get_path()
+    table = {}
+    try:
+        for path in _convert._paths():
+            _convert._set_path(path)
+            for n in SIZES:
+                x, pcm = f32_input(n), s16_input(n)
+                table[path, n] = (
+                    per_call_ns(lambda: audiocore.float32_to_pcm16(x), repeat),
+                    per_call_ns(lambda: audiocore.pcm16_to_float32(pcm), repeat),
+                )
+    finally:
+        _convert._set_path(before)
+    return table
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    args = parser.parse_args()
+    print(
+        f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+        f"numpy {np.__version__}, default path {_convert._get_path()}"
+    )
+    print(
+        f"# empty-lambda call overhead (in every figure): {fmt_ns(per_call_ns(lambda: None, args.repeat))}\n"
+    )
+    rows = contenders(args.repeat)
+    names = list(rows[0][2])
+    print("| direction | samples | " + " | ".join(names) + " |")
+    print("|---|---:|" + "---:|" * len(names))
+    for direction, n, timings in rows:
+        ours = timings["audiocore"]
+        cells = [
+            fmt_ns(timings[k]) + ("" if k == "audiocore" else f" ({timings[k] / ours:.1f}×)")
+            for k in names
+            if k in timings
+        ]
+        print(f"| {direction} | {n} | " + " | ".join(cells) + " |")
+    extra = [(d, n, t) for d, n, t in rows if set(t) - set(names)]
+    for direction, n, timings in extra:
+        for k in set(timings) - set(names):
+            print(
+                f"| {direction} | {n} | {k}: {fmt_ns(timings[k])} ({timings[k] / timings['audiocore']:.1f}×) |"
+            )
+
+    print("\naudiocore by SIMD path (time per call; Gsamples/s)\n")
+    print("| path | " + " | ".join(f"f32→s16 {n} | s16→f32 {n}" for n in SIZES) + " |")
+    print("|---|" + "---:|" * (2 * len(SIZES)))
+    table = paths(args.repeat)
+    for path in _convert._paths():
+        cells = []
+        for n in SIZES:
+            for ns in table[path, n]:
+                cells.append(f"{fmt_ns(ns)}; {n / ns:.2f}")
+        print(f"| {path} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
