@@ -61,8 +61,8 @@ def paths(repeat):
             for n in SIZES:
                 x, pcm = f32_input(n), s16_input(n)
                 table[path, n] = (
-                    per_call_ns(lambda: audiocore.float32_to_pcm16(x), repeat),
-                    per_call_ns(lambda: audiocore.pcm16_to_float32(pcm), repeat),
+                    per_call_ns(lambda x=x: audiocore.float32_to_pcm16(x), repeat),
+                    per_call_ns(lambda pcm=pcm: audiocore.pcm16_to_float32(pcm), repeat),
                 )
     finally:
         _convert._set_path(before)
@@ -77,27 +77,20 @@ def main():
         f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
         f"numpy {np.__version__}, default path {_convert._get_path()}"
     )
-    print(
-        f"# empty-lambda call overhead (in every figure): {fmt_ns(per_call_ns(lambda: None, args.repeat))}\n"
-    )
+    overhead = fmt_ns(per_call_ns(lambda: None, args.repeat))
+    print(f"# empty-lambda call overhead (in every figure): {overhead}\n")
     rows = contenders(args.repeat)
-    names = list(rows[0][2])
+    names = list(dict.fromkeys(name for _, _, timings in rows for name in timings))
     print("| direction | samples | " + " | ".join(names) + " |")
     print("|---|---:|" + "---:|" * len(names))
     for direction, n, timings in rows:
         ours = timings["audiocore"]
-        cells = [
-            fmt_ns(timings[k]) + ("" if k == "audiocore" else f" ({timings[k] / ours:.1f}×)")
-            for k in names
-            if k in timings
-        ]
+        cells = []
+        for name in names:
+            ns = timings.get(name)
+            ratio = "" if ns is None or name == "audiocore" else f" ({ns / ours:.1f}×)"
+            cells.append("—" if ns is None else fmt_ns(ns) + ratio)
         print(f"| {direction} | {n} | " + " | ".join(cells) + " |")
-    extra = [(d, n, t) for d, n, t in rows if set(t) - set(names)]
-    for direction, n, timings in extra:
-        for k in set(timings) - set(names):
-            print(
-                f"| {direction} | {n} | {k}: {fmt_ns(timings[k])} ({timings[k] / timings['audiocore']:.1f}×) |"
-            )
 
     print("\naudiocore by SIMD path (time per call; Gsamples/s)\n")
     print("| path | " + " | ".join(f"f32→s16 {n} | s16→f32 {n}" for n in SIZES) + " |")
