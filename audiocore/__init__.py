@@ -6,6 +6,9 @@ little-endian PCM (the wire format), "f32" is float32 in [-1, 1] (the compute
 format).  PCM16 output is `bytes`, float32 output a numpy float32 array.
 """
 
+import os as _os
+import warnings as _warnings
+
 from audiocore._convert import float32_to_pcm16, pcm16_to_float32
 from audiocore.wav import WavInfo, read_wav, to_wav, wav_header
 
@@ -19,3 +22,13 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+_SIMD_PATHS = ("scalar", "sse2", "avx2", "avx512")
+if _os.environ.get("AUDIOCORE_SIMD", "") not in ("", *_SIMD_PATHS):
+    # The kernels ignore a value they do not know; say so instead of silently.
+    _warnings.warn(
+        f"AUDIOCORE_SIMD={_os.environ['AUDIOCORE_SIMD']!r} is not one of {_SIMD_PATHS}; "
+        "using the widest path this CPU supports",
+        RuntimeWarning,
+        stacklevel=2,
+    )

@@ -1,6 +1,8 @@
 import array
+import os
 import re
 import struct
+import subprocess
 import sys
 import threading
 
@@ -374,3 +376,22 @@ def test_property_s16_round_trip(raw):
     back = np.frombuffer(float32_to_pcm16(f), "<i2").astype(int)
     orig = np.frombuffer(raw, "<i2").astype(int)
     assert np.all(np.abs(back - orig) <= 1)
+
+
+def run_with_simd(value):
+    code = "import audiocore; from audiocore import _convert; print(_convert._get_path())"
+    env = {**os.environ, "AUDIOCORE_SIMD": value}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip(), done.stderr
+
+
+@pytest.mark.parametrize("name", _convert._paths())
+def test_environment_caps_the_path(name):
+    assert run_with_simd(name) == (name, "")
+
+
+def test_environment_typo_warns_and_uses_the_best_path():
+    path, err = run_with_simd("avx9000")
+    assert path == _convert._paths()[-1]
+    assert "AUDIOCORE_SIMD='avx9000' is not one of" in err
