@@ -1,0 +1,197 @@
+"""Bad arguments, every kind of input buffer, non-finite samples, and a
+Resampler used from two threads at once."""
+
+import array
+import threading
+import time
+
+import numpy as np
+import pytest
+from resample_reference import noise, pcm16_policy, ratio
+
+from audiocore.resample import Resampler, _design, resample
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        (
+            {"in_rate": 0},
+            ValueError,
+            r"in_rate: expected a sample rate from 1 to 1000000 Hz, got 0",
+        ),
+        ({"in_rate": -48000}, ValueError, r"in_rate: expected .* got -48000"),
+        ({"out_rate": 2_000_000}, ValueError, r"out_rate: expected .* got 2000000"),
+        (
+            {"in_rate": 48000.0},
+            TypeError,
+            r"in_rate: expected an integer sample rate in Hz, got float",
+        ),
+        ({"out_rate": "16000"}, TypeError, r"out_rate: expected an integer .* got str"),
+        ({"in_rate": True}, TypeError, r"in_rate: expected an integer .* got bool"),
+        ({"quality": "best"}, ValueError, r"quality: expected 'voice' or 'high', got 'best'"),
+        ({"input": "f64"}, ValueError, r"input: expected 'f32' or 's16', got 'f64'"),
+        ({"output": None}, ValueError, r"output: expected 'f32' or 's16', got None"),
+        ({"channels": 0}, ValueError, r"channels: expected 1 to 1024, got 0"),
+        ({"channels": 2.0}, TypeError, r"channels: expected an integer, got float"),
+        (
+            {"in_rate": 48000, "out_rate": 47999},
+            ValueError,
+            r"48000 -> 47999 Hz: the ratio 47999/48000 needs \d+ filter coefficients at "
+            r"quality 'voice'; expected at most 1048576",
+        ),
+    ],
+)
+def test_bad_construction(kwargs, error, message):
+    args = {"in_rate": 48000, "out_rate": 16000, **kwargs}
+    with pytest.raises(error, match=message):
+        Resampler(args.pop("in_rate"), args.pop("out_rate"), **args)
+
+
+def test_numpy_integer_rates_are_fine():
+    assert Resampler(np.int64(48000), np.int32(16000)).in_rate == 48000
+
+
+F32 = Resampler(48000, 16000)
+S16_STEREO = Resampler(48000, 16000, input="s16", channels=2)
+
+
+@pytest.mark.parametrize(
+    ("stream", "buf", "error", "message"),
+    [
+        (F32, np.zeros(8), TypeError, r"buf: expected float32 samples, got float64"),
+        (F32, np.zeros(8, np.int16), TypeError, r"buf: expected float32 samples, got int16"),
+        (F32, np.zeros(8, ">f4"), TypeError, r"got big-endian float32"),
+        (
+            F32,
+            b"abc",
+            ValueError,
+            r"buf: float32 data must be a whole number of 4-byte samples, got 3 bytes",
+        ),
+        (F32, [0.0] * 4, TypeError, r"buf: expected a buffer of float32 samples, got list"),
+        (F32, "abcd", TypeError, r"expected a buffer of float32 samples, got str"),
+        (F32, np.zeros(20, np.float32)[::2], ValueError, r"buf: expected a C-contiguous buffer"),
+        (
+            S16_STEREO,
+            b"abc",
+            ValueError,
+            r"int16 data must be a whole number of 2-byte samples, got 3 bytes",
+        ),
+        (
+            S16_STEREO,
+            np.zeros(4, np.float32),
+            TypeError,
+            r"buf: expected int16 samples, got float32",
+        ),
+        (
+            S16_STEREO,
+            np.zeros(3, np.int16),
+            ValueError,
+            r"buf: expected a whole number of 2-channel frames, got 3 samples",
+        ),
+    ],
+)
+def test_bad_buffers(stream, buf, error, message):
+    with pytest.raises(error, match=message):
+        stream.process(buf)
+    # A refused chunk leaves the stream as it was.
+    assert stream.process(b"") in (b"",)
+
+
+def test_uninitialised_core_refuses_politely():
+    stream = Resampler.__new__(Resampler)
+    with pytest.raises(RuntimeError, match=r"__init__ did not run"):
+        stream.process(b"")
+
+
+@pytest.mark.parametrize("channels", [1, 2])
+def test_every_buffer_type_gives_the_same_output(rng, channels):
+    x = noise(rng, 960, channels)
+    want = resample(x, 48000, 16000, channels=channels)
+    for buf in [
+        x,
+        x.reshape(-1, channels),
+        x.tobytes(),
+        bytearray(x.tobytes()),
+        memoryview(x),
+        memoryview(x.tobytes()),
+        array.array("f", x.tobytes()),
+        np.frombuffer(x.tobytes(), np.uint8),
+    ]:
+        assert resample(buf, 48000, 16000, channels=channels) == want, type(buf)
+    pcm = (x * 32767).astype("<i2")
+    want = resample(pcm, 48000, 16000, channels=channels, input="s16")
+    for buf in [pcm.tobytes(), array.array("h", pcm.tobytes()), memoryview(pcm), bytearray(pcm)]:
+        assert resample(buf, 48000, 16000, channels=channels, input="s16") == want
+
+
+def test_unaligned_buffers_are_read_correctly(rng):
+    x = noise(rng, 500)
+    raw = b"\0" + x.tobytes()
+    assert resample(memoryview(raw)[1:], 44100, 16000) == resample(x, 44100, 16000)
+    pcm = b"\0" + (x * 32767).astype("<i2").tobytes()
+    want = resample(pcm[1:], 44100, 16000, input="s16")
+    assert resample(memoryview(pcm)[1:], 44100, 16000, input="s16") == want
+
+
+def spoiled_outputs(k, frames_out, in_rate, out_rate, stream):
+    """Output frames whose filter window (the `taps` frames up to
+    floor((n + delay) * in / out)) holds input frame k."""
+    up, down = ratio(in_rate, out_rate)
+    taps = _design(up, down, stream.quality).taps
+    newest = (np.arange(frames_out) + stream.delay) * down // up
+    return set(np.flatnonzero((newest >= k) & (newest - taps + 1 <= k)))
+
+
+@pytest.mark.parametrize(("in_rate", "out_rate"), [(48000, 16000), (16000, 48000), (44100, 16000)])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_input_spoils_only_its_window(rng, in_rate, out_rate, bad):
+    x = noise(rng, 3000)
+    k = 1234
+    clean = resample(x, in_rate, out_rate, output="f32")
+    x[k] = bad
+    got = resample(x, in_rate, out_rate, output="f32")
+    stream = Resampler(in_rate, out_rate)
+    spoiled = spoiled_outputs(k, len(got), in_rate, out_rate, stream)
+    differs = set(np.flatnonzero(~(got == clean)))
+    assert differs <= spoiled and len(differs) > 0
+    assert not np.isfinite(got[sorted(spoiled)]).all()
+    # PCM16 output applies the policy to exactly those values: NaN -> 0,
+    # +-inf -> full scale; the stream is clean again after the window.
+    pcm = np.frombuffer(resample(x, in_rate, out_rate), "<i2")
+    assert np.array_equal(pcm, pcm16_policy(got))
+
+
+def test_concurrent_use_raises_instead_of_corrupting():
+    # A large chunk runs without the GIL; meanwhile the stream refuses a
+    # second caller, and the large chunk's output is untouched.
+    big = noise(np.random.default_rng(3), 44100 * 30)
+    stream = Resampler(44100, 16000, quality="high", output="f32")
+    inside = threading.Event()
+    result = {}
+
+    def worker():
+        inside.set()
+        result["out"] = stream.process(big)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    inside.wait()
+    time.sleep(0.005)
+    refused = 0
+    while thread.is_alive():
+        try:
+            stream.process(np.zeros(10, np.float32))
+        except RuntimeError as exc:
+            assert "another thread is inside this Resampler" in str(exc)
+            refused += 1
+        for method in (stream.flush, stream.reset):
+            try:
+                method()
+            except RuntimeError:
+                refused += 1
+        time.sleep(0.001)
+    thread.join()
+    assert refused > 0, "the worker never released the GIL"
+    fresh = Resampler(44100, 16000, quality="high", output="f32")
+    assert np.array_equal(result["out"], fresh.process(big))
