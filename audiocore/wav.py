@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple, SupportsIndex
 from audiocore._convert import _check_samples
 
 if TYPE_CHECKING:
-    from typing_extensions import Buffer
+    from audiocore._typing import SampleBuffer
 
 __all__ = ["WavInfo", "read_wav", "to_wav", "wav_header"]
 
@@ -102,7 +102,7 @@ def wav_header(
     return b"".join(parts)
 
 
-def to_wav(pcm: Buffer, sample_rate: int, *, channels: int = 1, format: str = "s16") -> bytes:
+def to_wav(pcm: SampleBuffer, sample_rate: int, *, channels: int = 1, format: str = "s16") -> bytes:
     """A whole WAV file: header plus `pcm` (interleaved samples).
 
     `pcm` is any C-contiguous buffer of int16 samples for "s16" or float32
@@ -115,7 +115,8 @@ def to_wav(pcm: Buffer, sample_rate: int, *, channels: int = 1, format: str = "s
         raise ValueError(
             f"pcm: expected a whole number of {nch}-channel frames, got {samples} samples"
         )
-    data = memoryview(pcm).cast("B") if samples else b""
+    # (Arrays are buffers at run time; type checkers before 3.12 disagree.)
+    data = memoryview(pcm).cast("B") if samples else b""  # type: ignore[arg-type]
     header = wav_header(sample_rate, channels=nch, format=format, data_bytes=samples * size)
     pad = b"\x00" if len(data) & 1 else b""
     return b"".join((header, data, pad))
@@ -150,7 +151,7 @@ def _format_of(tag: int, container: int, bits: int, fmt: memoryview) -> str:
     return table[container]
 
 
-def read_wav(buf: Buffer) -> WavInfo:
+def read_wav(buf: SampleBuffer) -> WavInfo:
     """Parse a WAV file held in `buf` (bytes, bytearray, mmap, memoryview...).
 
     Reads PCM (8/16/24/32-bit: "u8", "s16", "s24", "s32") and IEEE float
@@ -161,7 +162,7 @@ def read_wav(buf: Buffer) -> WavInfo:
     the buffer.
     """
     try:
-        view = memoryview(buf)
+        view = memoryview(buf)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(f"buf: expected a bytes-like object, got {type(buf).__name__}") from None
     if not view.c_contiguous:
