@@ -1,7 +1,7 @@
 """audiocore: a compiled audio DSP core for real-time voice agents.
 
-PCM conversion, streaming resampling, WAV framing (and, as it lands, jitter
-buffering), zero-copy on any buffer.  Formats: "s16" is signed 16-bit
+PCM conversion, streaming resampling, jitter/playout buffering and WAV
+framing, zero-copy on any buffer.  Formats: "s16" is signed 16-bit
 little-endian PCM (the wire format), "f32" is float32 in [-1, 1] (the compute
 format).  PCM16 output is `bytes`, float32 output a numpy float32 array.
 """
@@ -10,10 +10,12 @@ import os as _os
 import warnings as _warnings
 
 from audiocore._convert import float32_to_pcm16, pcm16_to_float32
+from audiocore.jitter import JitterBuffer
 from audiocore.resample import Resampler, resample
 from audiocore.wav import WavInfo, read_wav, to_wav, wav_header
 
 __all__ = [
+    "JitterBuffer",
     "Resampler",
     "WavInfo",
     "float32_to_pcm16",
