@@ -38,12 +38,30 @@ cdef inline bint _overlaps(Py_buffer *a, Py_buffer *b) noexcept nogil:
     return pa < pb + b.len and pb < pa + a.len
 
 
-cdef inline int _check_out(Py_buffer *out, Py_buffer *src, Py_ssize_t have, Py_ssize_t need) except -1:
-    if have < need:
-        raise ValueError(f"out: holds {have} samples, need {need}")
-    if need and _overlaps(out, src):
-        raise ValueError("out: overlaps src; convert into a separate buffer")
-    return 0
+ctypedef void (*kernel_fn)(const void *src, void *dst, Py_ssize_t n) noexcept nogil
+
+
+cdef inline void _run(kernel_fn kernel, const void *src, void *dst, Py_ssize_t n) noexcept:
+    if n < NOGIL_SAMPLES:
+        kernel(src, dst, n)
+    else:
+        with nogil:
+            kernel(src, dst, n)
+
+
+cdef object _convert_into(kernel_fn kernel, Py_buffer *src, Py_ssize_t n, object out, int out_fmt):
+    """Convert `n` samples of `src` into the caller's `out`; returns `n`."""
+    cdef Py_buffer ov
+    cdef Py_ssize_t have = get_samples(out, &ov, out_fmt, True, "out")
+    try:
+        if have < n:
+            raise ValueError(f"out: holds {have} samples, need {n}")
+        if n and _overlaps(&ov, src):
+            raise ValueError("out: overlaps src; convert into a separate buffer")
+        _run(kernel, src.buf, ov.buf, n)
+    finally:
+        PyBuffer_Release(&ov)
+    return n
 
 
 def float32_to_pcm16(src, out=None):
@@ -55,31 +73,14 @@ def float32_to_pcm16(src, out=None):
     with `out` (a writable int16 or byte buffer with room for the result)
     writes into it and returns the number of samples written.
     """
-    cdef Py_buffer sv, ov
+    cdef Py_buffer sv
     cdef Py_ssize_t n = get_samples(src, &sv, F32, False, "src")
-    cdef Py_ssize_t have
-    cdef char *dst
     try:
-        if out is None:
-            result = PyBytes_FromStringAndSize(NULL, 2 * n)
-            dst = PyBytes_AS_STRING(result)
-            if n < NOGIL_SAMPLES:
-                ac_f32_to_s16(sv.buf, dst, n)
-            else:
-                with nogil:
-                    ac_f32_to_s16(sv.buf, dst, n)
-            return result
-        have = get_samples(out, &ov, S16, True, "out")
-        try:
-            _check_out(&ov, &sv, have, n)
-            if n < NOGIL_SAMPLES:
-                ac_f32_to_s16(sv.buf, ov.buf, n)
-            else:
-                with nogil:
-                    ac_f32_to_s16(sv.buf, ov.buf, n)
-        finally:
-            PyBuffer_Release(&ov)
-        return n
+        if out is not None:
+            return _convert_into(ac_f32_to_s16, &sv, n, out, S16)
+        result = PyBytes_FromStringAndSize(NULL, 2 * n)
+        _run(ac_f32_to_s16, sv.buf, PyBytes_AS_STRING(result), n)
+        return result
     finally:
         PyBuffer_Release(&sv)
 
@@ -93,24 +94,14 @@ def pcm16_to_float32(src, out=None):
     `out` (a writable float32 or byte buffer with room for the result)
     writes into it and returns the number of samples written.
     """
-    cdef Py_buffer sv, ov
+    cdef Py_buffer sv
     cdef Py_ssize_t n = get_samples(src, &sv, S16, False, "src")
-    cdef Py_ssize_t have
     try:
-        result = None
-        if out is None:
-            out = result = _empty(n, _float32)
-        have = get_samples(out, &ov, F32, True, "out")
-        try:
-            _check_out(&ov, &sv, have, n)
-            if n < NOGIL_SAMPLES:
-                ac_s16_to_f32(sv.buf, ov.buf, n)
-            else:
-                with nogil:
-                    ac_s16_to_f32(sv.buf, ov.buf, n)
-        finally:
-            PyBuffer_Release(&ov)
-        return n if result is None else result
+        if out is not None:
+            return _convert_into(ac_s16_to_f32, &sv, n, out, F32)
+        result = _empty(n, _float32)
+        _convert_into(ac_s16_to_f32, &sv, n, result, F32)
+        return result
     finally:
         PyBuffer_Release(&sv)
 
