@@ -1,6 +1,8 @@
 import numpy as np
 import numpy.typing as npt
-from typing_extensions import Buffer, disjoint_base
+from typing_extensions import disjoint_base
+
+from audiocore._typing import SampleBuffer
 
 _TAP_ALIGN: int
 
@@ -27,6 +29,6 @@ class ResamplerCore:
         input: str,
         output: str,
     ) -> None: ...
-    def process(self, buf: Buffer) -> bytes | npt.NDArray[np.float32]: ...
+    def process(self, buf: SampleBuffer) -> bytes | npt.NDArray[np.float32]: ...
     def flush(self) -> bytes | npt.NDArray[np.float32]: ...
     def reset(self) -> None: ...

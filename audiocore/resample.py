@@ -19,7 +19,8 @@ from audiocore._resample import _TAP_ALIGN, ResamplerCore
 
 if TYPE_CHECKING:
     import numpy.typing as npt
-    from typing_extensions import Buffer
+
+    from audiocore._typing import SampleBuffer
 
 # What process() and flush() return: bytes for output="s16", a float32
 # array for output="f32" (only for type checkers; no cost at run time).
@@ -573,7 +574,7 @@ class Resampler(ResamplerCore, Generic[_Output]):
 
     if TYPE_CHECKING:  # the compiled methods, typed by the output format
 
-        def process(self, buf: Buffer) -> _Output: ...
+        def process(self, buf: SampleBuffer) -> _Output: ...
         def flush(self) -> _Output: ...
 
     @property
@@ -610,7 +611,7 @@ class Resampler(ResamplerCore, Generic[_Output]):
 
 @overload
 def resample(
-    buf: Buffer,
+    buf: SampleBuffer,
     in_rate: int,
     out_rate: int,
     *,
@@ -621,7 +622,7 @@ def resample(
 ) -> bytes: ...
 @overload
 def resample(
-    buf: Buffer,
+    buf: SampleBuffer,
     in_rate: int,
     out_rate: int,
     *,
@@ -632,7 +633,7 @@ def resample(
 ) -> npt.NDArray[np.float32]: ...
 @overload
 def resample(
-    buf: Buffer,
+    buf: SampleBuffer,
     in_rate: int,
     out_rate: int,
     *,
@@ -642,7 +643,7 @@ def resample(
     output: str,
 ) -> bytes | npt.NDArray[np.float32]: ...
 def resample(
-    buf: Buffer,
+    buf: SampleBuffer,
     in_rate: int,
     out_rate: int,
     *,
