@@ -1,0 +1,172 @@
+"""Server benchmarks on loopback with the offline model (no network).
+
+    python benchmarks/bench_server.py                  # everything, ~2 minutes
+    python benchmarks/bench_server.py --sessions 10,25 --turns 2
+
+What it measures, with `python -m server` in its own process and the clients
+in this one (both on this machine's cores):
+
+* server-added latency per chunk, p50/p99: client frame received → its audio
+  handed to ``LiveRequestQueue.send_realtime``; and model audio event received
+  → its frame sent on the socket, beyond the intended real-time pacing
+  (recorded by the server with AUDIOCORE_COLLECT_TIMINGS=1);
+* first-audio latency: ``activity_end`` sent → first echoed audio frame
+  received by the client (push-to-talk turns of real espeak-ng speech,
+  48 kHz float32 in, binary 24 kHz PCM16 out);
+* capacity: N concurrent real-time sessions; per N the server's CPU use,
+  latency p99, late frames (a listener with a 100 ms prebuffer would have
+  run dry) and lost samples (echo samples expected − received; the echo is
+  exact, so anything else is a loss).
+
+Inputs are built before the timed part; results are checked after it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from bench_server_client import (
+    IN_RATE,
+    cpu_seconds,
+    our_server,
+    our_session,
+    paced_frames,
+    percentile,
+    speech_48k,
+    split,
+)
+
+
+async def _run_sessions(url: str, speech, n: int, turns: int, stagger_s: float):
+    async def one(k: int):
+        await asyncio.sleep(stagger_s * k / max(1, n))
+        return await our_session(url, speech, turns)
+
+    return await asyncio.gather(*(one(k) for k in range(n)))
+
+
+def run(n: int, turns: int, speech) -> dict:
+    stats_path = Path(tempfile.mkdtemp()) / "stats.json"
+    with our_server(stats_path) as (url, proc):
+        cpu0, t0, me0 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
+        sessions = asyncio.run(_run_sessions(url, speech, n, turns, stagger_s=1.0))
+        cpu1, t1, me1 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
+    server = json.loads(stats_path.read_text())
+    turns_all = [t for s in sessions for t in s]
+    first = [t.first_audio_s for t in turns_all]
+    return {
+        "sessions": n,
+        "turns": len(turns_all),
+        "server_cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
+        "client_cpu_pct": 100 * (me1 - me0) / (t1 - t0),
+        "in_p50_us": 1e6 * percentile(server["latency_in"], 50),
+        "in_p99_us": 1e6 * percentile(server["latency_in"], 99),
+        "out_p50_us": 1e6 * percentile(server["latency_out"], 50),
+        "out_p99_us": 1e6 * percentile(server["latency_out"], 99),
+        "first_audio_p50_ms": 1e3 * percentile(first, 50),
+        "first_audio_p99_ms": 1e3 * percentile(first, 99),
+        "late_frames": sum(t.late_frames for t in turns_all),
+        "frames": sum(t.frames for t in turns_all),
+        "server_late_frames": server["late_frames"],
+        "concealed_frames": server["concealed_frames"],
+        "lost_samples": sum(t.expected - t.samples for t in turns_all),
+        "dropped_input_chunks": server["dropped_input_chunks"],
+    }
+
+
+async def _barge_ins(url: str, speech, count: int) -> list[tuple[float, float]]:
+    """Push-to-talk turns interrupted 0.5 s into the echo: (interrupt sent →
+    data-interrupted received, interrupt sent → last audio frame received)."""
+    import websockets
+
+    frames = [c.tobytes() for c in split(speech, IN_RATE)]
+    results = []
+    async with websockets.connect(url, max_size=None, compression=None) as ws:
+        await ws.send(
+            json.dumps(
+                {
+                    "type": "start",
+                    "input": {"sampleRate": IN_RATE, "format": "f32"},
+                    "output": {"sampleRate": 24000, "binary": True},
+                }
+            )
+        )
+        for _ in range(count):
+            await ws.send('{"type":"activity_start"}')
+            await paced_frames(frames, ws.send)
+            await ws.send('{"type":"activity_end"}')
+            first = None
+            while True:  # wait for the echo to be half a second in
+                message = await ws.recv()
+                if isinstance(message, bytes):
+                    first = first or time.monotonic()
+                    if time.monotonic() - first > 0.5:
+                        break
+            sent = time.monotonic()
+            await ws.send('{"type":"interrupt"}')
+            last_audio, notice = sent, None
+            while True:
+                message = await ws.recv()
+                now = time.monotonic()
+                if isinstance(message, bytes):
+                    last_audio = now
+                elif '"data-interrupted"' in message:
+                    notice = now
+                elif '"finish"' in message and notice is not None:
+                    break
+            results.append((notice - sent, last_audio - sent))
+    return results
+
+
+def barge_in(speech, count: int = 5) -> dict:
+    stats_path = Path(tempfile.mkdtemp()) / "stats.json"
+    with our_server(stats_path) as (url, _):
+        client = asyncio.run(_barge_ins(url, speech, count))
+    server = json.loads(stats_path.read_text())
+    return {
+        "notice_ms": [1e3 * a for a, _ in client],
+        "last_audio_ms": [1e3 * b for _, b in client],
+        "server_last_frame_ms": [1e3 * v for v in server["bargein_last_frame_s"]],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", default="1,10,25,50,100")
+    parser.add_argument("--turns", type=int, default=2)
+    args = parser.parse_args()
+    speech = speech_48k()
+    print(f"speech: {len(speech) / 48000:.2f} s per turn; turns per session: {args.turns}")
+    header = (
+        f"{'N':>4} {'cpu%':>6} {'client%':>7} {'in p50/p99 µs':>15} {'out p50/p99 µs':>16} "
+        f"{'first audio p50/p99 ms':>23} {'late/frames':>14} {'lost':>6} {'dropped in':>10}"
+    )
+    print(header)
+    for n in (int(v) for v in args.sessions.split(",")):
+        r = run(n, args.turns, speech)
+        print(
+            f"{n:>4} {r['server_cpu_pct']:>6.1f} {r['client_cpu_pct']:>7.1f} "
+            f"{r['in_p50_us']:>7.0f}/{r['in_p99_us']:<7.0f} "
+            f"{r['out_p50_us']:>8.0f}/{r['out_p99_us']:<7.0f} "
+            f"{r['first_audio_p50_ms']:>11.1f}/{r['first_audio_p99_ms']:<11.1f} "
+            f"{r['late_frames']:>6}/{r['frames']:<7} {r['lost_samples']:>6} "
+            f"{r['dropped_input_chunks']:>10} {r['concealed_frames']:>9}",
+            flush=True,
+        )
+        assert r["lost_samples"] >= 0, "more echo than was spoken"
+    b = barge_in(speech)
+    print(
+        "barge-in (client interrupt 0.5 s into the echo, 5 times): "
+        f"interrupt → data-interrupted max {max(b['notice_ms']):.1f} ms; "
+        f"interrupt → last audio frame received max {max(b['last_audio_ms']):.1f} ms; "
+        f"server flush → last frame sent max {max(b['server_last_frame_ms']):.2f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()

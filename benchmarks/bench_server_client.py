@@ -1,0 +1,225 @@
+"""Shared pieces of the server benchmarks: speech input, server processes,
+and a real-time client that measures what a listener would experience.
+
+Not a benchmark itself; imported by bench_server.py and bench_server_adk.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+FRAME_S = 0.020
+IN_RATE = 48_000
+OUT_RATE = 24_000
+OUT_FRAME = OUT_RATE * 40 // 1000  # the server's default output frame
+SPEECH_TEXT = "Hello, this is a test of the audio bridge."
+
+
+def speech_48k() -> np.ndarray:
+    """espeak-ng speech as 48 kHz float32, trimmed to a multiple of 6 samples."""
+    folder = Path(tempfile.mkdtemp())
+    raw, out = folder / "speech.wav", folder / "speech.f32"
+    subprocess.run(["espeak-ng", "-w", str(raw), SPEECH_TEXT], check=True)
+    subprocess.run(
+        [
+            "sox",
+            str(raw),
+            "-t",
+            "raw",
+            "-e",
+            "floating-point",
+            "-b",
+            "32",
+            "-r",
+            str(IN_RATE),
+            "-c",
+            "1",
+            str(out),
+            "rate",
+            "-v",
+        ],
+        check=True,
+    )
+    x = np.fromfile(out, "<f4")
+    shutil.rmtree(folder)
+    x = (x / np.max(np.abs(x)) * 0.5).astype(np.float32)
+    return x[: len(x) // 6 * 6]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def our_server(stats_path: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    port = free_port()
+    data = tempfile.mkdtemp()
+    environ = {
+        **os.environ,
+        "AUDIOCORE_COLLECT_TIMINGS": "1",
+        "AUDIOCORE_STATS_PATH": str(stats_path),
+        "AUDIOCORE_DATA_DIR": data,
+        "AUDIOCORE_MODEL": "offline",
+        **env,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server", "--port", str(port), "--log-level", "warning"],
+        cwd=REPO,
+        env=environ,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/healthz")
+        yield f"ws://127.0.0.1:{port}/ws", proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@dataclasses.dataclass
+class TurnResult:
+    first_audio_s: float  # end of speech (activity_end sent) → first audio frame received
+    samples: int  # echo samples received in the turn
+    expected: int
+    late_frames: int  # frames that arrived after the listener's playback ran dry
+    frames: int
+
+
+def playout_late_frames(arrivals: list[tuple[float, int]], rate: int, prebuffer_s: float) -> int:
+    """Frames a listener would get late: playback starts ``prebuffer_s`` after
+    the first frame and runs continuously; a frame is late if it arrives after
+    its play time."""
+    if not arrivals:
+        return 0
+    play_at = arrivals[0][0] + prebuffer_s
+    late = 0
+    for arrival, samples in arrivals:
+        if arrival > play_at:
+            late += 1
+            play_at = arrival  # playback stalls, then resumes
+        play_at += samples / rate
+    return late
+
+
+async def paced_frames(frames: list[bytes], send) -> float:
+    """Send frames at real-time pace; returns the time the last one went out."""
+    t0 = time.monotonic()
+    for k, frame in enumerate(frames):
+        delay = t0 + k * FRAME_S - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        await send(frame)
+    return time.monotonic()
+
+
+def split(x: np.ndarray, rate: int) -> list[np.ndarray]:
+    step = int(rate * FRAME_S)
+    return [x[i : i + step] for i in range(0, len(x), step)]
+
+
+async def our_session(
+    url: str, speech: np.ndarray, turns: int, prebuffer_s: float = 0.1, counter: dict | None = None
+):
+    """Push-to-talk turns of 48 kHz f32 speech in binary frames, echo back as
+    binary 24 kHz PCM16; silence keeps streaming while the echo plays."""
+    import websockets
+
+    frames = [c.tobytes() for c in split(speech, IN_RATE)]
+    quiet = np.zeros(int(IN_RATE * FRAME_S), np.float32).tobytes()
+    gap = int((len(speech) / IN_RATE + 0.6) / FRAME_S)
+    results: list[TurnResult] = []
+    async with websockets.connect(url, max_size=None, compression=None) as ws:
+        await ws.send(
+            json.dumps(
+                {
+                    "type": "start",
+                    "input": {"sampleRate": IN_RATE, "format": "f32", "channels": 1},
+                    "output": {"sampleRate": OUT_RATE, "binary": True},
+                }
+            )
+        )
+        arrivals: list[tuple[float, int]] = []
+        finished = asyncio.Queue()
+
+        counter = {"up": 0, "down": 0} if counter is None else counter
+
+        async def send(frame: bytes | str) -> None:
+            counter["up"] += len(frame)
+            await ws.send(frame)
+
+        async def receive() -> None:
+            async for message in ws:
+                counter["down"] += len(message)
+                if isinstance(message, bytes):
+                    arrivals.append((time.monotonic(), len(message) // 2))
+                elif '"finish"' in message:
+                    finished.put_nowait(time.monotonic())
+
+        reader = asyncio.create_task(receive())
+        for _ in range(turns):
+            arrivals.clear()
+            await send('{"type":"activity_start"}')
+            await paced_frames(frames, send)
+            await send('{"type":"activity_end"}')
+            ended = time.monotonic()
+            quiet_task = asyncio.create_task(paced_frames([quiet] * gap, send))
+            await asyncio.wait_for(finished.get(), 30)
+            await quiet_task
+            turn = list(arrivals)
+            results.append(
+                TurnResult(
+                    first_audio_s=(turn[0][0] - ended) if turn else float("nan"),
+                    samples=sum(n for _, n in turn),
+                    # The exact echo, padded with silence to whole 40 ms frames.
+                    expected=-(-(len(speech) // 2) // OUT_FRAME) * OUT_FRAME,
+                    late_frames=playout_late_frames(turn, OUT_RATE, prebuffer_s),
+                    frames=len(turn),
+                )
+            )
+        reader.cancel()
+    return results
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")

@@ -1,0 +1,71 @@
+"""The ADK agent the server bridges to, its tools, and its live run config."""
+
+from __future__ import annotations
+
+import datetime
+import zoneinfo
+from typing import Any
+
+from google.adk.agents import Agent
+from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.google_llm import Gemini
+from google.genai import types
+
+from .offline_model import OfflineLiveModel
+from .settings import Settings
+
+
+def get_current_time(timezone: str = "UTC") -> dict[str, Any]:
+    """Returns the current time in the given IANA time zone (default UTC).
+
+    Args:
+      timezone: An IANA time zone name such as "Europe/Paris".
+    """
+    try:
+        zone = zoneinfo.ZoneInfo(timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return {"error": f"unknown time zone {timezone!r}"}
+    now = datetime.datetime.now(zone)
+    return {"time": now.strftime("%H:%M:%S"), "date": now.date().isoformat(), "timezone": timezone}
+
+
+def build_model(settings: Settings) -> BaseLlm:
+    if settings.backend == "offline":
+        return OfflineLiveModel()
+    return Gemini(model=settings.live_model_name)
+
+
+def build_agent(settings: Settings) -> Agent:
+    return Agent(
+        name="voice_agent",
+        model=build_model(settings),
+        instruction=settings.agent_instruction,
+        tools=[get_current_time],
+    )
+
+
+def build_run_config(settings: Settings) -> RunConfig:
+    """Live configuration: audio answers, both transcriptions, and the model's
+    own voice activity detection unless ``settings.push_to_talk``.
+
+    Gemini accepts a client's activity_start/activity_end only with its
+    automatic detection disabled, so a deployment whose clients drive turns
+    (push-to-talk) sets ``push_to_talk``. The offline model honours both ways
+    either way.
+    """
+    realtime_input = None
+    if settings.push_to_talk:
+        realtime_input = types.RealtimeInputConfig(
+            automatic_activity_detection=types.AutomaticActivityDetection(disabled=True)
+        )
+    return RunConfig(
+        streaming_mode=StreamingMode.BIDI,
+        response_modalities=[types.Modality.AUDIO],
+        input_audio_transcription=types.AudioTranscriptionConfig(),
+        output_audio_transcription=types.AudioTranscriptionConfig(),
+        realtime_input_config=realtime_input,
+        session_resumption=(
+            None if settings.backend == "offline" else types.SessionResumptionConfig()
+        ),
+    )

@@ -1,0 +1,138 @@
+"""ADK live ``Event``s → AI SDK v6 UI message chunks, one turn at a time.
+
+Pure and synchronous: ``TurnTranslator.translate(event)`` returns what to
+send, in order. Audio comes back as ``ModelAudio`` (raw PCM16 and its rate) so
+the connection can resample and pace it; everything else is a chunk dict.
+
+Turn rules: ``start`` opens a turn on its first event; ``finish`` closes it on
+``turn_complete`` (or ``interrupted``) and never without a ``start``. A tool
+call does not end the turn: the function response and the model's second
+response belong to the same message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from google.adk.events import Event
+
+from . import protocol
+
+_RATE = re.compile(r"rate=(\d+)")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelAudio:
+    pcm: bytes
+    sample_rate: int
+
+
+Outgoing = dict[str, Any] | ModelAudio
+
+
+def audio_rate(mime_type: str | None, default: int = 24_000) -> int:
+    match = _RATE.search(mime_type or "")
+    return int(match.group(1)) if match else default
+
+
+class _TextPart:
+    """One text part fed by deltas (partial events) and a final aggregate."""
+
+    def __init__(self) -> None:
+        self.part_id: str | None = None
+        self.sent_any = False
+
+    def delta(self, text: str, out: list[Outgoing]) -> None:
+        if not text:
+            return
+        if self.part_id is None:
+            self.part_id = protocol.new_id("txt")
+            out.append(protocol.text_start_chunk(self.part_id))
+        out.append(protocol.text_delta_chunk(self.part_id, text))
+        self.sent_any = True
+
+    def final(self, text: str, out: list[Outgoing]) -> None:
+        # The aggregate repeats the deltas already sent: only send it when
+        # no delta was.
+        if not self.sent_any:
+            self.delta(text, out)
+        self.end(out)
+
+    def end(self, out: list[Outgoing]) -> None:
+        if self.part_id is not None:
+            out.append(protocol.text_end_chunk(self.part_id))
+        self.part_id, self.sent_any = None, False
+
+
+class TurnTranslator:
+    def __init__(self) -> None:
+        self.turn = 0  # increments at every finish
+        self.in_turn = False
+        self._transcript = _TextPart()  # output transcription
+        self._text = _TextPart()  # model text parts
+
+    def _open(self, out: list[Outgoing]) -> None:
+        if not self.in_turn:
+            self.in_turn = True
+            out.append(protocol.start_chunk(protocol.new_id("msg")))
+
+    def finish(self) -> list[Outgoing]:
+        """Close the current turn if one is open."""
+        out: list[Outgoing] = []
+        if self.in_turn:
+            self._transcript.end(out)
+            self._text.end(out)
+            out.append(protocol.finish_chunk())
+            self.in_turn = False
+            self.turn += 1
+        return out
+
+    def translate(self, event: Event) -> list[Outgoing]:
+        out: list[Outgoing] = []
+        if event.error_code or event.error_message:
+            out.append(
+                protocol.error_chunk(f"model error {event.error_code}: {event.error_message}")
+            )
+        if event.input_transcription and event.input_transcription.text:
+            self._open(out)
+            final = not event.partial
+            out.append(protocol.transcript_chunk(event.input_transcription.text, final=final))
+        if event.output_transcription and event.output_transcription.text:
+            self._open(out)
+            if event.partial:
+                self._transcript.delta(event.output_transcription.text, out)
+            else:
+                self._transcript.final(event.output_transcription.text, out)
+        content = event.content
+        if content and content.parts and event.author != "user":
+            for part in content.parts:
+                if part.thought:
+                    continue
+                if part.text:
+                    self._open(out)
+                    if event.partial:
+                        self._text.delta(part.text, out)
+                    else:
+                        self._text.final(part.text, out)
+                elif part.inline_data and (part.inline_data.mime_type or "").startswith(
+                    "audio/pcm"
+                ):
+                    self._open(out)
+                    data = part.inline_data.data or b""
+                    if data:
+                        out.append(ModelAudio(data, audio_rate(part.inline_data.mime_type)))
+                elif part.function_call:
+                    self._open(out)
+                    call = part.function_call
+                    out.append(
+                        protocol.tool_input_chunk(call.id or "", call.name or "", call.args or {})
+                    )
+                elif part.function_response:
+                    self._open(out)
+                    resp = part.function_response
+                    out.append(protocol.tool_output_chunk(resp.id or "", resp.response))
+        if event.interrupted or event.turn_complete:
+            out += self.finish()
+        return out

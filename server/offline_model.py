@@ -1,0 +1,385 @@
+"""The offline live model: a real ADK ``BaseLlm`` that needs no network.
+
+It lets the whole pipeline (runner, sessions, events, tools) run for real in
+tests and in the demo without Google credentials. It does not understand
+speech. What it does, deterministically:
+
+* Audio turns. It finds the end of the user's turn either from the client's
+  ``activity_end`` (push-to-talk) or with an energy detector: a 20 ms chunk
+  whose RMS is above ``vad_threshold_dbfs`` is speech, and the turn ends after
+  ``hangover_ms`` without speech. It then answers with, as separate
+  responses: an input "transcription" that honestly *describes* the utterance
+  (duration, sample count, peak and RMS level — there is no speech
+  recognition), an output transcription, the user's own audio resampled to
+  24 kHz (the echo), and ``turn_complete``.
+* Text turns. It answers with text and a short audio cue. "what time is it"
+  (and similar) calls the agent's ``get_current_time`` tool; "call NAME {json}"
+  calls any declared tool. A function response produces the final answer.
+* Barge-in. It tracks how long its last answer takes to play; speech (or
+  ``activity_start``) before that ends emits ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import re
+import time
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+import numpy as np
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.base_llm_connection import BaseLlmConnection
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.genai import types
+
+import audiocore
+
+INPUT_RATE = 16_000
+OUTPUT_RATE = 24_000
+OUTPUT_MIME = f"audio/pcm;rate={OUTPUT_RATE}"
+NO_ASR_NOTE = "[offline model: no speech recognition]"
+
+_TIME_QUESTION = re.compile(r"\b(what(?:'s| is)? (?:the )?time|current time|time is it)\b", re.I)
+_CALL_TOOL = re.compile(r"^\s*call\s+(\w+)\s*(\{.*\})?\s*$", re.I | re.S)
+
+
+class OfflineLiveModel(BaseLlm):
+    """Deterministic offline stand-in for a Gemini Live model."""
+
+    model: str = "offline"
+    vad_threshold_dbfs: float = -40.0
+    hangover_ms: int = 600
+    preroll_ms: int = 300
+    min_speech_ms: int = 60
+    max_utterance_s: float = 30.0
+    chunk_ms: int = 40  # echo audio is emitted in responses of this length
+    max_pending_responses: int = 512
+
+    @classmethod
+    def supported_models(cls) -> list[str]:
+        return [r"offline(-.*)?"]
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        """Non-live calls: answer the last user text (tools as in live mode)."""
+        text = ""
+        for content in reversed(llm_request.contents):
+            if content.role == "user" and content.parts:
+                text = " ".join(p.text for p in content.parts if p.text)
+                if text or any(p.function_response for p in content.parts):
+                    break
+        for response in _answer_text(text, _declared_tools(llm_request), history_len=0):
+            if response.turn_complete or response.content is None:
+                continue
+            if response.content.parts and response.content.parts[0].inline_data:
+                continue
+            yield response
+
+    def connect(
+        self, llm_request: LlmRequest
+    ) -> contextlib.AbstractAsyncContextManager[BaseLlmConnection]:
+        return self._connect(llm_request)
+
+    @contextlib.asynccontextmanager
+    async def _connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:
+        connection = OfflineLiveConnection(self, _declared_tools(llm_request))
+        try:
+            yield connection
+        finally:
+            await connection.close()
+
+
+def _declared_tools(llm_request: LlmRequest) -> set[str]:
+    names: set[str] = set()
+    for tool in (llm_request.config.tools or []) if llm_request.config else []:
+        for decl in getattr(tool, "function_declarations", None) or []:
+            names.add(decl.name)
+    return names | set(llm_request.tools_dict)
+
+
+class OfflineLiveConnection(BaseLlmConnection):
+    def __init__(self, model: OfflineLiveModel, tools: set[str]) -> None:
+        self._model = model
+        self._tools = tools
+        self._responses: asyncio.Queue[LlmResponse | None] = asyncio.Queue(
+            model.max_pending_responses
+        )
+        self._closed = False
+        self._history_len = 0
+        self._manual = False  # client drives turns with activity_start/end
+        self._in_activity = False
+        self._speaking_until = 0.0
+        self._segmenter = _EnergySegmenter(model)
+
+    # ------------------------------------------------------------ inputs
+    async def send_history(self, history: list[types.Content]) -> None:
+        self._history_len = len(history)
+
+    async def send_content(self, content: types.Content) -> None:
+        parts = content.parts or []
+        if any(p.function_response for p in parts):
+            for part in parts:
+                if part.function_response:
+                    await self._emit_all(_answer_tool_result(part.function_response))
+            return
+        text = " ".join(p.text for p in parts if p.text)
+        self._history_len += 1
+        await self._emit_all(_answer_text(text, self._tools, self._history_len))
+        self._speaking_until = time.monotonic() + _CUE_SECONDS
+
+    async def send_realtime(self, blob: Any) -> None:
+        if isinstance(blob, types.ActivityStart):
+            self._manual = self._in_activity = True
+            self._segmenter.start_manual()
+            await self._maybe_interrupt()
+        elif isinstance(blob, types.ActivityEnd):
+            if self._in_activity:
+                self._in_activity = False
+                await self._answer_audio(self._segmenter.end_manual())
+        elif isinstance(blob, types.LiveClientRealtimeInput):
+            if blob.audio_stream_end and not self._manual:
+                await self._answer_audio(self._segmenter.force_end())
+        elif isinstance(blob, types.Blob) and (blob.mime_type or "").startswith("audio/pcm"):
+            pcm = blob.data or b""
+            if self._manual:
+                if self._in_activity:
+                    self._segmenter.append_manual(pcm)
+                return
+            event = self._segmenter.feed(pcm)
+            if event == "onset":
+                await self._maybe_interrupt()
+            elif isinstance(event, bytes):
+                await self._answer_audio(event)
+        # Images and other blobs are accepted and ignored.
+
+    async def _maybe_interrupt(self) -> None:
+        if time.monotonic() < self._speaking_until:
+            self._speaking_until = 0.0
+            await self._emit(LlmResponse(interrupted=True))
+
+    async def _answer_audio(self, pcm: bytes | None) -> None:
+        if pcm is None:
+            return
+        self._history_len += 1
+        for response in _answer_speech(pcm, self._model.chunk_ms):
+            await self._emit(response)
+        echo_seconds = len(pcm) / 2 / INPUT_RATE
+        self._speaking_until = time.monotonic() + echo_seconds
+
+    async def _emit_all(self, responses: list[LlmResponse]) -> None:
+        for response in responses:
+            await self._emit(response)
+
+    async def _emit(self, response: LlmResponse) -> None:
+        if not self._closed:
+            # Blocks when the consumer stalls: the bound that stops a stalled
+            # client from growing memory here.
+            await self._responses.put(response)
+
+    # ------------------------------------------------------------ outputs
+    async def receive(self) -> AsyncGenerator[LlmResponse, None]:
+        # One generator for the whole connection: ADK ends the run when a
+        # receive() call yields nothing.
+        while True:
+            response = await self._responses.get()
+            if response is None:
+                return
+            yield response
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        while not self._responses.empty():  # nobody will read them
+            self._responses.get_nowait()
+        self._responses.put_nowait(None)
+
+
+class _EnergySegmenter:
+    """Energy VAD with pre-roll and hangover over a contiguous 16 kHz stream.
+
+    An utterance is a contiguous slice of the input: up to ``preroll_ms``
+    before the first speech chunk through the chunk where ``hangover_ms`` of
+    non-speech completed, so the echo is an exact copy of what was sent.
+    """
+
+    def __init__(self, model: OfflineLiveModel) -> None:
+        self._threshold = 10 ** (model.vad_threshold_dbfs / 20) * 32768
+        self._hangover = model.hangover_ms * INPUT_RATE // 1000
+        self._preroll_max = model.preroll_ms * INPUT_RATE // 1000
+        self._min_speech = model.min_speech_ms * INPUT_RATE // 1000
+        self._max_samples = int(model.max_utterance_s * INPUT_RATE)
+        self._preroll: deque[bytes] = deque()
+        self._preroll_samples = 0
+        self._utterance: list[bytes] = []
+        self._samples = 0
+        self._speech_samples = 0
+        self._silence_run = 0
+        self._active = False
+
+    def feed(self, pcm: bytes) -> str | bytes | None:
+        """Feed a chunk; returns "onset", a finished utterance, or None."""
+        n = len(pcm) // 2
+        if n == 0:
+            return None
+        x = np.frombuffer(pcm, "<i2", count=n).astype(np.float32)
+        voiced = float(np.sqrt(np.mean(x * x))) >= self._threshold
+        if not self._active:
+            if voiced:
+                self._active = True
+                self._utterance = list(self._preroll)
+                self._samples = self._preroll_samples
+                self._preroll.clear()
+                self._preroll_samples = 0
+                self._speech_samples = self._silence_run = 0
+                self._append(pcm, n, voiced)
+                return "onset"
+            self._preroll.append(pcm)
+            self._preroll_samples += n
+            while self._preroll and self._preroll_samples - len(self._preroll[0]) // 2 >= (
+                self._preroll_max
+            ):
+                self._preroll_samples -= len(self._preroll.popleft()) // 2
+            return None
+        self._append(pcm, n, voiced)
+        if self._silence_run >= self._hangover or self._samples >= self._max_samples:
+            return self._finish()
+        return None
+
+    def _append(self, pcm: bytes, n: int, voiced: bool) -> None:
+        self._utterance.append(pcm)
+        self._samples += n
+        if voiced:
+            self._speech_samples += n
+            self._silence_run = 0
+        else:
+            self._silence_run += n
+
+    def _finish(self) -> bytes | None:
+        pcm = b"".join(self._utterance)
+        speech = self._speech_samples
+        self._utterance, self._samples, self._active = [], 0, False
+        return pcm if speech >= self._min_speech else None
+
+    def force_end(self) -> bytes | None:
+        return self._finish() if self._active else None
+
+    def start_manual(self) -> None:
+        self._utterance, self._samples, self._active = [], 0, False
+        self._preroll.clear()
+        self._preroll_samples = 0
+
+    def append_manual(self, pcm: bytes) -> None:
+        self._utterance.append(pcm)
+
+    def end_manual(self) -> bytes:
+        pcm = b"".join(self._utterance)
+        self._utterance = []
+        return pcm
+
+
+# ---------------------------------------------------------------- answers
+
+_CUE_SECONDS = 0.15
+
+
+def _dbfs(value: float) -> float:
+    return 20 * math.log10(value / 32768) if value > 0 else -math.inf
+
+
+def describe_utterance(pcm: bytes) -> str:
+    """The honest 'transcription': what the model can measure, not words."""
+    x = np.frombuffer(pcm, "<i2").astype(np.float64)
+    n = x.size
+    peak = float(np.max(np.abs(x))) if n else 0.0
+    rms = float(np.sqrt(np.mean(x * x))) if n else 0.0
+    return (
+        f"{NO_ASR_NOTE} {n / INPUT_RATE:.2f} s of audio ({n} samples at {INPUT_RATE} Hz), "
+        f"peak {_dbfs(peak):.1f} dBFS, RMS {_dbfs(rms):.1f} dBFS"
+    )
+
+
+def _audio_response(pcm: bytes) -> LlmResponse:
+    return LlmResponse(
+        content=types.Content(
+            role="model",
+            parts=[types.Part(inline_data=types.Blob(mime_type=OUTPUT_MIME, data=pcm))],
+        )
+    )
+
+
+def _answer_speech(pcm: bytes, chunk_ms: int) -> list[LlmResponse]:
+    n = len(pcm) // 2
+    echo = bytes(audiocore.resample(pcm, INPUT_RATE, OUTPUT_RATE, input="s16", output="s16"))
+    responses = [
+        LlmResponse(
+            input_transcription=types.Transcription(text=describe_utterance(pcm), finished=True),
+            partial=False,
+        ),
+        LlmResponse(
+            output_transcription=types.Transcription(
+                text=f"I heard {n / INPUT_RATE:.2f} seconds of audio. Here it is back.",
+                finished=True,
+            ),
+            partial=False,
+        ),
+    ]
+    step = chunk_ms * OUTPUT_RATE // 1000 * 2
+    responses += [_audio_response(echo[i : i + step]) for i in range(0, len(echo), step)]
+    responses.append(LlmResponse(turn_complete=True))
+    return responses
+
+
+def audio_cue() -> bytes:
+    """A short 660 Hz blip (150 ms, 10 ms fades) at 24 kHz."""
+    n = int(_CUE_SECONDS * OUTPUT_RATE)
+    t = np.arange(n) / OUTPUT_RATE
+    ramp = np.minimum(1.0, np.minimum(t, t[::-1]) / 0.010)
+    tone = 0.25 * np.sin(2 * np.pi * 660 * t) * ramp
+    return np.rint(tone * 32767).astype("<i2").tobytes()
+
+
+def _text_answer(text: str) -> list[LlmResponse]:
+    return [
+        LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)])),
+        _audio_response(audio_cue()),
+        LlmResponse(turn_complete=True),
+    ]
+
+
+def _answer_text(text: str, tools: set[str], history_len: int) -> list[LlmResponse]:
+    call = _CALL_TOOL.match(text)
+    if call and call.group(1) in tools:
+        try:
+            args = json.loads(call.group(2) or "{}")
+        except ValueError:
+            return _text_answer(f"The arguments for {call.group(1)} are not valid JSON.")
+        return [_function_call(call.group(1), args if isinstance(args, dict) else {})]
+    if _TIME_QUESTION.search(text) and "get_current_time" in tools:
+        return [_function_call("get_current_time", {})]
+    earlier = f" ({history_len - 1} earlier turns in this session)" if history_len > 1 else ""
+    return _text_answer(f"You said: {text.strip()}{earlier}")
+
+
+def _function_call(name: str, args: dict[str, Any]) -> LlmResponse:
+    return LlmResponse(
+        content=types.Content(
+            role="model", parts=[types.Part(function_call=types.FunctionCall(name=name, args=args))]
+        )
+    )
+
+
+def _answer_tool_result(response: types.FunctionResponse) -> list[LlmResponse]:
+    result = response.response or {}
+    if response.name == "get_current_time" and "time" in result:
+        text = f"It is {result['time']} ({result.get('timezone', 'UTC')})."
+    else:
+        text = f"{response.name} returned {json.dumps(result, default=str, sort_keys=True)}."
+    return _text_answer(text)

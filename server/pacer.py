@@ -1,0 +1,247 @@
+"""The connection's output: model audio in an ``audiocore.JitterBuffer``
+(profile "generator"), released at real-time pace, with the other UI chunks
+kept in order around it.
+
+Pacing model: the client plays every frame as it arrives, back to back. We
+keep the time at which its playback of everything sent so far will end
+(``_play_end``) and release the next frame only when that is at most
+``lead_s`` ahead of now, so the client holds ≈``lead_s`` of audio — enough to
+ride out network jitter, small enough that a barge-in flush is heard at once.
+
+The jitter buffer frames the audio, pads a turn's tail to a whole frame,
+conceals when the model stalls mid-turn (only once the client is about to run
+dry: the lead is the jitter allowance), and on ``flush`` drops what is
+buffered and rejects late chunks of the interrupted turn. Non-audio chunks
+carry the audio position they follow and leave once that audio has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections import deque
+from collections.abc import Hashable
+from typing import Any
+
+import audiocore
+
+_LATE_TOLERANCE_S = 0.005
+# Event-loop timers fire with millisecond granularity (epoll and libuv round
+# up), so a frame due within this much is released now rather than after a
+# timer that would wake up to 1 ms late. Against a lead of ~150 ms, being up
+# to 2 ms early is harmless.
+_TIMER_SLACK_S = 0.002
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+@dataclasses.dataclass(frozen=True)
+class AudioFrame:
+    pcm: bytes
+    duration: float
+    queued_at: float  # when its audio reached the server
+    concealed: bool = False  # made up by the jitter buffer during a model stall
+
+
+@dataclasses.dataclass
+class PacerStats:
+    frames: int = 0
+    concealed_frames: int = 0
+    # Released after the client's playback had already run dry although the
+    # frame was waiting in time: the sender (event loop) fell behind.
+    late_frames: int = 0
+    flushes: int = 0
+    flushed_samples: int = 0
+    rejected_chunks: int = 0  # late audio of an interrupted turn
+
+
+class OutputPacer:
+    def __init__(
+        self,
+        *,
+        sample_rate: int,
+        frame_ms: int,
+        lead_s: float,
+        max_audio_s: float,
+        max_messages: int,
+        clock: Any = time.monotonic,
+    ) -> None:
+        self._rate = sample_rate
+        self._jb = audiocore.JitterBuffer(
+            sample_rate,
+            frame_ms=frame_ms,
+            profile="generator",
+            high_water_ms=max_audio_s * 1000,
+            # Room above the high-water mark for the chunk that crosses it.
+            capacity_ms=max_audio_s * 1000 + 10_000,
+        )
+        self._frame = self._jb.frame_samples
+        self._frame_s = self._frame / sample_rate
+        self._lead = lead_s
+        self._max_messages = max_messages
+        self._clock = clock
+        self._messages: deque[tuple[int, dict[str, Any]]] = deque()  # (audio position, chunk)
+        self._arrivals: deque[tuple[int, float]] = deque()  # (audio position, received at)
+        self._pushed = 0  # samples stored so far, tail padding included
+        self._released = 0  # of those, samples sent
+        self._turn_samples = 0  # stored in the open turn
+        self._turn_playing = False  # the open turn has sent audio
+        self._waiter: asyncio.Future[None] | None = None  # the consumer, asleep
+        self._room = asyncio.Event()
+        self._room.set()
+        self._play_end = 0.0
+        # When the last audio frame returned by get() was due: the later of its
+        # arrival and the pacing deadline. Its send time minus this is the
+        # delay the server added beyond the intended pacing.
+        self.last_due = 0.0
+        self.stats = PacerStats()
+
+    # ------------------------------------------------------------ producers
+    @property
+    def buffered_seconds(self) -> float:
+        return (self._pushed - self._released) / self._rate
+
+    def put_message_nowait(self, chunk: dict[str, Any]) -> bool:
+        """Queue a chunk after the audio queued so far; False (dropped) if
+        ``max_messages`` are already waiting."""
+        if len(self._messages) >= self._max_messages:
+            return False
+        self._messages.append((self._pushed, chunk))
+        self._wake()
+        return True
+
+    async def put_message(self, chunk: dict[str, Any]) -> None:
+        while not self.put_message_nowait(chunk):
+            await self._wait_room()
+
+    async def put_audio(
+        self, pcm: bytes, received_at: float | None = None, turn: Hashable | None = None
+    ) -> None:
+        """Queue PCM16 of ``turn``; waits while ``max_audio_s`` is held.
+
+        Audio of a turn interrupted by ``flush`` is dropped.
+        ``received_at``: when the audio reached the server (for latency stats).
+        """
+        while self._jb.backpressure:
+            await self._wait_room()
+        if not pcm:
+            return
+        if not self._jb.push(pcm, turn=turn):
+            self.stats.rejected_chunks += 1
+            return
+        n = len(pcm) // 2
+        self._pushed += n
+        self._turn_samples += n
+        self._arrivals.append((self._pushed, self._clock() if received_at is None else received_at))
+        self._wake()
+
+    def end_turn(self) -> None:
+        """The model's turn is over: its tail plays, padded to a whole frame."""
+        if self._turn_samples:
+            self._jb.end_turn()
+            self._pushed += -self._turn_samples % self._frame
+            self._turn_samples = 0
+            self._turn_playing = False
+            self._wake()
+
+    def flush(self, notice: dict[str, Any] | None = None) -> int:
+        """Barge-in: drop every queued audio frame now; ``notice`` goes out next.
+
+        Late chunks of the interrupted turn are rejected from now on. Returns
+        the number of samples dropped. Queued non-audio chunks keep their
+        order behind the notice.
+        """
+        dropped = self._pushed - self._released
+        self._jb.flush(fade_ms=0)  # the client drops its buffer on data-interrupted
+        self._released = self._pushed
+        self._turn_samples = 0
+        self._turn_playing = False
+        self._arrivals.clear()
+        if notice is not None:
+            self._messages.appendleft((0, notice))
+        self._play_end = self._clock()
+        self.stats.flushes += 1
+        self.stats.flushed_samples += dropped
+        self._wake()
+        self._room.set()
+        return dropped
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def _sleep(self, timeout: float | None) -> None:
+        """Until woken by a producer or a flush, or ``timeout`` seconds pass.
+
+        A bare future plus one timer: this runs for every paced frame, and
+        ``asyncio.wait_for`` would cost a task per call.
+        """
+        loop = asyncio.get_running_loop()
+        self._waiter = waiter = loop.create_future()
+        timer = None if timeout is None else loop.call_later(timeout, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+    async def _wait_room(self) -> None:
+        self._room.clear()
+        await self._room.wait()
+
+    # ------------------------------------------------------------ consumer
+    async def get(self) -> AudioFrame | dict[str, Any]:
+        """The next item, once it is due."""
+        while True:
+            if self._messages and self._messages[0][0] <= self._released:
+                self._room.set()
+                return self._messages.popleft()[1]
+            jb = self._jb
+            # A whole frame of audio, or the padded tail of a finished turn.
+            real = self._pushed > self._released and (jb.frames_ready > 0 or not self._turn_samples)
+            now = self._clock()
+            if real:
+                wait = self._play_end - self._lead - now
+            else:
+                # A stall mid-turn: conceal only while the client is still
+                # playing this turn and about to run dry (never before its first
+                # frame), so the lead stays the jitter allowance.
+                stalled = self._turn_playing and bool(self._turn_samples) and jb.playing
+                if not (stalled and self._play_end >= now):
+                    until_dry = self._play_end - now - _TIMER_SLACK_S
+                    await self._sleep(until_dry if stalled and until_dry > 0 else None)
+                    continue
+                wait = self._play_end - now
+            if wait > _TIMER_SLACK_S:
+                await self._sleep(wait - _TIMER_SLACK_S)
+                continue  # a flush or new audio may have changed what is next
+            return self._release(jb.pop(), now, real)
+
+    def _release(self, pcm: bytes, now: float, real: bool) -> AudioFrame:
+        queued_at = now
+        if real:
+            self._turn_playing = bool(self._turn_samples)
+            self._released = end = min(self._pushed, self._released + self._frame)
+            # The frame's arrival is that of the chunk holding its last sample.
+            arrivals = self._arrivals
+            while arrivals and arrivals[0][0] < end:
+                arrivals.popleft()
+            if arrivals:
+                queued_at = arrivals[0][1]
+                if arrivals[0][0] == end:
+                    arrivals.popleft()
+            if queued_at < self._play_end < now - _LATE_TOLERANCE_S:
+                self.stats.late_frames += 1
+        else:
+            self.stats.concealed_frames += 1
+        self.last_due = max(queued_at, self._play_end - self._lead)
+        self._play_end = max(self._play_end, now) + self._frame_s
+        self.stats.frames += 1
+        self._room.set()
+        return AudioFrame(pcm, self._frame_s, queued_at, concealed=not real)

@@ -1,0 +1,414 @@
+"""The /ws wire protocol (DESIGN §5): pure decode of client frames, encode of
+server chunks. No I/O here.
+
+Two kinds of failure:
+
+* ``InputError`` — a recoverable mistake (bad field, malformed base64, unknown
+  type). The caller answers with an ``error`` chunk and the socket lives.
+* ``ProtocolError`` — a violation of the protocol itself. It carries the
+  WebSocket close code the caller must close with (1003, 1007, 1008, 1009).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import secrets
+from typing import Any, Literal
+
+# WebSocket close codes (RFC 6455 §7.4.1).
+CLOSE_NORMAL = 1000
+CLOSE_UNSUPPORTED_DATA = 1003
+CLOSE_INVALID_PAYLOAD = 1007
+CLOSE_POLICY_VIOLATION = 1008
+CLOSE_MESSAGE_TOO_BIG = 1009
+CLOSE_INTERNAL_ERROR = 1011
+
+SUPPORTED_RATES = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000)
+INPUT_FORMATS = ("s16", "f32")
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
+SAMPLE_BYTES = {"s16": 2, "f32": 4}
+
+
+class ProtocolError(Exception):
+    """A protocol violation: close the socket with ``close_code``."""
+
+    def __init__(self, close_code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.close_code = close_code
+        self.reason = reason
+
+
+class InputError(ValueError):
+    """A recoverable mistake: answer with an ``error`` chunk, keep the socket."""
+
+
+# ---------------------------------------------------------------- client frames
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFormat:
+    sample_rate: int = 16_000
+    format: Literal["s16", "f32"] = "s16"
+    channels: int = 1
+
+    @property
+    def frame_bytes(self) -> int:
+        return SAMPLE_BYTES[self.format] * self.channels
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputFormat:
+    sample_rate: int = 24_000
+    binary: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    input: InputFormat
+    output: OutputFormat
+    session_id: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Audio:
+    """Audio from a binary frame or an ``audio_chunk``: raw samples, validated."""
+
+    data: bytes
+    format: InputFormat
+
+
+@dataclasses.dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ActivityStart:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class ActivityEnd:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Interrupt:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Image:
+    media_type: str
+    data: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolApproval:
+    approval_id: str
+    approved: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolResult:
+    tool_call_id: str
+    output: Any
+
+
+ClientMessage = (
+    Start
+    | Audio
+    | Text
+    | ActivityStart
+    | ActivityEnd
+    | Interrupt
+    | Image
+    | ToolApproval
+    | ToolResult
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    max_message_bytes: int = 4 * 1024 * 1024
+    max_image_bytes: int = 2 * 1024 * 1024
+    max_text_chars: int = 16_000
+
+
+def decode_binary(data: bytes, fmt: InputFormat, limits: Limits) -> Audio:
+    """A binary frame: audio in the negotiated input format."""
+    if len(data) > limits.max_message_bytes:
+        raise ProtocolError(
+            CLOSE_MESSAGE_TOO_BIG,
+            f"message of {len(data)} bytes exceeds the limit of {limits.max_message_bytes}",
+        )
+    _check_whole_frames(len(data), fmt)
+    return Audio(data, fmt)
+
+
+def decode_text(raw: str, fmt: InputFormat, limits: Limits) -> ClientMessage:
+    """A text frame: one JSON object with a string ``type``."""
+    if len(raw) > limits.max_message_bytes:
+        raise ProtocolError(
+            CLOSE_MESSAGE_TOO_BIG,
+            f"message of {len(raw)} characters exceeds the limit of {limits.max_message_bytes}",
+        )
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        raise ProtocolError(CLOSE_INVALID_PAYLOAD, f"expected a JSON text frame: {exc}") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        raise ProtocolError(
+            CLOSE_UNSUPPORTED_DATA,
+            f'expected a JSON object with a string "type", got {type(obj).__name__}',
+        )
+    kind = obj["type"]
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        raise InputError(f"unknown message type {kind!r}; expected one of {sorted(_DECODERS)}")
+    return decoder(obj, fmt, limits)
+
+
+def _decode_start(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Start:
+    inp = _optional_object(obj, "input")
+    out = _optional_object(obj, "output")
+    defaults_in, defaults_out = InputFormat(), OutputFormat()
+    rate = _rate(inp.get("sampleRate", defaults_in.sample_rate), "input.sampleRate")
+    form = inp.get("format", defaults_in.format)
+    if form not in INPUT_FORMATS:
+        raise InputError(f"input.format: expected one of {list(INPUT_FORMATS)}, got {form!r}")
+    channels = inp.get("channels", 1)
+    if channels != 1 or isinstance(channels, bool):
+        raise InputError(f"input.channels: only mono input is supported, got {channels!r}")
+    out_rate = _rate(out.get("sampleRate", defaults_out.sample_rate), "output.sampleRate")
+    binary = out.get("binary", False)
+    if not isinstance(binary, bool):
+        raise InputError(f"output.binary: expected a boolean, got {binary!r}")
+    session_id = obj.get("sessionId")
+    if session_id is not None and not isinstance(session_id, str):
+        raise InputError(f"sessionId: expected a string, got {type(session_id).__name__}")
+    return Start(InputFormat(rate, form, 1), OutputFormat(out_rate, binary), session_id or None)
+
+
+def _decode_audio_chunk(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Audio:
+    data = obj.get("data")
+    if not isinstance(data, dict):
+        raise InputError('audio_chunk: expected "data" to be an object')
+    rate = _rate(data.get("sampleRate", fmt.sample_rate), "audio_chunk sampleRate")
+    channels = data.get("channels", 1)
+    bit_depth = data.get("bitDepth", 16)
+    if channels != 1:
+        raise InputError(f"audio_chunk: only mono audio is supported, got channels={channels!r}")
+    if bit_depth not in (16, 32):
+        raise InputError(f"audio_chunk: bitDepth must be 16 (s16) or 32 (f32), got {bit_depth!r}")
+    chunk_fmt = InputFormat(rate, "s16" if bit_depth == 16 else "f32", 1)
+    if chunk_fmt != fmt:
+        raise InputError(
+            f"audio_chunk: expected {fmt.format} at {fmt.sample_rate} Hz (the negotiated input), "
+            f"got {chunk_fmt.format} at {rate} Hz; negotiate with start first"
+        )
+    pcm = _b64(data.get("chunk"), "audio_chunk data.chunk")
+    _check_whole_frames(len(pcm), fmt)
+    return Audio(pcm, fmt)
+
+
+def _decode_text_turn(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Text:
+    text = obj.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise InputError('text: expected a non-empty string "text"')
+    if len(text) > limits.max_text_chars:
+        raise InputError(
+            f"text: {len(text)} characters exceeds the limit of {limits.max_text_chars}"
+        )
+    return Text(text)
+
+
+def _decode_image(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Image:
+    media_type = obj.get("mediaType")
+    if media_type not in IMAGE_TYPES:
+        raise InputError(f"image: mediaType must be one of {list(IMAGE_TYPES)}, got {media_type!r}")
+    data = obj.get("data")
+    if isinstance(data, str) and len(data) * 3 // 4 > limits.max_image_bytes + 3:
+        raise InputError(
+            f"image: about {len(data) * 3 // 4} bytes exceeds the limit of {limits.max_image_bytes}"
+        )
+    raw = _b64(data, "image data")
+    if len(raw) > limits.max_image_bytes:
+        raise InputError(f"image: {len(raw)} bytes exceeds the limit of {limits.max_image_bytes}")
+    return Image(media_type, raw)
+
+
+def _decode_tool_approval(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> ToolApproval:
+    approval_id, approved = obj.get("approvalId"), obj.get("approved")
+    if not isinstance(approval_id, str) or not isinstance(approved, bool):
+        raise InputError('tool_approval: expected string "approvalId" and boolean "approved"')
+    return ToolApproval(approval_id, approved)
+
+
+def _decode_tool_result(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> ToolResult:
+    call_id = obj.get("toolCallId")
+    if not isinstance(call_id, str) or "output" not in obj:
+        raise InputError('tool_result: expected string "toolCallId" and an "output"')
+    return ToolResult(call_id, obj["output"])
+
+
+def _no_fields(kind: type) -> Any:
+    return lambda obj, fmt, limits: kind()
+
+
+_DECODERS = {
+    "start": _decode_start,
+    "audio_chunk": _decode_audio_chunk,
+    "text": _decode_text_turn,
+    "activity_start": _no_fields(ActivityStart),
+    "activity_end": _no_fields(ActivityEnd),
+    "interrupt": _no_fields(Interrupt),
+    "image": _decode_image,
+    "tool_approval": _decode_tool_approval,
+    "tool_result": _decode_tool_result,
+}
+
+
+def _optional_object(obj: dict[str, Any], key: str) -> dict[str, Any]:
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{key}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _rate(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value not in SUPPORTED_RATES:
+        raise InputError(f"{what}: expected one of {list(SUPPORTED_RATES)}, got {value!r}")
+    return value
+
+
+def _b64(value: Any, what: str) -> bytes:
+    if not isinstance(value, str):
+        raise InputError(f"{what}: expected a base64 string, got {type(value).__name__}")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        pass
+    try:  # URL-safe alphabet, as ADK's own JSON uses
+        return base64.b64decode(value.encode("ascii"), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        raise InputError(f"{what}: malformed base64") from None
+
+
+def _check_whole_frames(n_bytes: int, fmt: InputFormat) -> None:
+    if n_bytes % fmt.frame_bytes:
+        raise InputError(
+            f"audio: expected a multiple of {fmt.frame_bytes} bytes ({fmt.format}, "
+            f"{fmt.channels} channel), got {n_bytes}"
+        )
+
+
+# ---------------------------------------------------------------- server chunks
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+def encode(chunk: dict[str, Any]) -> str:
+    return json.dumps(chunk, separators=(",", ":"), ensure_ascii=False)
+
+
+def session_chunk(
+    session_id: str,
+    inp: InputFormat,
+    out: OutputFormat,
+    *,
+    model: str,
+    resumed: bool,
+    history: list[dict[str, str]],
+) -> dict[str, Any]:
+    return {
+        "type": "data-session",
+        "data": {
+            "sessionId": session_id,
+            "resumed": resumed,
+            "model": model,
+            "input": {
+                "sampleRate": inp.sample_rate,
+                "format": inp.format,
+                "channels": inp.channels,
+            },
+            "output": {
+                "sampleRate": out.sample_rate,
+                "channels": 1,
+                "bitDepth": 16,
+                "binary": out.binary,
+            },
+            "history": history,
+        },
+        "transient": True,
+    }
+
+
+def start_chunk(message_id: str) -> dict[str, Any]:
+    return {"type": "start", "messageId": message_id}
+
+
+def transcript_chunk(text: str, *, final: bool) -> dict[str, Any]:
+    return {"type": "data-transcript", "data": {"text": text, "final": final}, "transient": True}
+
+
+def text_start_chunk(part_id: str) -> dict[str, Any]:
+    return {"type": "text-start", "id": part_id}
+
+
+def text_delta_chunk(part_id: str, delta: str) -> dict[str, Any]:
+    return {"type": "text-delta", "id": part_id, "delta": delta}
+
+
+def text_end_chunk(part_id: str) -> dict[str, Any]:
+    return {"type": "text-end", "id": part_id}
+
+
+def pcm_chunk(pcm: bytes, sample_rate: int) -> dict[str, Any]:
+    return {
+        "type": "data-pcm",
+        "data": {
+            "content": base64.b64encode(pcm).decode("ascii"),
+            "sampleRate": sample_rate,
+            "channels": 1,
+            "bitDepth": 16,
+        },
+        "transient": True,
+    }
+
+
+def tool_input_chunk(call_id: str, name: str, args: Any) -> dict[str, Any]:
+    return {
+        "type": "tool-input-available",
+        "toolCallId": call_id,
+        "toolName": name,
+        "input": args,
+    }
+
+
+def tool_output_chunk(call_id: str, output: Any) -> dict[str, Any]:
+    return {"type": "tool-output-available", "toolCallId": call_id, "output": output}
+
+
+def interrupted_chunk(source: str, dropped_ms: int) -> dict[str, Any]:
+    """Barge-in. ``source``: "client" or "model"; ``droppedMs``: audio discarded unplayed."""
+    return {
+        "type": "data-interrupted",
+        "data": {"source": source, "droppedMs": dropped_ms},
+        "transient": True,
+    }
+
+
+def finish_chunk() -> dict[str, Any]:
+    return {"type": "finish"}
+
+
+def error_chunk(text: str) -> dict[str, Any]:
+    return {"type": "error", "errorText": text}

@@ -1,0 +1,99 @@
+"""Shared fixtures for the server suite: real app, real SQLite file, offline model."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import subprocess
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+from server import Settings, create_app
+
+SPEECH_TEXT = "Hello, this is a test of the audio bridge."
+
+
+@pytest.fixture
+def settings(tmp_path: pathlib.Path) -> Settings:
+    return Settings(data_dir=tmp_path / "data", model="offline", hello_timeout_s=0.5)
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def _need(tool: str) -> None:
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed")
+
+
+@pytest.fixture(scope="session")
+def speech_48k(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
+    """Real speech (espeak-ng) as 48 kHz mono float32."""
+    _need("espeak-ng")
+    _need("sox")
+    folder = tmp_path_factory.mktemp("speech")
+    raw, out = folder / "speech.wav", folder / "speech48k.f32"
+    subprocess.run(["espeak-ng", "-w", str(raw), SPEECH_TEXT], check=True)
+    subprocess.run(
+        [
+            "sox",
+            str(raw),
+            "-t",
+            "raw",
+            "-e",
+            "floating-point",
+            "-b",
+            "32",
+            "-r",
+            "48000",
+            "-c",
+            "1",
+            str(out),
+            "rate",
+            "-v",
+        ],
+        check=True,
+    )
+    samples = np.fromfile(out, dtype="<f4")
+    return (samples / max(1e-9, float(np.max(np.abs(samples)))) * 0.5).astype(np.float32)
+
+
+@pytest.fixture
+def live_server(settings: Settings) -> Iterator[str]:
+    """The app on real uvicorn at 127.0.0.1 (an ephemeral port); yields ws:// base URL."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        create_app(settings),
+        log_level="warning",
+        ws_max_size=settings.max_message_bytes,
+        ws_per_message_deflate=False,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    for _ in range(500):
+        if server.started:
+            break
+        threading.Event().wait(0.01)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield f"ws://127.0.0.1:{port}/ws"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

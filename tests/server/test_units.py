@@ -1,0 +1,371 @@
+"""Pure parts: protocol decode/encode, event translation, pacing, the segmenter."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+
+import numpy as np
+import pytest
+from google.adk.events import Event
+from google.genai import types
+
+from server import protocol
+from server.events import ModelAudio, TurnTranslator, audio_rate
+from server.offline_model import OfflineLiveModel, _EnergySegmenter, describe_utterance
+from server.pacer import AudioFrame, OutputPacer
+
+LIMITS = protocol.Limits()
+DEFAULT = protocol.InputFormat()
+
+
+# ---------------------------------------------------------------- protocol
+
+
+def test_decode_start_full() -> None:
+    msg = protocol.decode_text(
+        json.dumps(
+            {
+                "type": "start",
+                "input": {"sampleRate": 48000, "format": "f32", "channels": 1},
+                "output": {"sampleRate": 16000, "binary": True},
+                "sessionId": "abc",
+            }
+        ),
+        DEFAULT,
+        LIMITS,
+    )
+    assert msg == protocol.Start(
+        protocol.InputFormat(48000, "f32", 1), protocol.OutputFormat(16000, True), "abc"
+    )
+
+
+def test_decode_audio_chunk_accepts_standard_and_url_safe_base64() -> None:
+    pcm = bytes(range(250)) + bytes(6)  # contains bytes that differ between alphabets
+    for encoded in (base64.b64encode(pcm), base64.urlsafe_b64encode(pcm)):
+        frame = {"type": "audio_chunk", "data": {"chunk": encoded.decode(), "sampleRate": 16000}}
+        assert protocol.decode_text(json.dumps(frame), DEFAULT, LIMITS) == protocol.Audio(
+            pcm, DEFAULT
+        )
+
+
+def test_binary_must_hold_whole_samples() -> None:
+    f32 = protocol.InputFormat(48000, "f32", 1)
+    assert protocol.decode_binary(b"\0" * 8, f32, LIMITS).data == b"\0" * 8
+    with pytest.raises(protocol.InputError, match="expected a multiple of 4 bytes .* got 6"):
+        protocol.decode_binary(b"\0" * 6, f32, LIMITS)
+
+
+def test_limits_raise_protocol_error_with_close_code() -> None:
+    small = protocol.Limits(max_message_bytes=10)
+    with pytest.raises(protocol.ProtocolError) as err:
+        protocol.decode_binary(b"\0" * 12, DEFAULT, small)
+    assert err.value.close_code == protocol.CLOSE_MESSAGE_TOO_BIG
+
+
+def test_server_chunks_are_ai_sdk_shaped() -> None:
+    pcm = b"\x01\x00\xff\x7f"
+    assert protocol.pcm_chunk(pcm, 24000) == {
+        "type": "data-pcm",
+        "data": {"content": "AQD/fw==", "sampleRate": 24000, "channels": 1, "bitDepth": 16},
+        "transient": True,
+    }
+    assert protocol.error_chunk("x") == {"type": "error", "errorText": "x"}
+    assert protocol.finish_chunk() == {"type": "finish"}
+    assert protocol.tool_input_chunk("c", "f", {"a": 1}) == {
+        "type": "tool-input-available",
+        "toolCallId": "c",
+        "toolName": "f",
+        "input": {"a": 1},
+    }
+    assert json.loads(protocol.encode(protocol.transcript_chunk("é", final=True))) == {
+        "type": "data-transcript",
+        "data": {"text": "é", "final": True},
+        "transient": True,
+    }
+
+
+# ---------------------------------------------------------------- events
+
+
+def _event(**fields) -> Event:
+    return Event(author=fields.pop("author", "voice_agent"), **fields)
+
+
+def _audio_event(pcm: bytes, rate: int = 24000) -> Event:
+    blob = types.Blob(mime_type=f"audio/pcm;rate={rate}", data=pcm)
+    return _event(content=types.Content(role="model", parts=[types.Part(inline_data=blob)]))
+
+
+def _types(items) -> list[str]:
+    return [i["type"] if isinstance(i, dict) else "audio" for i in items]
+
+
+def test_translator_streaming_transcription_deltas_then_aggregate() -> None:
+    t = TurnTranslator()
+    out = t.translate(
+        _event(
+            author="user",
+            input_transcription=types.Transcription(text="hel"),
+            partial=True,
+        )
+    )
+    out += t.translate(_event(output_transcription=types.Transcription(text="Hi "), partial=True))
+    out += t.translate(_audio_event(b"\0\0" * 10))
+    out += t.translate(_event(output_transcription=types.Transcription(text="there"), partial=True))
+    out += t.translate(
+        _event(output_transcription=types.Transcription(text="Hi there", finished=True))
+    )
+    out += t.translate(_event(turn_complete=True))
+    assert _types(out) == [
+        "start",
+        "data-transcript",
+        "text-start",
+        "text-delta",
+        "audio",
+        "text-delta",
+        "text-end",
+        "finish",
+    ]
+    assert "".join(i["delta"] for i in out if isinstance(i, dict) and "delta" in i) == "Hi there"
+    assert out[4] == ModelAudio(b"\0\0" * 10, 24000)
+    assert t.turn == 1 and not t.in_turn
+
+
+def test_translator_no_finish_without_start_and_interrupted_closes_turn() -> None:
+    t = TurnTranslator()
+    assert t.translate(_event(turn_complete=True)) == []
+    out = t.translate(_audio_event(b"\0\0"))
+    out += t.translate(_event(interrupted=True))
+    out += t.translate(_event(turn_complete=True))
+    assert _types(out) == ["start", "audio", "finish"]
+
+
+def test_translator_tool_turn_is_one_message() -> None:
+    t = TurnTranslator()
+    call = types.FunctionCall(id="adk-1", name="get_current_time", args={})
+    resp = types.FunctionResponse(id="adk-1", name="get_current_time", response={"time": "x"})
+    out = t.translate(
+        _event(content=types.Content(role="model", parts=[types.Part(function_call=call)]))
+    )
+    out += t.translate(
+        _event(content=types.Content(role="user", parts=[types.Part(function_response=resp)]))
+    )
+    out += t.translate(
+        _event(content=types.Content(role="model", parts=[types.Part(text="It is x.")]))
+    )
+    out += t.translate(_event(turn_complete=True))
+    assert _types(out) == [
+        "start",
+        "tool-input-available",
+        "tool-output-available",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "finish",
+    ]
+
+
+def test_audio_rate_from_mime() -> None:
+    assert audio_rate("audio/pcm;rate=16000") == 16000
+    assert audio_rate("audio/pcm") == 24000
+
+
+# ---------------------------------------------------------------- pacer
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _drain_due(pacer: OutputPacer) -> list:
+    got = []
+    while True:
+        try:
+            got.append(await asyncio.wait_for(pacer.get(), 0.01))
+        except TimeoutError:
+            return got
+
+
+def _pacer(clock=None, **kw) -> OutputPacer:
+    args = {
+        "sample_rate": 24000,
+        "frame_ms": 20,
+        "lead_s": 0.1,
+        "max_audio_s": 5,
+        "max_messages": 10,
+    }
+    args.update(kw)
+    return OutputPacer(**args, **({"clock": clock} if clock else {}))
+
+
+def test_pacer_releases_lead_then_real_time_and_keeps_order() -> None:
+    async def scenario() -> None:
+        clock = FakeClock()
+        pacer = _pacer(clock)
+        await pacer.put_message({"type": "start"})
+        await pacer.put_audio(b"\1\0" * 24000, turn=0)  # 1 s = 50 frames
+        pacer.end_turn()
+        await pacer.put_message({"type": "finish"})
+        first = await _drain_due(pacer)
+        # start + frames until 100 ms are buffered at the client (+1: sent when lead is reached)
+        assert first[0] == {"type": "start"}
+        assert len([f for f in first if isinstance(f, AudioFrame)]) == 6
+        more = []
+        for _ in range(25):  # 20 ms of playback at a time: one frame each
+            clock.now += 0.02
+            more += await _drain_due(pacer)
+        assert len(more) == 25
+        clock.now += 1.0  # the client ran dry: a lead's worth again, then the rest
+        rest = await _drain_due(pacer)
+        assert len(rest) == 6 and pacer.stats.late_frames == 1
+        for _ in range(20):
+            clock.now += 0.02
+            rest += await _drain_due(pacer)
+        assert rest[-1] == {"type": "finish"} and len(rest) == 50 - 31 + 1
+        frames = [f for f in first + more + rest if isinstance(f, AudioFrame)]
+        assert b"".join(f.pcm for f in frames) == b"\1\0" * 24000
+        assert pacer.stats.frames == 50 and pacer.stats.concealed_frames == 0
+
+    asyncio.run(scenario())
+
+
+def test_pacer_pads_the_tail_of_a_turn_to_a_frame() -> None:
+    async def scenario() -> None:
+        pacer = _pacer(lead_s=1.0)
+        await pacer.put_audio(b"\1\0" * 500, turn=0)
+        await pacer.put_message({"type": "text-delta"})
+        pacer.end_turn()
+        await pacer.put_message({"type": "finish"})
+        got = await _drain_due(pacer)
+        assert [type(g).__name__ if isinstance(g, AudioFrame) else g["type"] for g in got] == [
+            "AudioFrame",
+            "AudioFrame",
+            "text-delta",
+            "finish",
+        ]
+        assert got[0].pcm + got[1].pcm == b"\1\0" * 500 + b"\0\0" * 460
+
+    asyncio.run(scenario())
+
+
+def test_pacer_conceals_a_stall_only_when_the_client_runs_dry() -> None:
+    async def scenario() -> None:
+        clock = FakeClock()
+        pacer = _pacer(clock)
+        await pacer.put_audio(b"\1\0" * 960, turn=0)  # two frames, turn still open
+        assert len(await _drain_due(pacer)) == 2
+        clock.now += 0.02  # 20 ms left at the client: still no concealment
+        assert await _drain_due(pacer) == []
+        clock.now += 0.019
+        (filler,) = await _drain_due(pacer)
+        assert filler.concealed and pacer.stats.concealed_frames == 1
+        await pacer.put_audio(b"\1\0" * 480, turn=0)  # the model resumes
+        (frame,) = await _drain_due(pacer)
+        assert not frame.concealed
+
+    asyncio.run(scenario())
+
+
+def test_pacer_flush_drops_audio_keeps_messages_and_rejects_the_turn() -> None:
+    async def scenario() -> None:
+        pacer = _pacer(lead_s=0.0)
+        await pacer.put_audio(b"\0" * 9600, turn=0)
+        await pacer.put_message({"type": "text-delta"})
+        await pacer.put_audio(b"\0" * 9600, turn=0)
+        assert isinstance(await pacer.get(), AudioFrame)
+        assert pacer.flush({"type": "data-interrupted"}) == 9600 - 480
+        assert pacer.buffered_seconds == 0
+        assert await pacer.get() == {"type": "data-interrupted"}
+        assert await pacer.get() == {"type": "text-delta"}
+        await pacer.put_audio(b"\0" * 960, turn=0)  # late audio of the flushed turn
+        assert pacer.buffered_seconds == 0 and pacer.stats.rejected_chunks == 1
+        await pacer.put_audio(b"\0" * 960, turn=1)
+        assert pacer.buffered_seconds == 0.02
+        assert pacer.stats.flushes == 1
+
+    asyncio.run(scenario())
+
+
+def test_pacer_bounds_audio_and_messages() -> None:
+    async def scenario() -> None:
+        pacer = _pacer(sample_rate=1000, frame_ms=100, lead_s=0.0, max_audio_s=1.0, max_messages=2)
+        assert pacer.put_message_nowait({"n": 1}) and pacer.put_message_nowait({"n": 2})
+        assert not pacer.put_message_nowait({"n": 3})
+
+        async def producer() -> None:
+            for turn in range(3):
+                await pacer.put_audio(b"\0" * 2000, turn=turn)  # 1 s each
+
+        blocked = asyncio.create_task(producer())
+        await asyncio.sleep(0.01)
+        # Held at the high-water mark plus the chunk that crossed it.
+        assert not blocked.done() and pacer.buffered_seconds == 2.0
+        pacer.flush()
+        await asyncio.wait_for(blocked, 1)
+        assert pacer.buffered_seconds == 1.0
+
+    asyncio.run(scenario())
+
+
+# ---------------------------------------------------------------- offline model
+
+
+def _tone(seconds: float, level: float) -> bytes:
+    t = np.arange(int(seconds * 16000)) / 16000
+    return np.rint(level * 32767 * np.sin(2 * np.pi * 440 * t)).astype("<i2").tobytes()
+
+
+def test_segmenter_returns_an_exact_contiguous_slice() -> None:
+    seg = _EnergySegmenter(OfflineLiveModel(hangover_ms=200, preroll_ms=100))
+    stream = _tone(0.5, 0.0) + _tone(0.4, 0.3) + _tone(0.6, 0.0)
+    events = [seg.feed(stream[i : i + 640]) for i in range(0, len(stream), 640)]
+    assert events.count("onset") == 1
+    (utterance,) = [e for e in events if isinstance(e, bytes)]
+    start = stream.index(utterance)
+    assert start == (25 - 5) * 640  # 100 ms of pre-roll before the onset chunk
+    assert len(utterance) == (5 + 20 + 10) * 640  # pre-roll + speech + 200 ms hangover
+
+
+def test_segmenter_ignores_clicks() -> None:
+    seg = _EnergySegmenter(OfflineLiveModel(hangover_ms=100, min_speech_ms=60))
+    stream = _tone(0.02, 0.5) + _tone(0.3, 0.0)
+    events = [seg.feed(stream[i : i + 640]) for i in range(0, len(stream), 640)]
+    assert events[0] == "onset" and not any(isinstance(e, bytes) for e in events)
+
+
+def test_description_is_honest_about_no_asr() -> None:
+    text = describe_utterance(_tone(1.0, 0.5))
+    assert text.startswith("[offline model: no speech recognition] 1.00 s of audio (16000 samples")
+    assert "peak -6.0 dBFS" in text and "RMS -9.0 dBFS" in text
+
+
+# ---------------------------------------------------------------- settings
+
+
+def test_settings_from_env() -> None:
+    from pathlib import Path
+
+    from server.settings import Settings
+
+    env = {
+        "AUDIOCORE_PORT": "9001",
+        "AUDIOCORE_ALLOWED_ORIGINS": "https://a.example, https://b.example",
+        "AUDIOCORE_ALLOW_LOCALHOST": "false",
+        "AUDIOCORE_DATA_DIR": "/srv/data",
+        "AUDIOCORE_OUTPUT_LEAD_MS": "120",
+        "AUDIOCORE_MAX_BUFFERED_OUTPUT_S": "2.5",
+        "AUDIOCORE_DATABASE_URL": "postgresql+asyncpg://db/x",
+    }
+    s = Settings.from_env(env, port=9002)
+    assert s.port == 9002  # overrides win
+    assert s.allowed_origins == ("https://a.example", "https://b.example")
+    assert s.allow_localhost is False and s.data_dir == Path("/srv/data")
+    assert s.output_lead_ms == 120 and s.max_buffered_output_s == 2.5
+    assert s.database_url == "postgresql+asyncpg://db/x"
+    assert s.session_db_path == Path("/srv/data/sessions.db")
