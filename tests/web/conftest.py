@@ -1,0 +1,90 @@
+"""Fixtures for the demo page in a real browser against the real server.
+
+* ``server_url``: ``python -m server`` (offline model, temporary SQLite
+  directory) on 127.0.0.1 and a free port, in a subprocess.
+* ``browser``: Debian's Chromium (``/usr/bin/chromium``) driven by Playwright,
+  headless, with a fake microphone that plays ``speech.wav`` in a loop
+  (espeak-ng speech followed by silence, so every loop is one user turn).
+  Playwright never downloads a browser here.
+* ``open_page``: a fresh browser context and page (fresh localStorage).
+
+Everything skips, with the reason, when a tool is missing (and fails
+instead under AUDIOCORE_REQUIRE_BROWSER=1, as in CI).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Callable, Iterator
+
+import pytest
+from web_helpers import (
+    CHROMIUM,
+    LEAD_IN_S,
+    TAIL_S,
+    ServerFailed,
+    launch,
+    make_speech,
+    missing,
+    run_server,
+)
+
+
+@pytest.fixture(scope="session")
+def speech_wav(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    return make_speech(
+        tmp_path_factory.mktemp("speech"), lead_in=LEAD_IN_S, tail=TAIL_S, name="speech"
+    )
+
+
+@pytest.fixture(scope="session")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The real server, offline model, on 127.0.0.1; yields http://host:port/."""
+    try:
+        with run_server(tmp_path_factory.mktemp("server-data")) as url:
+            yield url
+    except ServerFailed as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="session")
+def playwright_instance() -> Iterator[object]:
+    try:
+        from playwright import sync_api
+    except ImportError:
+        missing("playwright is not installed (pip install playwright)")
+    if not os.access(CHROMIUM, os.X_OK):
+        missing(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    with sync_api.sync_playwright() as pw:
+        yield pw
+
+
+@pytest.fixture(scope="session")
+def browser(playwright_instance: object, speech_wav: pathlib.Path) -> Iterator[object]:
+    browser = launch(playwright_instance, speech_wav)
+    yield browser
+    browser.close()
+
+
+@pytest.fixture
+def open_page(browser: object, server_url: str) -> Iterator[Callable[..., object]]:
+    """open_page(query="", viewport=...) -> a loaded page in a fresh context."""
+    contexts = []
+
+    def opener(query: str = "", *, viewport: dict | None = None, init_script: str | None = None):
+        context = browser.new_context(viewport=viewport or {"width": 820, "height": 900})  # type: ignore[attr-defined]
+        contexts.append(context)
+        if init_script:
+            context.add_init_script(init_script)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.page_errors = errors  # checked by the tests
+        page.goto(server_url + query)
+        page.wait_for_function("() => window.__demo !== undefined")
+        return page
+
+    yield opener
+    for context in contexts:
+        context.close()

@@ -1,0 +1,237 @@
+import assert from "node:assert/strict";
+import test from "node:test";
+
+import { Conversation } from "../../../web/conversation.js";
+import {
+  LiveSession,
+  SUPPORTED_RATES,
+  describeClose,
+  socketUrl,
+  startMessage,
+} from "../../../web/session.js";
+
+class FakeSocket {
+  static last = null;
+  constructor(url) {
+    this.url = url;
+    this.sent = [];
+    this.readyState = 0;
+    this.bufferedAmount = 0;
+    FakeSocket.last = this;
+  }
+  send(data) {
+    this.sent.push(data);
+  }
+  close(code, reason) {
+    this.readyState = 3;
+    this.onclose?.({ code, reason, wasClean: true });
+  }
+  // test side
+  serverOpen() {
+    this.readyState = 1;
+    this.onopen?.();
+  }
+  serverSend(data) {
+    this.onmessage?.({ data: typeof data === "string" ? data : data });
+  }
+  serverClose(code, reason = "") {
+    this.readyState = 3;
+    this.onclose?.({ code, reason, wasClean: code !== 1006 });
+  }
+}
+
+const SESSION = {
+  type: "data-session",
+  data: {
+    sessionId: "abc",
+    resumed: false,
+    model: "offline",
+    input: { sampleRate: 44100, format: "f32", channels: 1 },
+    output: { sampleRate: 44100, channels: 1, bitDepth: 16, binary: true },
+    history: [],
+  },
+  transient: true,
+};
+
+function newSession(options = {}) {
+  return new LiveSession("ws://x/ws", {
+    inputRate: 44100,
+    outputRate: 44100,
+    WebSocketImpl: FakeSocket,
+    ...options,
+  });
+}
+
+test("startMessage declares both rates, the format and the session", () => {
+  assert.deepEqual(startMessage({ inputRate: 48000, outputRate: 48000, binary: false }), {
+    type: "start",
+    input: { sampleRate: 48000, format: "f32", channels: 1 },
+    output: { sampleRate: 48000, binary: false },
+  });
+  assert.equal(startMessage({ inputRate: 1, outputRate: 1, sessionId: "s" }).sessionId, "s");
+  assert.ok(SUPPORTED_RATES.includes(44100));
+});
+
+test("socketUrl follows the page's scheme and host", () => {
+  assert.equal(socketUrl({ protocol: "http:", host: "127.0.0.1:8000" }), "ws://127.0.0.1:8000/ws");
+  assert.equal(socketUrl({ protocol: "https:", host: "a.example" }), "wss://a.example/ws");
+});
+
+test("open sends start first and resolves on data-session", async () => {
+  const s = newSession({ sessionId: "prev" });
+  const opened = s.open();
+  const ws = FakeSocket.last;
+  ws.serverOpen();
+  assert.deepEqual(JSON.parse(ws.sent[0]), {
+    type: "start",
+    input: { sampleRate: 44100, format: "f32", channels: 1 },
+    output: { sampleRate: 44100, binary: true },
+    sessionId: "prev",
+  });
+  ws.serverSend(JSON.stringify(SESSION));
+  assert.equal((await opened).sessionId, "abc");
+  assert.equal(s.connected, true);
+});
+
+test("audio arrives from binary frames and from data-pcm alike", async () => {
+  const s = newSession();
+  const got = [];
+  s.addEventListener("audio", (e) => got.push(e.detail));
+  const opened = s.open();
+  FakeSocket.last.serverOpen();
+  FakeSocket.last.serverSend(JSON.stringify(SESSION));
+  await opened;
+  FakeSocket.last.serverSend(new Uint8Array([1, 2, 3]).buffer);
+  FakeSocket.last.serverSend(
+    JSON.stringify({
+      type: "data-pcm",
+      data: { content: Buffer.from([4, 5]).toString("base64"), sampleRate: 44100 },
+    }),
+  );
+  assert.deepEqual(got.map((d) => Array.from(d.bytes)), [[1, 2, 3], [4, 5]]);
+  assert.deepEqual(got.map((d) => d.sampleRate), [44100, 44100]);
+});
+
+test("sendAudio sends exactly the frame's bytes, as f32 or s16", async () => {
+  for (const inputFormat of ["f32", "s16"]) {
+    const s = newSession({ inputFormat });
+    const opened = s.open();
+    FakeSocket.last.serverOpen();
+    FakeSocket.last.serverSend(JSON.stringify(SESSION));
+    await opened;
+    const big = new Float32Array([9, 0.5, -2, 9]);
+    assert.equal(s.sendAudio(big.subarray(1, 3)), true);
+    const sent = FakeSocket.last.sent.at(-1);
+    if (inputFormat === "f32") {
+      assert.deepEqual(Array.from(new Float32Array(sent.slice().buffer)), [0.5, -2]);
+    } else {
+      assert.deepEqual(Array.from(sent), [0x00, 0x40, 0x01, 0x80]); // 16384, -32767 (clipped)
+    }
+  }
+});
+
+test("sendAudio drops frames when the socket is backed up", async () => {
+  const s = newSession();
+  const opened = s.open();
+  FakeSocket.last.serverOpen();
+  FakeSocket.last.serverSend(JSON.stringify(SESSION));
+  await opened;
+  FakeSocket.last.bufferedAmount = 1 << 20;
+  assert.equal(s.sendAudio(new Float32Array(960)), false);
+  assert.equal(s.stats.framesDropped, 1);
+});
+
+test("typed messages have the protocol's shapes", async () => {
+  const s = newSession();
+  const opened = s.open();
+  FakeSocket.last.serverOpen();
+  FakeSocket.last.serverSend(JSON.stringify(SESSION));
+  await opened;
+  s.sendText("hi");
+  s.activityStart();
+  s.activityEnd();
+  s.interrupt();
+  s.toolApproval("a1", true);
+  assert.deepEqual(FakeSocket.last.sent.slice(1).map((m) => JSON.parse(m)), [
+    { type: "text", text: "hi" },
+    { type: "activity_start" },
+    { type: "activity_end" },
+    { type: "interrupt" },
+    { type: "tool_approval", approvalId: "a1", approved: true },
+  ]);
+});
+
+test("an unreachable server rejects open with a clear message", async () => {
+  const s = newSession();
+  const opened = s.open();
+  FakeSocket.last.serverClose(1006);
+  await assert.rejects(opened, /Cannot reach the server/);
+});
+
+test("a close after the session started is reported with its code", async () => {
+  const s = newSession();
+  const closed = [];
+  s.addEventListener("closed", (e) => closed.push(e.detail));
+  const opened = s.open();
+  FakeSocket.last.serverOpen();
+  FakeSocket.last.serverSend(JSON.stringify(SESSION));
+  await opened;
+  FakeSocket.last.serverClose(1008, "origin not allowed");
+  assert.equal(closed.length, 1);
+  assert.match(describeClose(closed[0]), /refused.*1008: origin not allowed/);
+  assert.equal(s.connected, false);
+});
+
+test("Conversation orders a turn's user words before the agent's", () => {
+  const changes = [];
+  const c = new Conversation((entry, placement) => changes.push([entry.role, placement]));
+  c.apply({ type: "start", messageId: "m1" });
+  c.apply({ type: "text-start", id: "t" });
+  c.apply({ type: "text-delta", id: "t", delta: "I heard " });
+  c.apply({ type: "text-delta", id: "t", delta: "you." });
+  c.apply({ type: "data-transcript", data: { text: "hello", final: true } });
+  c.apply({ type: "text-end", id: "t" });
+  c.apply({ type: "finish" });
+  assert.deepEqual(
+    c.entries.map((e) => [e.role, e.text, e.final]),
+    [
+      ["user", "hello", true],
+      ["agent", "I heard you.", true],
+    ],
+  );
+  const userAdd = changes.find(([role, p]) => role === "user" && p.isNew);
+  assert.equal(userAdd[1].before.role, "agent");
+});
+
+test("Conversation: partial transcripts update in place; tools and interruptions show", () => {
+  const c = new Conversation();
+  c.userTyped("what time is it");
+  c.apply({ type: "start" });
+  c.apply({ type: "data-transcript", data: { text: "hel", final: false } });
+  c.apply({ type: "data-transcript", data: { text: "hello", final: true } });
+  c.apply({ type: "tool-input-available", toolCallId: "c1", toolName: "get_current_time", input: {} });
+  c.apply({ type: "tool-output-available", toolCallId: "c1", output: { time: "12:00" } });
+  c.apply({ type: "text-start", id: "a" });
+  c.apply({ type: "text-delta", id: "a", delta: "It is noon." });
+  c.apply({ type: "data-interrupted", data: { source: "client" } });
+  c.apply({ type: "finish" });
+  assert.deepEqual(
+    c.entries.map((e) => [e.role, e.text]),
+    [
+      ["user", "what time is it"],
+      ["user", "hello"],
+      ["tool", 'get_current_time({}) → {"time":"12:00"}'],
+      ["agent", "It is noon."],
+    ],
+  );
+  assert.equal(c.entries[3].interrupted, true);
+});
+
+test("Conversation loads a resumed session's history", () => {
+  const c = new Conversation();
+  c.loadHistory([
+    { role: "user", text: "hi" },
+    { role: "assistant", text: "You said: hi" },
+  ]);
+  assert.deepEqual(c.entries.map((e) => e.role), ["user", "agent"]);
+});

@@ -1,0 +1,128 @@
+// The conversation as turns, built from the server's chunks. Pure: the page
+// renders the entries; tests feed chunks and read them back.
+//
+// An entry: {id, role: "user"|"agent"|"tool"|"notice", text, final, interrupted}.
+// The server opens a turn (`start`) on its first event, and the user's
+// transcript may come after the agent's first words; so a turn keeps its user
+// entry ahead of its agent entry and `onChange` says where a new one goes.
+
+let nextId = 1;
+
+export class Conversation {
+  /** @param {(entry: object, placement: {isNew: boolean, before?: object}) => void} onChange */
+  constructor(onChange = () => {}) {
+    this.entries = [];
+    this.onChange = onChange;
+    this.turn = null; // {user, agent, tools: Map}
+  }
+
+  #add(role, text, { final = true, before } = {}) {
+    const entry = { id: `e${nextId++}`, role, text, final, interrupted: false };
+    if (before) this.entries.splice(this.entries.indexOf(before), 0, entry);
+    else this.entries.push(entry);
+    this.onChange(entry, { isNew: true, before });
+    return entry;
+  }
+
+  #changed(entry) {
+    this.onChange(entry, { isNew: false });
+  }
+
+  #openTurn() {
+    this.turn ??= { user: null, agent: null, tools: new Map() };
+    return this.turn;
+  }
+
+  /** A typed turn, shown as soon as it is sent. */
+  userTyped(text) {
+    return this.#add("user", text);
+  }
+
+  notice(text) {
+    return this.#add("notice", text);
+  }
+
+  /** A resumed session's history: [{role: "user"|"assistant", text}]. */
+  loadHistory(history) {
+    for (const item of history ?? []) {
+      this.#add(item.role === "user" ? "user" : "agent", item.text);
+    }
+  }
+
+  /** Apply one server chunk. */
+  apply(chunk) {
+    switch (chunk.type) {
+      case "start":
+        this.turn = null;
+        this.#openTurn();
+        break;
+      case "data-transcript": {
+        const turn = this.#openTurn();
+        const { text, final } = chunk.data ?? {};
+        if (!text) break;
+        if (turn.user && !turn.user.final) {
+          turn.user.text = text;
+          turn.user.final = !!final;
+          this.#changed(turn.user);
+        } else if (!turn.user) {
+          turn.user = this.#add("user", text, { final: !!final, before: turn.agent ?? undefined });
+        }
+        break;
+      }
+      case "text-start":
+      case "text-delta": {
+        const turn = this.#openTurn();
+        const delta = chunk.delta ?? "";
+        if (!turn.agent) {
+          turn.agent = this.#add("agent", delta, { final: false });
+        } else {
+          const agent = turn.agent;
+          // A new text part in the same turn starts a new sentence.
+          const newPart = chunk.type === "text-start" && agent.text && !/\s$/.test(agent.text);
+          const sep = newPart ? " " : "";
+          agent.text += sep + delta;
+          if (sep || delta) this.#changed(agent);
+        }
+        break;
+      }
+      case "tool-input-available": {
+        const turn = this.#openTurn();
+        const args = JSON.stringify(chunk.input ?? {});
+        const entry = this.#add("tool", `${chunk.toolName}(${args})`, { final: false });
+        turn.tools.set(chunk.toolCallId, entry);
+        break;
+      }
+      case "tool-output-available":
+      case "tool-output-denied": {
+        const entry = this.turn?.tools.get(chunk.toolCallId);
+        const result =
+          chunk.type === "tool-output-denied" ? "denied" : JSON.stringify(chunk.output);
+        if (entry) {
+          entry.text += ` → ${result}`;
+          entry.final = true;
+          this.#changed(entry);
+        } else {
+          this.#add("tool", `tool → ${result}`);
+        }
+        break;
+      }
+      case "data-interrupted": {
+        const agent = this.turn?.agent;
+        if (agent) {
+          agent.interrupted = true;
+          this.#changed(agent);
+        }
+        break;
+      }
+      case "finish": {
+        const agent = this.turn?.agent;
+        if (agent) {
+          agent.final = true;
+          this.#changed(agent);
+        }
+        this.turn = null;
+        break;
+      }
+    }
+  }
+}

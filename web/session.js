@@ -1,0 +1,205 @@
+// The /ws client (DESIGN §5): negotiation, typed client messages, and the
+// server's chunks turned into events. No Web Audio and no DOM here.
+//
+// Events (CustomEvent, payload in `detail`):
+//   "session"  the data-session chunk's data (sent first: id, rates, history)
+//   "chunk"    every other JSON chunk, as parsed
+//   "audio"    {bytes: Uint8Array, sampleRate}  PCM16 LE, from data-pcm or a binary frame
+//   "closed"   {code, reason, opened, clean}
+
+import { base64ToBytes, float32ToPcm16, pcm16Bytes } from "./pcm.js";
+
+/** Rates the server resamples from and to (server/protocol.py SUPPORTED_RATES). */
+export const SUPPORTED_RATES = [8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000];
+
+// Audio waiting in the socket's send buffer beyond this is stale: we drop
+// frames rather than let the conversation fall behind real time.
+const MAX_BUFFERED_BYTES = 128 * 1024;
+
+/** The `start` negotiation message. */
+export function startMessage({
+  inputRate,
+  inputFormat = "f32",
+  outputRate,
+  binary = true,
+  sessionId,
+}) {
+  const message = {
+    type: "start",
+    input: { sampleRate: inputRate, format: inputFormat, channels: 1 },
+    output: { sampleRate: outputRate, binary },
+  };
+  if (sessionId) message.sessionId = sessionId;
+  return message;
+}
+
+/** ws:// or wss:// URL of the endpoint next to the page. */
+export function socketUrl(location, path = "/ws") {
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  return `${scheme}//${location.host}${path}`;
+}
+
+/** Why a connection ended, in words for the status line. */
+export function describeClose({ code, reason, opened }) {
+  if (!opened) return "Cannot reach the server. Is it running, and is the address right?";
+  const known = {
+    1000: "The connection was closed.",
+    1001: "The server is going away (restart or shutdown).",
+    1003: "The server refused data it does not support.",
+    1006: "The connection to the server was lost.",
+    1007: "The server rejected a malformed message.",
+    1008: "The server refused the connection (policy).",
+    1009: "A message was too big for the server.",
+    1011: "The server hit an internal error.",
+  };
+  const text = known[code] ?? "The connection closed.";
+  return reason ? `${text} (${code}: ${reason})` : `${text} (code ${code})`;
+}
+
+export class LiveSession extends EventTarget {
+  /**
+   * @param {string} url
+   * @param {object} options
+   * @param {number} options.inputRate   the capture context's rate
+   * @param {"f32"|"s16"} [options.inputFormat="f32"]
+   * @param {number} options.outputRate  the playback context's rate
+   * @param {boolean} [options.binary=true] ask for audio as binary frames
+   * @param {string} [options.sessionId]  resume this session
+   * @param {typeof WebSocket} [options.WebSocketImpl]
+   */
+  constructor(url, options) {
+    super();
+    this.url = url;
+    this.options = { inputFormat: "f32", binary: true, ...options };
+    this.ws = null;
+    this.opened = false;
+    this.info = null; // data-session's data
+    this.stats = { framesSent: 0, framesDropped: 0, bytesSent: 0, chunks: 0, audioBytes: 0 };
+  }
+
+  /** Connect and negotiate; resolves with the data-session data. */
+  open() {
+    const WS = this.options.WebSocketImpl ?? globalThis.WebSocket;
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const ws = new WS(this.url);
+      ws.binaryType = "arraybuffer";
+      this.ws = ws;
+      ws.onopen = () => {
+        this.opened = true;
+        ws.send(JSON.stringify(startMessage({ ...this.options })));
+      };
+      ws.onmessage = (event) => {
+        const info = this.#receive(event.data);
+        if (info && !settled) {
+          settled = true;
+          resolve(info);
+        }
+      };
+      ws.onclose = (event) => {
+        const detail = {
+          code: event.code,
+          reason: event.reason ?? "",
+          opened: this.opened,
+          clean: !!event.wasClean,
+        };
+        this.ws = null;
+        if (!settled) {
+          settled = true;
+          const error = new Error(describeClose(detail));
+          error.detail = detail;
+          reject(error);
+        }
+        this.dispatchEvent(new CustomEvent("closed", { detail }));
+      };
+      ws.onerror = () => {}; // always followed by close, which says more
+    });
+  }
+
+  get connected() {
+    return this.ws !== null && this.ws.readyState === 1;
+  }
+
+  #receive(data) {
+    this.stats.chunks++;
+    if (typeof data !== "string") {
+      const bytes = new Uint8Array(data);
+      this.stats.audioBytes += bytes.length;
+      this.#emit("audio", { bytes, sampleRate: this.info?.output?.sampleRate });
+      return null;
+    }
+    let chunk;
+    try {
+      chunk = JSON.parse(data);
+    } catch {
+      this.#emit("chunk", { type: "error", errorText: "the server sent a frame that is not JSON" });
+      return null;
+    }
+    switch (chunk.type) {
+      case "data-session":
+        this.info = chunk.data;
+        this.#emit("session", chunk.data);
+        return chunk.data;
+      case "data-pcm": {
+        const bytes = base64ToBytes(chunk.data.content);
+        this.stats.audioBytes += bytes.length;
+        this.#emit("audio", { bytes, sampleRate: chunk.data.sampleRate });
+        return null;
+      }
+      default:
+        this.#emit("chunk", chunk);
+        return null;
+    }
+  }
+
+  #emit(type, detail) {
+    this.dispatchEvent(new CustomEvent(type, { detail }));
+  }
+
+  #sendJson(message) {
+    if (!this.connected) return false;
+    this.ws.send(JSON.stringify(message));
+    return true;
+  }
+
+  /** One captured frame (float32 at the input rate). False if not sent. */
+  sendAudio(frame) {
+    if (!this.connected) return false;
+    if (this.ws.bufferedAmount > MAX_BUFFERED_BYTES) {
+      this.stats.framesDropped++;
+      return false;
+    }
+    const payload =
+      this.options.inputFormat === "s16" ? pcm16Bytes(float32ToPcm16(frame)) : frame;
+    // Send exactly the frame's bytes, even when it is a view on a larger buffer.
+    const bytes = new Uint8Array(payload.buffer, payload.byteOffset, payload.byteLength);
+    this.ws.send(bytes);
+    this.stats.framesSent++;
+    this.stats.bytesSent += bytes.byteLength;
+    return true;
+  }
+
+  sendText(text) {
+    return this.#sendJson({ type: "text", text });
+  }
+
+  activityStart() {
+    return this.#sendJson({ type: "activity_start" });
+  }
+
+  activityEnd() {
+    return this.#sendJson({ type: "activity_end" });
+  }
+
+  interrupt() {
+    return this.#sendJson({ type: "interrupt" });
+  }
+
+  toolApproval(approvalId, approved) {
+    return this.#sendJson({ type: "tool_approval", approvalId, approved });
+  }
+
+  close(code = 1000, reason = "client disconnect") {
+    if (this.ws && this.ws.readyState <= 1) this.ws.close(code, reason);
+  }
+}
