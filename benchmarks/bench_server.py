@@ -2,6 +2,7 @@
 
     python benchmarks/bench_server.py                  # everything, ~2 minutes
     python benchmarks/bench_server.py --sessions 10,25 --turns 2
+    python benchmarks/bench_server.py --stagger 4     # starts spread over a turn
 
 What it measures, with `python -m server` in its own process and the clients
 in this one (both on this machine's cores):
@@ -17,6 +18,13 @@ in this one (both on this machine's cores):
   latency p99, late frames (a listener with a 100 ms prebuffer would have
   run dry) and lost samples (echo samples expected − received; the echo is
   exact, so anything else is a loss).
+
+Session starts are spread evenly over ``--stagger`` seconds (default 1 s):
+with every session speaking the same 2.5 s turns, their turn ends — when the
+model answers with a burst of events — fall within that window. 1 s packs
+all of them into one second (near lockstep: at 100 sessions one core is
+saturated for ≈0.8 s per turn end); 4 s, about one turn's length, spreads
+them as independent users would.
 
 Inputs are built before the timed part; results are checked after it.
 """
@@ -50,11 +58,11 @@ async def _run_sessions(url: str, speech, n: int, turns: int, stagger_s: float):
     return await asyncio.gather(*(one(k) for k in range(n)))
 
 
-def run(n: int, turns: int, speech) -> dict:
+def run(n: int, turns: int, speech, stagger_s: float = 1.0) -> dict:
     stats_path = Path(tempfile.mkdtemp()) / "stats.json"
     with our_server(stats_path) as (url, proc):
         cpu0, t0, me0 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
-        sessions = asyncio.run(_run_sessions(url, speech, n, turns, stagger_s=1.0))
+        sessions = asyncio.run(_run_sessions(url, speech, n, turns, stagger_s))
         cpu1, t1, me1 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
     server = json.loads(stats_path.read_text())
     turns_all = [t for s in sessions for t in s]
@@ -139,16 +147,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", default="1,10,25,50,100")
     parser.add_argument("--turns", type=int, default=2)
+    parser.add_argument(
+        "--stagger", type=float, default=1.0, help="spread session starts over this many seconds"
+    )
     args = parser.parse_args()
     speech = speech_48k()
-    print(f"speech: {len(speech) / 48000:.2f} s per turn; turns per session: {args.turns}")
+    print(
+        f"speech: {len(speech) / 48000:.2f} s per turn; turns per session: {args.turns}; "
+        f"session starts spread over {args.stagger:g} s"
+    )
     header = (
         f"{'N':>4} {'cpu%':>6} {'client%':>7} {'in p50/p99 µs':>15} {'out p50/p99 µs':>16} "
-        f"{'first audio p50/p99 ms':>23} {'late/frames':>14} {'lost':>6} {'dropped in':>10}"
+        f"{'first audio p50/p99 ms':>23} {'late/frames':>14} {'lost':>6} {'dropped in':>10} "
+        f"{'concealed':>9}"
     )
     print(header)
     for n in (int(v) for v in args.sessions.split(",")):
-        r = run(n, args.turns, speech)
+        r = run(n, args.turns, speech, args.stagger)
         print(
             f"{n:>4} {r['server_cpu_pct']:>6.1f} {r['client_cpu_pct']:>7.1f} "
             f"{r['in_p50_us']:>7.0f}/{r['in_p99_us']:<7.0f} "

@@ -10,6 +10,16 @@ pacer and the turn translator. Concurrency is one task group per socket:
              while seconds of audio wait in the pacer;
 * sender   — pacer → socket, audio at real-time pace.
 
+Frames that are due the moment their audio arrives (a turn's first ones, up
+to the lead) the pump sends itself, at once: woken through the event loop's
+queue, the sender would run only after every other task already waiting in
+it, and at a turn end every connection's pump has a burst of events queued
+(at 100 sessions, 1 ms median and 8 ms p99 for exactly these frames). All
+sends go through one lock, taken before an item leaves the pacer, so the
+order on the wire is the pacer's whatever task sends. (A send suspends only
+when the client's socket is backed up; the pump then waits with the sender,
+at most ``send_timeout_s``, and the client hears nothing meanwhile anyway.)
+
 When any of them ends (client gone, protocol error, model run over) the group
 is cancelled; the queue is closed, run_live's generator is closed, and the
 socket is closed with the matching code.
@@ -94,10 +104,12 @@ class LiveConnection:
         )
         self.input_format = protocol.InputFormat()
         self.output_format = protocol.OutputFormat()
+        self.turn_detection: protocol.TurnDetection = runtime.default_turn_detection
         self.session_id: str | None = None
         self.queue = BoundedLiveRequestQueue(settings.max_pending_requests)
         self.translator = TurnTranslator()
         self.pacer: OutputPacer | None = None
+        self._send_lock = asyncio.Lock()  # acquiring a free one never suspends
         self._input_audio: InputAudio | None = None
         self._output_audio: OutputAudio | None = None
         self._input_overloaded = False
@@ -203,6 +215,7 @@ class LiveConnection:
             if isinstance(decoded, protocol.Start):
                 self.input_format = decoded.input
                 self.output_format = decoded.output
+                self.turn_detection = decoded.turn_detection or self.turn_detection
                 self._requested_session = decoded.session_id
                 return None
         return message
@@ -233,6 +246,7 @@ class LiveConnection:
                     model=self.runtime.model_name,
                     resumed=resumed,
                     history=session_history(session) if resumed else [],
+                    turn_detection=self.turn_detection,
                 )
             )
         )
@@ -344,11 +358,12 @@ class LiveConnection:
             user_id=USER_ID,
             session_id=self.session_id,
             live_request_queue=self.queue,
-            run_config=self.runtime.run_config,
+            run_config=self.runtime.run_config_for(self.turn_detection),
         )
         async with contextlib.aclosing(events):
             async for event in events:
                 await self._on_event(event)
+                await self._send_due()
                 # ADK hands over a burst of ready events without suspending;
                 # let the sender run between them so due frames leave on time.
                 await asyncio.sleep(0)
@@ -383,34 +398,50 @@ class LiveConnection:
     async def _sender(self) -> None:
         pacer = self.pacer
         assert pacer is not None
-        ws = self.ws
-        rate = self.output_format.sample_rate
-        binary = self.output_format.binary
-        timeout = self.settings.send_timeout_s
         while True:
-            item = await pacer.get()
-            popped_at = time.monotonic()
-            with anyio.move_on_after(timeout) as deadline:
-                if isinstance(item, AudioFrame):
-                    if binary:
-                        await ws.send_bytes(item.pcm)
-                    else:
-                        await ws.send_text(protocol.encode(protocol.pcm_chunk(item.pcm, rate)))
+            await pacer.wait_due()
+            async with self._send_lock:
+                item = pacer.get_nowait()  # None if the pump sent it meanwhile
+                if item is not None:
+                    await self._send(item)
+
+    async def _send_due(self) -> None:
+        """From the pump: send what is due now, unless a send is under way."""
+        pacer = self.pacer
+        assert pacer is not None
+        if self._send_lock.locked():
+            return  # the sender is sending; it takes the rest in order
+        async with self._send_lock:
+            while (item := pacer.get_nowait()) is not None:
+                await self._send(item)
+
+    async def _send(self, item: AudioFrame | dict[str, Any]) -> None:
+        popped_at = time.monotonic()
+        pacer = self.pacer
+        assert pacer is not None
+        ws = self.ws
+        with anyio.move_on_after(self.settings.send_timeout_s) as deadline:
+            if isinstance(item, AudioFrame):
+                if self.output_format.binary:
+                    await ws.send_bytes(item.pcm)
                 else:
-                    await ws.send_text(protocol.encode(item))
-            if deadline.cancelled_caught:
-                raise protocol.ProtocolError(
-                    protocol.CLOSE_POLICY_VIOLATION, "client is not reading (send timed out)"
-                )
-            if self.latency_out is not None and isinstance(item, AudioFrame):
-                # Paced frames may leave up to the timer slack early: count 0.
-                self.latency_out.append(max(0.0, time.monotonic() - pacer.last_due))
-            flushed_at = self._flushed_at
-            if flushed_at is not None and (
-                isinstance(item, AudioFrame) or item.get("type") == "data-interrupted"
-            ):
-                # Barge-in: how long after the flush the last stale frame left
-                # (0 when none was on its way out).
-                stale = isinstance(item, AudioFrame) and popped_at < flushed_at
-                self.bargein_last_frame_s.append(time.monotonic() - flushed_at if stale else 0.0)
-                self._flushed_at = None
+                    chunk = protocol.pcm_chunk(item.pcm, self.output_format.sample_rate)
+                    await ws.send_text(protocol.encode(chunk))
+            else:
+                await ws.send_text(protocol.encode(item))
+        if deadline.cancelled_caught:
+            raise protocol.ProtocolError(
+                protocol.CLOSE_POLICY_VIOLATION, "client is not reading (send timed out)"
+            )
+        if self.latency_out is not None and isinstance(item, AudioFrame):
+            # Paced frames may leave up to the timer slack early: count 0.
+            self.latency_out.append(max(0.0, time.monotonic() - pacer.last_due))
+        flushed_at = self._flushed_at
+        if flushed_at is not None and (
+            isinstance(item, AudioFrame) or item.get("type") == "data-interrupted"
+        ):
+            # Barge-in: how long after the flush the last stale frame left
+            # (0 when none was on its way out).
+            stale = isinstance(item, AudioFrame) and popped_at < flushed_at
+            self.bargein_last_frame_s.append(time.monotonic() - flushed_at if stale else 0.0)
+            self._flushed_at = None

@@ -199,29 +199,55 @@ class OutputPacer:
     async def get(self) -> AudioFrame | dict[str, Any]:
         """The next item, once it is due."""
         while True:
-            if self._messages and self._messages[0][0] <= self._released:
-                self._room.set()
-                return self._messages.popleft()[1]
-            jb = self._jb
-            # A whole frame of audio, or the padded tail of a finished turn.
-            real = self._pushed > self._released and (jb.frames_ready > 0 or not self._turn_samples)
-            now = self._clock()
-            if real:
-                wait = self._play_end - self._lead - now
-            else:
-                # A stall mid-turn: conceal only while the client is still
-                # playing this turn and about to run dry (never before its first
-                # frame), so the lead stays the jitter allowance.
-                stalled = self._turn_playing and bool(self._turn_samples) and jb.playing
-                if not (stalled and self._play_end >= now):
-                    until_dry = self._play_end - now - _TIMER_SLACK_S
-                    await self._sleep(until_dry if stalled and until_dry > 0 else None)
-                    continue
-                wait = self._play_end - now
-            if wait > _TIMER_SLACK_S:
-                await self._sleep(wait - _TIMER_SLACK_S)
-                continue  # a flush or new audio may have changed what is next
-            return self._release(jb.pop(), now, real)
+            await self.wait_due()
+            item = self.get_nowait()
+            if item is not None:
+                return item
+
+    async def wait_due(self) -> None:
+        """Until an item is due (``get_nowait`` will return it), without taking it."""
+        while True:
+            due, timeout = self._next()
+            if due:
+                return
+            await self._sleep(timeout)
+
+    def get_nowait(self) -> AudioFrame | dict[str, Any] | None:
+        """The next item if it is due now, else None."""
+        due, _ = self._next()
+        if not due:
+            return None
+        if self._messages and self._messages[0][0] <= self._released:
+            self._room.set()
+            return self._messages.popleft()[1]
+        real = self._real_frame_ready()
+        return self._release(self._jb.pop(), self._clock(), real)
+
+    def _real_frame_ready(self) -> bool:
+        # A whole frame of audio, or the padded tail of a finished turn.
+        return self._pushed > self._released and (
+            self._jb.frames_ready > 0 or not self._turn_samples
+        )
+
+    def _next(self) -> tuple[bool, float | None]:
+        """(due now, else how long to sleep: None until woken)."""
+        if self._messages and self._messages[0][0] <= self._released:
+            return True, 0.0
+        now = self._clock()
+        if self._real_frame_ready():
+            wait = self._play_end - self._lead - now
+        else:
+            # A stall mid-turn: conceal only while the client is still
+            # playing this turn and about to run dry (never before its first
+            # frame), so the lead stays the jitter allowance.
+            stalled = self._turn_playing and bool(self._turn_samples) and self._jb.playing
+            if not (stalled and self._play_end >= now):
+                until_dry = self._play_end - now - _TIMER_SLACK_S
+                return False, until_dry if stalled and until_dry > 0 else None
+            wait = self._play_end - now
+        if wait > _TIMER_SLACK_S:
+            return False, wait - _TIMER_SLACK_S
+        return True, 0.0
 
     def _release(self, pcm: bytes, now: float, real: bool) -> AudioFrame:
         queued_at = now
