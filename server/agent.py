@@ -13,6 +13,7 @@ from google.adk.models.google_llm import Gemini
 from google.genai import types
 
 from .offline_model import OfflineLiveModel
+from .protocol import TurnDetection
 from .settings import Settings
 
 
@@ -45,17 +46,17 @@ def build_agent(settings: Settings) -> Agent:
     )
 
 
-def build_run_config(settings: Settings) -> RunConfig:
-    """Live configuration: audio answers, both transcriptions, and the model's
-    own voice activity detection unless ``settings.push_to_talk``.
+def build_run_config(settings: Settings, turn_detection: TurnDetection = "server") -> RunConfig:
+    """Live configuration: audio answers, both transcriptions, and turn detection.
 
-    Gemini accepts a client's activity_start/activity_end only with its
-    automatic detection disabled, so a deployment whose clients drive turns
-    (push-to-talk) sets ``push_to_talk``. The offline model honours both ways
-    either way.
+    ``turn_detection`` is the connection's choice (``start.turnDetection``):
+    "server" leaves voice activity detection to the model; "manual" turns it
+    off, and the client marks every turn with activity_start/activity_end —
+    Gemini accepts those signals only with its automatic detection disabled.
+    The offline model reads the same setting from the live request.
     """
     realtime_input = None
-    if settings.push_to_talk:
+    if turn_detection == "manual":
         realtime_input = types.RealtimeInputConfig(
             automatic_activity_detection=types.AutomaticActivityDetection(disabled=True)
         )

@@ -4,14 +4,18 @@ It lets the whole pipeline (runner, sessions, events, tools) run for real in
 tests and in the demo without Google credentials. It does not understand
 speech. What it does, deterministically:
 
-* Audio turns. It finds the end of the user's turn either from the client's
-  ``activity_end`` (push-to-talk) or with an energy detector: a 20 ms chunk
-  whose RMS is above ``vad_threshold_dbfs`` is speech, and the turn ends after
-  ``hangover_ms`` without speech. It then answers with, as separate
-  responses: an input "transcription" that honestly *describes* the utterance
-  (duration, sample count, peak and RMS level — there is no speech
-  recognition), an output transcription, the user's own audio resampled to
-  24 kHz (the echo), and ``turn_complete``.
+* Audio turns. As Gemini does, it reads the connection's turn detection from
+  the live request's ``realtime_input_config``. With automatic activity
+  detection disabled ("manual", push-to-talk) a turn is exactly the audio
+  between ``activity_start`` and ``activity_end``, and other audio is
+  ignored. Otherwise an energy detector ends turns — a 20 ms chunk whose RMS
+  is above ``vad_threshold_dbfs`` is speech, and the turn ends after
+  ``hangover_ms`` without speech — and activity brackets still work as
+  explicit edges: the bracketed audio is one turn, then detection resumes.
+  It then answers with, as separate responses: an input "transcription" that
+  honestly *describes* the utterance (duration, sample count, peak and RMS
+  level — there is no speech recognition), an output transcription, the
+  user's own audio resampled to 24 kHz (the echo), and ``turn_complete``.
 * Text turns. It answers with text and a short audio cue. "what time is it"
   (and similar) calls the agent's ``get_current_time`` tool; "call NAME {json}"
   calls any declared tool. A function response produces the final answer.
@@ -89,11 +93,20 @@ class OfflineLiveModel(BaseLlm):
 
     @contextlib.asynccontextmanager
     async def _connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:
-        connection = OfflineLiveConnection(self, _declared_tools(llm_request))
+        connection = OfflineLiveConnection(
+            self, _declared_tools(llm_request), manual=_manual_turns(llm_request)
+        )
         try:
             yield connection
         finally:
             await connection.close()
+
+
+def _manual_turns(llm_request: LlmRequest) -> bool:
+    """True when the run config disables automatic activity detection."""
+    realtime = llm_request.live_connect_config.realtime_input_config
+    detection = realtime.automatic_activity_detection if realtime else None
+    return bool(detection and detection.disabled)
 
 
 def _declared_tools(llm_request: LlmRequest) -> set[str]:
@@ -105,7 +118,7 @@ def _declared_tools(llm_request: LlmRequest) -> set[str]:
 
 
 class OfflineLiveConnection(BaseLlmConnection):
-    def __init__(self, model: OfflineLiveModel, tools: set[str]) -> None:
+    def __init__(self, model: OfflineLiveModel, tools: set[str], *, manual: bool = False) -> None:
         self._model = model
         self._tools = tools
         self._responses: asyncio.Queue[LlmResponse | None] = asyncio.Queue(
@@ -113,8 +126,8 @@ class OfflineLiveConnection(BaseLlmConnection):
         )
         self._closed = False
         self._history_len = 0
-        self._manual = False  # client drives turns with activity_start/end
-        self._in_activity = False
+        self._manual = manual  # turns are only the client's activity brackets
+        self._in_activity = False  # between activity_start and activity_end
         self._speaking_until = 0.0
         self._segmenter = _EnergySegmenter(model)
 
@@ -136,7 +149,7 @@ class OfflineLiveConnection(BaseLlmConnection):
 
     async def send_realtime(self, blob: Any) -> None:
         if isinstance(blob, types.ActivityStart):
-            self._manual = self._in_activity = True
+            self._in_activity = True
             self._segmenter.start_manual()
             await self._maybe_interrupt()
         elif isinstance(blob, types.ActivityEnd):
@@ -144,14 +157,15 @@ class OfflineLiveConnection(BaseLlmConnection):
                 self._in_activity = False
                 await self._answer_audio(self._segmenter.end_manual())
         elif isinstance(blob, types.LiveClientRealtimeInput):
-            if blob.audio_stream_end and not self._manual:
+            if blob.audio_stream_end and not (self._manual or self._in_activity):
                 await self._answer_audio(self._segmenter.force_end())
         elif isinstance(blob, types.Blob) and (blob.mime_type or "").startswith("audio/pcm"):
             pcm = blob.data or b""
-            if self._manual:
-                if self._in_activity:
-                    self._segmenter.append_manual(pcm)
+            if self._in_activity:
+                self._segmenter.append_manual(pcm)
                 return
+            if self._manual:
+                return  # outside a bracket: not part of any turn
             event = self._segmenter.feed(pcm)
             if event == "onset":
                 await self._maybe_interrupt()

@@ -30,6 +30,10 @@ SUPPORTED_RATES = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000)
 INPUT_FORMATS = ("s16", "f32")
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
 SAMPLE_BYTES = {"s16": 2, "f32": 4}
+# Who ends the user's turns: the model's voice activity detection ("server"),
+# or the client's activity_start/activity_end alone ("manual", push-to-talk).
+TURN_DETECTION = ("server", "manual")
+TurnDetection = Literal["server", "manual"]
 
 
 class ProtocolError(Exception):
@@ -70,6 +74,7 @@ class Start:
     input: InputFormat
     output: OutputFormat
     session_id: str | None
+    turn_detection: TurnDetection | None = None  # None: the server's default
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,7 +195,17 @@ def _decode_start(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Star
     session_id = obj.get("sessionId")
     if session_id is not None and not isinstance(session_id, str):
         raise InputError(f"sessionId: expected a string, got {type(session_id).__name__}")
-    return Start(InputFormat(rate, form, 1), OutputFormat(out_rate, binary), session_id or None)
+    turn_detection = obj.get("turnDetection")
+    if turn_detection is not None and turn_detection not in TURN_DETECTION:
+        raise InputError(
+            f"turnDetection: expected one of {list(TURN_DETECTION)}, got {turn_detection!r}"
+        )
+    return Start(
+        InputFormat(rate, form, 1),
+        OutputFormat(out_rate, binary),
+        session_id or None,
+        turn_detection,
+    )
 
 
 def _decode_audio_chunk(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Audio:
@@ -327,6 +342,7 @@ def session_chunk(
     model: str,
     resumed: bool,
     history: list[dict[str, str]],
+    turn_detection: TurnDetection = "server",
 ) -> dict[str, Any]:
     return {
         "type": "data-session",
@@ -334,6 +350,7 @@ def session_chunk(
             "sessionId": session_id,
             "resumed": resumed,
             "model": model,
+            "turnDetection": turn_detection,
             "input": {
                 "sampleRate": inp.sample_rate,
                 "format": inp.format,

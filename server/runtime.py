@@ -9,10 +9,12 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from google.adk.agents.run_config import RunConfig
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, Session
 
 from .agent import build_agent, build_run_config
+from .protocol import TurnDetection
 from .settings import Settings
 
 USER_ID = "web"  # no accounts: possession of an unguessable session id is the capability
@@ -53,7 +55,11 @@ class Runtime:
         self.settings = settings
         self.session_service = session_service or build_session_service(settings)
         self.agent = build_agent(settings)
-        self.run_config = build_run_config(settings)
+        self.default_turn_detection: TurnDetection = "manual" if settings.push_to_talk else "server"
+        self._run_configs = {
+            mode: build_run_config(settings, mode) for mode in ("server", "manual")
+        }
+        self.run_config = self._run_configs[self.default_turn_detection]
         self.model_name = settings.live_model_name
         self.runner = Runner(
             app_name=settings.app_name,
@@ -64,6 +70,10 @@ class Runtime:
         self.connections: set[Any] = set()
         self.live: dict[str, Any] = {}  # session id -> the connection running it
         self.totals = ConnectionTotals()
+
+    def run_config_for(self, turn_detection: TurnDetection | None) -> RunConfig:
+        """The live run config of a connection that chose ``turn_detection``."""
+        return self._run_configs[turn_detection or self.default_turn_detection]
 
     async def open_session(self, session_id: str | None) -> tuple[Session, bool, str | None]:
         """(session, resumed, notice). An unknown id never falls back to another session."""

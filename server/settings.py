@@ -69,8 +69,9 @@ class Settings:
     input_chunk_ms: int = 20  # re-framed chunks sent to the model
     output_frame_ms: int = 40  # paced frames sent to the client (size only: no added delay)
     output_lead_ms: int = 150  # how far ahead of real-time playback we may send
-    # Clients mark turns with activity_start/activity_end; the model's own
-    # voice activity detection is turned off (Gemini requires it for them).
+    # The turn detection of a client whose `start` does not choose one
+    # (`turnDetection`): False "server" (the model's voice activity
+    # detection), True "manual" (the client's activity_start/activity_end).
     push_to_talk: bool = False
 
     # Measurement (benchmarks): keep per-chunk latency samples and write a

@@ -111,6 +111,11 @@ function currentMode() {
   return document.querySelector('input[name="mode"]:checked').value;
 }
 
+/** Push-to-talk turns are exactly the held spans; hands-free, the model's voice detection. */
+function turnDetectionFor(mode) {
+  return mode === "push-to-talk" ? "manual" : "server";
+}
+
 function setState(state, label) {
   demo.state = state;
   ui.state.dataset.state = state;
@@ -271,6 +276,7 @@ async function connect() {
     outputRate: eng.sampleRate, // the server resamples to our rate; we never do
     binary: ui.binary.checked,
     sessionId: localStorage.getItem(SESSION_KEY) ?? undefined,
+    turnDetection: turnDetectionFor(currentMode()),
   });
   session = s;
   s.addEventListener("audio", onAudio);
@@ -526,14 +532,21 @@ async function onModeChange() {
   ui.ptt.hidden = mode !== "push-to-talk";
   showHint();
   pttUp();
-  // A live connection that has used explicit turn edges stays in that mode
-  // on the model side; a fresh socket on the same session goes back to
-  // voice detection.
-  if (mode === "hands-free" && usedPushToTalk && session) {
-    conversation.notice("Switching to hands-free: reconnecting…");
+  // Turn detection is negotiated per socket, in `start`: another mode is a
+  // fresh socket on the same session.
+  if (session && needsReconnect(mode)) {
+    conversation.notice(`Switching to ${mode}: reconnecting…`);
     await disconnect();
     await connect();
   }
+}
+
+function needsReconnect(mode) {
+  // Still connecting: what this socket asked for.
+  const negotiated = session.info ? session.info.turnDetection : session.options.turnDetection;
+  // A server that predates turnDetection: only explicit turn edges stick.
+  if (negotiated === undefined) return mode === "hands-free" && usedPushToTalk;
+  return negotiated !== turnDetectionFor(mode);
 }
 
 // ------------------------------------------------------------------ wiring

@@ -23,6 +23,7 @@ export function startMessage({
   outputRate,
   binary = true,
   sessionId,
+  turnDetection,
 }) {
   const message = {
     type: "start",
@@ -30,6 +31,9 @@ export function startMessage({
     output: { sampleRate: outputRate, binary },
   };
   if (sessionId) message.sessionId = sessionId;
+  // "server": the model's voice detection ends turns; "manual": only
+  // activity_start/activity_end do (push-to-talk). Omitted: the server's default.
+  if (turnDetection) message.turnDetection = turnDetection;
   return message;
 }
 
@@ -65,6 +69,7 @@ export class LiveSession extends EventTarget {
    * @param {number} options.outputRate  the playback context's rate
    * @param {boolean} [options.binary=true] ask for audio as binary frames
    * @param {string} [options.sessionId]  resume this session
+   * @param {"server"|"manual"} [options.turnDetection] who ends the user's turns
    * @param {typeof WebSocket} [options.WebSocketImpl]
    */
   constructor(url, options) {

@@ -217,6 +217,7 @@ def test_odd_binary_frame_is_an_error_chunk(client: TestClient) -> None:
         ({"output": {"sampleRate": "fast"}}, "output.sampleRate"),
         ({"output": {"binary": "yes"}}, "output.binary"),
         ({"sessionId": 42}, "sessionId"),
+        ({"turnDetection": "auto"}, "turnDetection"),
     ],
 )
 def test_bad_start_falls_back_to_defaults_with_an_error(
@@ -228,6 +229,7 @@ def test_bad_start_falls_back_to_defaults_with_an_error(
         error = ws.receive_json()
     assert session["type"] == "data-session"
     assert session["data"]["input"]["sampleRate"] == 16000
+    assert session["data"]["turnDetection"] == "server"
     assert error["type"] == "error" and expected in error["errorText"]
 
 
@@ -439,3 +441,78 @@ def test_resuming_a_live_session_takes_it_over(client: TestClient) -> None:
             second.send_text(json.dumps({"type": "text", "text": "two"}))
             answer = next(m for m in receive_until(second, "finish") if m["type"] == "text-delta")
             assert answer["delta"].startswith("You said: two (")
+
+
+# ---------------------------------------------------------------- turn detection
+
+
+def _send_audio(ws, pcm: bytes) -> None:
+    for i in range(0, len(pcm), 640):  # 20 ms frames of 16 kHz s16, as fast as they go
+        ws.send_bytes(pcm[i : i + 640])
+
+
+def _push_to_talk_turn(ws, pcm: bytes) -> list[dict]:
+    ws.send_text(json.dumps({"type": "activity_start"}))
+    _send_audio(ws, pcm)
+    ws.send_text(json.dumps({"type": "activity_end"}))
+    return receive_until(ws, "finish")
+
+
+def _transcripts(messages: list[dict]) -> list[str]:
+    return [m["data"]["text"] for m in messages if m["type"] == "data-transcript"]
+
+
+def test_turn_detection_is_negotiated_and_echoed(client: TestClient) -> None:
+    with client.websocket_connect("/ws") as ws:
+        assert start(ws)["data"]["turnDetection"] == "server"
+    with client.websocket_connect("/ws") as ws:
+        assert start(ws, turnDetection="manual")["data"]["turnDetection"] == "manual"
+
+
+def test_push_to_talk_setting_is_the_default_turn_detection(settings: Settings) -> None:
+    manual = Settings(data_dir=settings.data_dir, model="offline", push_to_talk=True)
+    with TestClient(create_app(manual)) as client:
+        with client.websocket_connect("/ws") as ws:
+            assert start(ws)["data"]["turnDetection"] == "manual"
+        with client.websocket_connect("/ws") as ws:
+            assert start(ws, turnDetection="server")["data"]["turnDetection"] == "server"
+
+
+def test_manual_turns_ignore_audio_outside_activity_brackets(client: TestClient) -> None:
+    speech = _tone_s16(0.8, 0.3)
+    with client.websocket_connect("/ws") as ws:
+        start(ws, turnDetection="manual")
+        # Speech then a second of silence: a turn for voice activity detection,
+        # nothing for manual turns. The text turn behind it answers first.
+        _send_audio(ws, speech + bytes(32000))
+        ws.send_text(json.dumps({"type": "text", "text": "after the audio"}))
+        first = receive_until(ws, "finish")
+        assert _transcripts(first) == []
+        assert any(m["type"] == "text-delta" for m in first)
+        # The bracket is the turn, exactly.
+        turn = _push_to_talk_turn(ws, speech)
+        assert _transcripts(turn) and f"({len(speech) // 2} samples" in _transcripts(turn)[0]
+
+
+def test_server_turns_after_a_manual_connection_use_voice_activity(client: TestClient) -> None:
+    speech = _tone_s16(0.8, 0.3)
+    with client.websocket_connect("/ws") as ws:
+        session_id = start(ws, turnDetection="manual")["data"]["sessionId"]
+        assert _transcripts(_push_to_talk_turn(ws, speech))
+    with client.websocket_connect("/ws") as ws:
+        resumed = start(ws, sessionId=session_id, turnDetection="server")
+        assert resumed["data"]["resumed"] and resumed["data"]["turnDetection"] == "server"
+        _send_audio(ws, bytes(6400) + speech + bytes(32000))  # no brackets: VAD ends the turn
+        assert _transcripts(receive_until(ws, "finish"))
+
+
+def test_server_turns_still_accept_activity_brackets_then_resume_detection(
+    client: TestClient,
+) -> None:
+    speech = _tone_s16(0.8, 0.3)
+    with client.websocket_connect("/ws") as ws:
+        start(ws)
+        bracketed = _transcripts(_push_to_talk_turn(ws, speech))
+        assert bracketed and f"({len(speech) // 2} samples" in bracketed[0]
+        _send_audio(ws, bytes(6400) + speech + bytes(32000))
+        assert _transcripts(receive_until(ws, "finish"))

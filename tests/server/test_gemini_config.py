@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import pathlib
+import time
 
 import pytest
 from google.adk.agents.live_request_queue import LiveRequestQueue
@@ -148,9 +149,52 @@ def test_run_live_hands_google_an_audio_config(clean_env, tmp_path: pathlib.Path
 def test_push_to_talk_disables_the_models_activity_detection(tmp_path) -> None:
     from server.agent import build_run_config
 
-    assert build_run_config(Settings(data_dir=tmp_path)).realtime_input_config is None
-    config = build_run_config(Settings(data_dir=tmp_path, push_to_talk=True))
+    settings = Settings(data_dir=tmp_path)
+    assert build_run_config(settings).realtime_input_config is None
+    config = build_run_config(settings, "manual")
     assert config.realtime_input_config.automatic_activity_detection.disabled is True
+    # push_to_talk makes "manual" the default for clients that do not choose.
+    runtime = Runtime(Settings(data_dir=tmp_path, push_to_talk=True))
+    assert runtime.run_config.realtime_input_config.automatic_activity_detection.disabled
+    assert runtime.run_config_for("server").realtime_input_config is None
+
+
+@pytest.mark.parametrize("turn_detection", ["server", "manual"])
+def test_manual_turn_detection_reaches_google_per_connection(
+    clean_env, tmp_path: pathlib.Path, turn_detection: str
+) -> None:
+    """Through the app: a socket's `turnDetection` decides whether Google's
+    automatic activity detection is on for that socket's live session."""
+    from starlette.testclient import TestClient
+
+    from server import create_app
+
+    clean_env.setenv("GOOGLE_API_KEY", "test-key")
+    captured: list[types.LiveConnectConfig] = []
+    session = _SilentSession()
+
+    @contextlib.asynccontextmanager
+    async def fake_connect(self, *, model, config):
+        captured.append(config)
+        yield session
+
+    clean_env.setattr(genai_live.AsyncLive, "connect", fake_connect)
+    app = create_app(Settings(data_dir=tmp_path))
+    with TestClient(app) as client, client.websocket_connect("/ws") as ws:
+        ws.send_json({"type": "start", "turnDetection": turn_detection})
+        assert ws.receive_json()["data"]["turnDetection"] == turn_detection
+        ws.send_json({"type": "activity_start"})
+        for _ in range(200):
+            if session.sent:
+                break
+            time.sleep(0.01)
+    (config,) = captured
+    realtime = config.realtime_input_config
+    if turn_detection == "manual":
+        assert realtime.automatic_activity_detection.disabled is True
+        assert session.sent[0] == ("realtime", {"activity_start": types.ActivityStart()})
+    else:
+        assert realtime is None
 
 
 def test_model_failure_reaches_the_client_as_error_then_1011(clean_env, tmp_path) -> None:

@@ -41,6 +41,31 @@ def test_decode_start_full() -> None:
     )
 
 
+def test_decode_start_turn_detection() -> None:
+    def decode(**fields):
+        return protocol.decode_text(json.dumps({"type": "start", **fields}), DEFAULT, LIMITS)
+
+    assert decode().turn_detection is None  # the server's default applies
+    assert decode(turnDetection="server").turn_detection == "server"
+    assert decode(turnDetection="manual").turn_detection == "manual"
+    for bad in ("auto", "MANUAL", 1, True, {}):
+        with pytest.raises(protocol.InputError, match=r"turnDetection: expected one of"):
+            decode(turnDetection=bad)
+
+
+def test_session_chunk_echoes_turn_detection() -> None:
+    chunk = protocol.session_chunk(
+        "id",
+        DEFAULT,
+        protocol.OutputFormat(),
+        model="offline",
+        resumed=False,
+        history=[],
+        turn_detection="manual",
+    )
+    assert chunk["data"]["turnDetection"] == "manual"
+
+
 def test_decode_audio_chunk_accepts_standard_and_url_safe_base64() -> None:
     pcm = bytes(range(250)) + bytes(6)  # contains bytes that differ between alphabets
     for encoded in (base64.b64encode(pcm), base64.urlsafe_b64encode(pcm)):
@@ -231,6 +256,33 @@ def test_pacer_releases_lead_then_real_time_and_keeps_order() -> None:
         frames = [f for f in first + more + rest if isinstance(f, AudioFrame)]
         assert b"".join(f.pcm for f in frames) == b"\1\0" * 24000
         assert pacer.stats.frames == 50 and pacer.stats.concealed_frames == 0
+
+    asyncio.run(scenario())
+
+
+def test_pacer_get_nowait_gives_exactly_what_is_due_in_order() -> None:
+    """What the pump sends itself: the items due now, the same ones get() gives."""
+
+    async def scenario() -> None:
+        clock = FakeClock()
+        pacer = _pacer(clock)
+        assert pacer.get_nowait() is None
+        await pacer.put_message({"type": "start"})
+        await pacer.put_audio(b"\1\0" * 4800, turn=0)  # 200 ms = 10 frames
+        due = []
+        while (item := pacer.get_nowait()) is not None:
+            due.append(item)
+        # The chunk, the frame playing now and the lead (100 ms = 5 frames).
+        assert due[0] == {"type": "start"} and len(due) == 7
+        assert all(isinstance(f, AudioFrame) and not f.concealed for f in due[1:])
+        with pytest.raises(TimeoutError):  # the next frame is 20 ms away
+            await asyncio.wait_for(pacer.wait_due(), 0.05)
+        clock.now += 0.020
+        await asyncio.wait_for(pacer.wait_due(), 0.05)
+        await asyncio.wait_for(pacer.wait_due(), 0.05)  # waiting takes nothing
+        assert isinstance(pacer.get_nowait(), AudioFrame)
+        assert pacer.get_nowait() is None
+        assert pacer.stats.frames == 7
 
     asyncio.run(scenario())
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 
@@ -79,12 +80,15 @@ def test_speech_round_trip_plays_the_echo_without_underruns(open_page):
     agent = entries(page, "agent")
     assert user and "s of audio" in user[0], user
     assert agent and "I heard" in agent[0], agent
-    seconds = float(agent[0].split("I heard ")[1].split(" seconds")[0])
+    # The utterance's exact length, from the model's description of it.
+    utterance = int(re.search(r"\((\d+) samples at 16000 Hz\)", user[0]).group(1)) / 16000
     rate = demo(page, "__demo.sampleRate")
     played = demo(page, "__demo.playback")
     # Every sample the server sent was played: the echo's length at our rate
-    # (within the resamplers' few samples of delay).
-    assert abs(played["samplesPlayed"] - seconds * rate) < 0.02 * rate, (played, seconds)
+    # (within the resamplers' few samples of delay), its last frame padded to
+    # a whole 40 ms output frame.
+    extra = played["samplesPlayed"] - utterance * rate
+    assert -0.002 * rate < extra < (0.040 + 0.002) * rate, (played, utterance)
     assert played["samplesPlayed"] == demo(page, "__demo.received.samples")
     assert played["underruns"] == 0
     latency = demo(page, "__demo.latencies")[0]
@@ -194,6 +198,7 @@ def test_push_to_talk_with_the_space_bar(open_page):
     page = open_page("?mode=push-to-talk&input=s16")
     info = connect(page)
     assert info["input"]["format"] == "s16"
+    assert info["turnDetection"] == "manual"
     assert page.is_visible("#ptt")
     page.wait_for_timeout(1000)
     assert demo(page, "__demo.capture.sent") == 0  # nothing is sent until we hold
@@ -216,14 +221,28 @@ def test_push_to_talk_with_the_space_bar(open_page):
 def test_switching_back_to_hands_free_reconnects_the_session(open_page):
     page = open_page("?mode=push-to-talk")
     first = connect(page)
+    assert first["turnDetection"] == "manual"
     page.click("#ptt")  # a short press: one push-to-talk turn
     wait_for(page, "__demo.received.chunks.finish >= 1", 15)
     page.check("input[value=hands-free]")
     wait_for(page, "__demo.state === 'connected' && __demo.session.resumed === true", 10)
     assert demo(page, "__demo.session.sessionId") == first["sessionId"]
+    assert demo(page, "__demo.session.turnDetection") == "server"
     assert not page.is_visible("#ptt")
     # Voice detection works again on the new socket: a spoken turn is answered.
     wait_for(page, "__demo.latencies.some((ms) => ms > 550)", 20)
+    check_no_page_errors(page)
+
+
+def test_switching_to_push_to_talk_reconnects_with_manual_turns(open_page):
+    page = open_page()
+    first = connect(page)
+    assert first["turnDetection"] == "server"
+    page.check("input[value=push-to-talk]")
+    wait_for(page, "__demo.state === 'connected' && __demo.session.resumed === true", 10)
+    assert demo(page, "__demo.session.sessionId") == first["sessionId"]
+    assert demo(page, "__demo.session.turnDetection") == "manual"
+    assert page.is_visible("#ptt")
     check_no_page_errors(page)
 
 

@@ -69,6 +69,8 @@ test("startMessage declares both rates, the format and the session", () => {
     output: { sampleRate: 48000, binary: false },
   });
   assert.equal(startMessage({ inputRate: 1, outputRate: 1, sessionId: "s" }).sessionId, "s");
+  const manual = startMessage({ inputRate: 1, outputRate: 1, turnDetection: "manual" });
+  assert.equal(manual.turnDetection, "manual");
   assert.ok(SUPPORTED_RATES.includes(44100));
 });
 
