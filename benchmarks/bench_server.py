@@ -3,6 +3,7 @@
     python benchmarks/bench_server.py                  # everything, ~2 minutes
     python benchmarks/bench_server.py --sessions 10,25 --turns 2
     python benchmarks/bench_server.py --stagger 4     # starts spread over a turn
+    python benchmarks/bench_server.py --workers 2     # python -m server --workers 2
 
 What it measures, with `python -m server` in its own process and the clients
 in this one (both on this machine's cores):
@@ -58,13 +59,23 @@ async def _run_sessions(url: str, speech, n: int, turns: int, stagger_s: float):
     return await asyncio.gather(*(one(k) for k in range(n)))
 
 
-def run(n: int, turns: int, speech, stagger_s: float = 1.0) -> dict:
+def _server_stats(stats_path: Path) -> dict:
+    """The server's totals; with several workers, each wrote its own file."""
+    files = [stats_path] if stats_path.exists() else sorted(stats_path.parent.glob("stats.json.*"))
+    merged: dict = {}
+    for part in (json.loads(f.read_text()) for f in files):
+        for key, value in part.items():
+            merged[key] = merged.get(key, type(value)()) + value
+    return merged
+
+
+def run(n: int, turns: int, speech, stagger_s: float = 1.0, workers: int = 1) -> dict:
     stats_path = Path(tempfile.mkdtemp()) / "stats.json"
-    with our_server(stats_path) as (url, proc):
+    with our_server(stats_path, AUDIOCORE_WORKERS=str(workers)) as (url, proc):
         cpu0, t0, me0 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
         sessions = asyncio.run(_run_sessions(url, speech, n, turns, stagger_s))
         cpu1, t1, me1 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
-    server = json.loads(stats_path.read_text())
+    server = _server_stats(stats_path)
     turns_all = [t for s in sessions for t in s]
     first = [t.first_audio_s for t in turns_all]
     return {
@@ -131,11 +142,11 @@ async def _barge_ins(url: str, speech, count: int) -> list[tuple[float, float]]:
     return results
 
 
-def barge_in(speech, count: int = 5) -> dict:
+def barge_in(speech, count: int = 5, workers: int = 1) -> dict:
     stats_path = Path(tempfile.mkdtemp()) / "stats.json"
-    with our_server(stats_path) as (url, _):
+    with our_server(stats_path, AUDIOCORE_WORKERS=str(workers)) as (url, _):
         client = asyncio.run(_barge_ins(url, speech, count))
-    server = json.loads(stats_path.read_text())
+    server = _server_stats(stats_path)
     return {
         "notice_ms": [1e3 * a for a, _ in client],
         "last_audio_ms": [1e3 * b for _, b in client],
@@ -150,11 +161,14 @@ def main() -> None:
     parser.add_argument(
         "--stagger", type=float, default=1.0, help="spread session starts over this many seconds"
     )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="start the server with this many worker processes"
+    )
     args = parser.parse_args()
     speech = speech_48k()
     print(
         f"speech: {len(speech) / 48000:.2f} s per turn; turns per session: {args.turns}; "
-        f"session starts spread over {args.stagger:g} s"
+        f"session starts spread over {args.stagger:g} s; server workers: {args.workers}"
     )
     header = (
         f"{'N':>4} {'cpu%':>6} {'client%':>7} {'in p50/p99 µs':>15} {'out p50/p99 µs':>16} "
@@ -163,7 +177,7 @@ def main() -> None:
     )
     print(header)
     for n in (int(v) for v in args.sessions.split(",")):
-        r = run(n, args.turns, speech, args.stagger)
+        r = run(n, args.turns, speech, args.stagger, args.workers)
         print(
             f"{n:>4} {r['server_cpu_pct']:>6.1f} {r['client_cpu_pct']:>7.1f} "
             f"{r['in_p50_us']:>7.0f}/{r['in_p99_us']:<7.0f} "
@@ -174,7 +188,7 @@ def main() -> None:
             flush=True,
         )
         assert r["lost_samples"] >= 0, "more echo than was spoken"
-    b = barge_in(speech)
+    b = barge_in(speech, workers=args.workers)
     print(
         "barge-in (client interrupt 0.5 s into the echo, 5 times): "
         f"interrupt → data-interrupted max {max(b['notice_ms']):.1f} ms; "

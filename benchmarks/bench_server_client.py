@@ -82,9 +82,12 @@ def wait_http(url: str, timeout: float = 30) -> None:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, from /proc."""
+    """User + system CPU time of a process and its live children (server
+    workers), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return own + sum(cpu_seconds(int(child)) for child in children)
 
 
 @contextlib.contextmanager

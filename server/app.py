@@ -55,6 +55,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             settings.database_url or settings.session_db_path,
         )
         try:
+            await runtime.start()
             yield
         finally:
             if settings.stats_path is not None:

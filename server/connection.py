@@ -43,7 +43,7 @@ from . import protocol
 from .audio import InputAudio, OutputAudio
 from .events import ModelAudio, TurnTranslator
 from .pacer import AudioFrame, OutputPacer
-from .runtime import USER_ID, Runtime, session_history
+from .runtime import LEASE_WAIT_S, USER_ID, Runtime, session_history
 
 log = logging.getLogger(__name__)
 
@@ -133,28 +133,34 @@ class LiveConnection:
         await self.ws.accept()
         self.runtime.connections.add(self)
         try:
-            first = await self._negotiate()
-            await self._open_session()
-            async with anyio.create_task_group() as group:
-                self._scope = group.cancel_scope
-                for task in (self._receiver(first), self._pump(), self._sender()):
-                    group.start_soon(self._guard, task, group.cancel_scope)
-        except _Shutdown as exc:  # before the task group started
-            self._stop = self._stop or exc
-        finally:
-            self.queue.close()
-            self.runtime.connections.discard(self)
-            if self.session_id and self.runtime.live.get(self.session_id) is self:
-                del self.runtime.live[self.session_id]
-            self.runtime.record(self)
-        try:
+            try:
+                first = await self._negotiate()
+                await self._open_session()
+                if self._stop is not None:  # told to yield while it was opening
+                    raise self._stop
+                async with anyio.create_task_group() as group:
+                    self._scope = group.cancel_scope
+                    for task in (self._receiver(first), self._pump(), self._sender()):
+                        group.start_soon(self._guard, task, group.cancel_scope)
+            except _Shutdown as exc:  # before the task group started
+                self._stop = self._stop or exc
+            finally:
+                self.queue.close()
+                self.runtime.connections.discard(self)
+                if self.session_id and self.runtime.live.get(self.session_id) is self:
+                    del self.runtime.live[self.session_id]
+                self.runtime.record(self)
             await self._close(self._stop or _Shutdown())
         finally:
+            # Only now may another process's connection read the session: this
+            # run_live is over and the client was told. (Also when cancelled.)
+            if self.session_id is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.runtime.leases.release(self.session_id)
             self._finished.set()
 
-    async def hand_over(self, timeout: float = 5.0) -> None:
-        """Another connection resumes this session: stop, and return once this
-        run_live is over, so two runs never append to one session at once."""
+    def yield_session(self) -> None:
+        """Another connection resumes this session: stop (error chunk, 1008)."""
         self._stop = self._stop or _Shutdown(
             protocol.CLOSE_POLICY_VIOLATION,
             "session resumed by another connection",
@@ -162,6 +168,11 @@ class LiveConnection:
         )
         if self._scope is not None:
             self._scope.cancel()
+
+    async def hand_over(self, timeout: float = 5.0) -> None:
+        """Stop, and return once this run_live is over, so two runs never
+        append to one session at once."""
+        self.yield_session()
         with anyio.move_on_after(timeout):
             await self._finished.wait()
 
@@ -223,10 +234,25 @@ class LiveConnection:
     async def _open_session(self) -> None:
         # One live run per session: a reconnecting client takes its session over
         # from a connection the server has not yet seen die.
-        previous = self.runtime.live.get(self._requested_session or "")
+        requested = self._requested_session
+        previous = self.runtime.live.get(requested or "")
         if previous is not None:
             await previous.hand_over()
-        session, resumed, notice = await self.runtime.open_session(self._requested_session)
+        leases = self.runtime.leases
+        if requested is not None:
+            # Another process may run it: ask it to let go, before reading it.
+            if not await leases.acquire(requested, LEASE_WAIT_S):
+                raise _Shutdown(
+                    protocol.CLOSE_TRY_AGAIN_LATER,
+                    "session is busy",
+                    error="this session is still running elsewhere; try again later",
+                )
+            self.session_id = requested  # released in run()
+        session, resumed, notice = await self.runtime.open_session(requested)
+        if session.id != requested:
+            if requested is not None:
+                await leases.release(requested)
+            await leases.acquire(session.id, LEASE_WAIT_S)  # a new id: nobody holds it
         self.session_id = session.id
         self.runtime.live[session.id] = self
         settings = self.settings

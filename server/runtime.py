@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import logging
+import os
 import re
 import secrets
 from pathlib import Path
@@ -14,12 +17,18 @@ from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, Session
 
 from .agent import build_agent, build_run_config
+from .leases import SessionLeases
 from .protocol import TurnDetection
 from .settings import Settings
 
 USER_ID = "web"  # no accounts: possession of an unguessable session id is the capability
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{20,100}$")
 HISTORY_LIMIT = 50
+# How long a connection waits for another process to give up a session:
+# the owner's heartbeat expiry, plus a hand-over that is slow but alive.
+LEASE_WAIT_S = 10.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -70,6 +79,29 @@ class Runtime:
         self.connections: set[Any] = set()
         self.live: dict[str, Any] = {}  # session id -> the connection running it
         self.totals = ConnectionTotals()
+        # Other processes on this machine may serve the same sessions
+        # (--workers, or several servers on one data directory): see
+        # leases.py. Servers on other machines sharing a database URL are not
+        # coordinated by it.
+        self.leases = SessionLeases(settings.data_dir / "leases.db")
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.leases.heartbeat()  # our leases count only once we have beaten
+        self._heartbeat = asyncio.create_task(self._keep_leases())
+
+    async def _keep_leases(self) -> None:
+        while True:
+            await asyncio.sleep(self.leases.heartbeat_s)
+            try:
+                wanted = await self.leases.heartbeat()
+            except Exception:  # e.g. the file locked past busy_timeout: retry
+                log.exception("session lease heartbeat failed")
+                continue
+            for session_id in wanted:
+                connection = self.live.get(session_id)
+                if connection is not None:
+                    connection.yield_session()
 
     def run_config_for(self, turn_detection: TurnDetection | None) -> RunConfig:
         """The live run config of a connection that chose ``turn_detection``."""
@@ -107,13 +139,21 @@ class Runtime:
             totals.latency_out += connection.latency_out
 
     def write_stats(self, path: Path) -> None:
+        if self.settings.workers > 1:  # one file per worker process
+            path = path.with_name(f"{path.name}.{os.getpid()}")
         path.write_text(json.dumps(dataclasses.asdict(self.totals)))
 
     async def close(self) -> None:
-        await self.runner.close()
-        close = getattr(self.session_service, "close", None)
-        if close is not None:
-            await close()
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            await asyncio.gather(self._heartbeat, return_exceptions=True)
+        try:
+            await self.leases.close()
+        finally:
+            await self.runner.close()
+            close = getattr(self.session_service, "close", None)
+            if close is not None:
+                await close()
 
 
 def session_history(session: Session) -> list[dict[str, str]]:

@@ -22,17 +22,45 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Generator
 from typing import Any
 
 from google.adk.sessions import sqlite_session_service as adk_sqlite
 
 _PRAGMAS = (
+    "PRAGMA busy_timeout=5000",  # other server processes on the same file
     "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=NORMAL",
-    "PRAGMA busy_timeout=5000",  # other server processes on the same file
     adk_sqlite.PRAGMA_FOREIGN_KEYS,
 )
+
+
+def open_wal(path: str, *, uri: bool = False, script: str = "") -> sqlite3.Connection:
+    """A connection in WAL mode, with ``script`` (the schema) run.
+
+    Processes that open a new file at the same moment (``--workers``) can get
+    "database is locked" from the switch to WAL or the schema even with a
+    busy timeout (SQLite does not wait during WAL recovery): retry briefly.
+    """
+    for attempt in range(50):
+        raw = sqlite3.connect(path, uri=uri)
+        try:
+            raw.row_factory = sqlite3.Row
+            for pragma in _PRAGMAS:
+                raw.execute(pragma)
+            if script:
+                raw.executescript(script)
+            return raw
+        except sqlite3.OperationalError as exc:
+            raw.close()
+            if "locked" not in str(exc) or attempt == 49:
+                raise
+            time.sleep(0.02)
+        except BaseException:
+            raw.close()
+            raise
+    raise AssertionError("unreachable")
 
 
 class _Cursor:
@@ -118,15 +146,11 @@ class SharedConnectionSqliteSessionService(adk_sqlite.SqliteSessionService):
     async def _get_db_connection(self) -> AsyncIterator[Any]:
         async with self._shared_lock:
             if self._shared is None:
-                raw = sqlite3.connect(self._db_connect_path, uri=self._db_connect_uri)
-                try:
-                    raw.row_factory = sqlite3.Row
-                    for pragma in _PRAGMAS:
-                        raw.execute(pragma)
-                    raw.executescript(adk_sqlite.CREATE_SCHEMA_SQL)
-                except BaseException:
-                    raw.close()
-                    raise
+                raw = open_wal(
+                    self._db_connect_path,
+                    uri=self._db_connect_uri,
+                    script=adk_sqlite.CREATE_SCHEMA_SQL,
+                )
                 self._shared = InlineConnection(raw)
                 self._schema_ready = True
             try:

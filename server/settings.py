@@ -36,6 +36,7 @@ def google_backend(env: Mapping[str, str]) -> str | None:
 class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
+    workers: int = 1  # uvicorn worker processes (python -m server only)
     # "offline" selects the embedded offline model; anything else is a Gemini
     # Live model name. None: Gemini when credentials are present, else offline.
     model: str | None = None

@@ -1,0 +1,163 @@
+"""Cross-process session leases: one live run per session, whichever process.
+
+Two live runs must never append to one ADK session (the second one's writes
+fail as stale, and the conversation forks). Within a process the runtime's
+``live`` map enforces that; across processes (``--workers N``, or several
+servers on one data directory) this lease does, in a small SQLite file beside
+the sessions file (its own file, so its writes never wait on ADK's):
+
+* ``owners``: one row per running server process with an ``expires`` time
+  that the process pushes forward every ``heartbeat_s``. A process that
+  crashes stops doing so, and after ``ttl_s`` every lease it held is free.
+* ``leases``: session id → owner, and ``wanted_by`` when another process asks
+  for the session.
+
+Taking over: the new owner marks the lease wanted and polls. The old owner's
+heartbeat sees the mark, stops that connection (``error`` chunk, close 1008,
+run_live over) and deletes the lease; the new owner then takes it and only
+then reads the session. A wedged or crashed old owner is waited for at most
+until its heartbeat expires. Every statement is a short ``BEGIN IMMEDIATE``
+transaction on a single worker thread, so the event loop never waits on the
+file lock. Clocks: ``time.time()`` of processes on one machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from .sessions import open_wal
+
+_T = TypeVar("_T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS owners (owner TEXT PRIMARY KEY, expires REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS leases (
+    session_id TEXT PRIMARY KEY, owner TEXT NOT NULL, wanted_by TEXT
+);
+"""
+
+
+class SessionLeases:
+    def __init__(
+        self, path: Path, *, ttl_s: float = 2.0, heartbeat_s: float = 0.25, poll_s: float = 0.05
+    ) -> None:
+        self.path = path
+        self.ttl_s = ttl_s
+        self.heartbeat_s = heartbeat_s
+        self.poll_s = poll_s
+        self.owner = f"{os.getpid()}-{secrets.token_hex(8)}"
+        self.held: set[str] = set()  # sessions this process's connections hold
+        self._db: sqlite3.Connection | None = None
+        # One thread owns the connection: statements never run on the event loop.
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="leases")
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        def call() -> _T:
+            if self._db is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                db = open_wal(str(self.path), script=_SCHEMA)
+                db.isolation_level = None  # transactions as written below
+                self._db = db
+            db = self._db
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(db)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return result
+
+        return await asyncio.get_running_loop().run_in_executor(self._thread, call)
+
+    async def heartbeat(self) -> list[str]:
+        """Extend this process's leases; return the held sessions others want."""
+
+        def beat(db: sqlite3.Connection) -> list[str]:
+            expires = time.time() + self.ttl_s
+            db.execute("INSERT OR REPLACE INTO owners VALUES (?, ?)", (self.owner, expires))
+            rows = db.execute(
+                "SELECT session_id FROM leases WHERE owner = ? AND wanted_by IS NOT NULL",
+                (self.owner,),
+            ).fetchall()
+            return [row[0] for row in rows]
+
+        wanted = await self._run(beat)
+        stray = [s for s in wanted if s not in self.held]
+        if stray:  # a row whose release failed: nobody here runs it any more
+            await self._run(lambda db: self._delete(db, stray))
+        return [s for s in wanted if s in self.held]
+
+    def _delete(self, db: sqlite3.Connection, session_ids: list[str]) -> None:
+        db.executemany(
+            "DELETE FROM leases WHERE session_id = ? AND owner = ?",
+            [(s, self.owner) for s in session_ids],
+        )
+
+    async def acquire(self, session_id: str, timeout_s: float) -> bool:
+        """Take the session's lease, asking its owner to let go; False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            # While another connection here still runs it, just wait. Marked
+            # held before the row is written, so the heartbeat never takes a
+            # fresh row of ours for a stray one.
+            if session_id not in self.held:
+                self.held.add(session_id)
+                taken = False
+                try:
+                    taken = await self._run(lambda db: self._take(db, session_id))
+                finally:
+                    if not taken:
+                        self.held.discard(session_id)
+                if taken:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(self.poll_s)
+
+    def _take(self, db: sqlite3.Connection, session_id: str) -> bool:
+        now = time.time()
+        row = db.execute(
+            "SELECT l.owner, o.expires FROM leases l"
+            " LEFT JOIN owners o ON o.owner = l.owner WHERE l.session_id = ?",
+            (session_id,),
+        ).fetchone()
+        if row is None or row[0] == self.owner or row[1] is None or row[1] < now:
+            db.execute(
+                "INSERT OR REPLACE INTO leases VALUES (?, ?, NULL)", (session_id, self.owner)
+            )
+            return True
+        db.execute("UPDATE leases SET wanted_by = ? WHERE session_id = ?", (self.owner, session_id))
+        return False
+
+    async def release(self, session_id: str) -> None:
+        if session_id in self.held:
+            try:
+                await self._run(lambda db: self._delete(db, [session_id]))
+            finally:  # a row left behind is deleted by the heartbeat once wanted
+                self.held.discard(session_id)
+
+    async def close(self) -> None:
+        def leave(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM leases WHERE owner = ?", (self.owner,))
+            db.execute("DELETE FROM owners WHERE owner = ?", (self.owner,))
+            db.execute(  # owners that crashed long ago
+                "DELETE FROM owners WHERE expires < ?", (time.time() - 3600,)
+            )
+
+        try:
+            await self._run(leave)
+        finally:
+            self.held.clear()
+            if self._db is not None:
+                db, self._db = self._db, None
+                self._thread.submit(db.close).result()
+            self._thread.shutdown()
