@@ -38,16 +38,13 @@ from pathlib import Path
 from bench_server_client import (
     FRAME_S,
     IN_RATE,
-    OUT_RATE,
     REPO,
-    TurnResult,
     cpu_seconds,
     free_port,
     our_server,
     our_session,
-    paced_frames,
     percentile,
-    playout_late_frames,
+    push_to_talk_turns,
     speech_48k,
     wait_http,
 )
@@ -132,7 +129,6 @@ async def adk_session(port: int, k: int, speech16: bytes, turns: int, counter: d
         f"ws://127.0.0.1:{port}/run_live?app_name=offline_agent&user_id={user}"
         f"&session_id={session}&modalities=AUDIO"
     )
-    results = []
     async with websockets.connect(url, max_size=None, compression=None) as ws:
         arrivals: list[tuple[float, int]] = []
         finished: asyncio.Queue[float] = asyncio.Queue()
@@ -154,25 +150,18 @@ async def adk_session(port: int, k: int, speech16: bytes, turns: int, counter: d
                     finished.put_nowait(time.monotonic())
 
         reader = asyncio.create_task(receive())
-        for _ in range(turns):
-            arrivals.clear()
-            await send('{"activity_start": {}}')
-            await paced_frames(frames, send)
-            await send('{"activity_end": {}}')
-            ended = time.monotonic()
-            quiet_task = asyncio.create_task(paced_frames([quiet] * gap, send))
-            await asyncio.wait_for(finished.get(), 30)
-            await quiet_task
-            turn = list(arrivals)
-            results.append(
-                TurnResult(
-                    first_audio_s=(turn[0][0] - ended) if turn else float("nan"),
-                    samples=sum(n for _, n in turn),
-                    expected=len(speech16) // 2 * 3 // 2,
-                    late_frames=playout_late_frames(turn, OUT_RATE, 0.1),
-                    frames=len(turn),
-                )
-            )
+        results = await push_to_talk_turns(
+            send,
+            arrivals,
+            finished,
+            turns=turns,
+            frames=frames,
+            quiet=quiet,
+            gap=gap,
+            edges=('{"activity_start": {}}', '{"activity_end": {}}'),
+            expected=len(speech16) // 2 * 3 // 2,
+            prebuffer_s=0.1,
+        )
         reader.cancel()
     return results
 

@@ -167,7 +167,6 @@ async def our_session(
     frames = [c.tobytes() for c in split(speech, IN_RATE)]
     quiet = np.zeros(int(IN_RATE * FRAME_S), np.float32).tobytes()
     gap = int((len(speech) / IN_RATE + 0.6) / FRAME_S)
-    results: list[TurnResult] = []
     async with websockets.connect(url, max_size=None, compression=None) as ws:
         await ws.send(
             json.dumps(
@@ -196,27 +195,50 @@ async def our_session(
                     finished.put_nowait(time.monotonic())
 
         reader = asyncio.create_task(receive())
-        for _ in range(turns):
-            arrivals.clear()
-            await send('{"type":"activity_start"}')
-            await paced_frames(frames, send)
-            await send('{"type":"activity_end"}')
-            ended = time.monotonic()
-            quiet_task = asyncio.create_task(paced_frames([quiet] * gap, send))
-            await asyncio.wait_for(finished.get(), 30)
-            await quiet_task
-            turn = list(arrivals)
-            results.append(
-                TurnResult(
-                    first_audio_s=(turn[0][0] - ended) if turn else float("nan"),
-                    samples=sum(n for _, n in turn),
-                    # The exact echo, padded with silence to whole 40 ms frames.
-                    expected=-(-(len(speech) // 2) // OUT_FRAME) * OUT_FRAME,
-                    late_frames=playout_late_frames(turn, OUT_RATE, prebuffer_s),
-                    frames=len(turn),
-                )
-            )
+        results = await push_to_talk_turns(
+            send,
+            arrivals,
+            finished,
+            turns=turns,
+            frames=frames,
+            quiet=quiet,
+            gap=gap,
+            edges=('{"type":"activity_start"}', '{"type":"activity_end"}'),
+            # The exact echo, padded with silence to whole 40 ms frames.
+            expected=-(-(len(speech) // 2) // OUT_FRAME) * OUT_FRAME,
+            prebuffer_s=prebuffer_s,
+        )
         reader.cancel()
+    return results
+
+
+async def push_to_talk_turns(
+    send, arrivals, finished, *, turns, frames, quiet, gap, edges, expected, prebuffer_s
+) -> list[TurnResult]:
+    """The turns of one session, whatever its wire format: the activity
+    edges around paced speech frames, then silence while the echo plays.
+    `receive` (the caller's reader task) fills `arrivals` with (time,
+    samples) and puts the time of each turn's end in `finished`."""
+    results = []
+    for _ in range(turns):
+        arrivals.clear()
+        await send(edges[0])
+        await paced_frames(frames, send)
+        await send(edges[1])
+        ended = time.monotonic()
+        quiet_task = asyncio.create_task(paced_frames([quiet] * gap, send))
+        await asyncio.wait_for(finished.get(), 30)
+        await quiet_task
+        turn = list(arrivals)
+        results.append(
+            TurnResult(
+                first_audio_s=(turn[0][0] - ended) if turn else float("nan"),
+                samples=sum(n for _, n in turn),
+                expected=expected,
+                late_frames=playout_late_frames(turn, OUT_RATE, prebuffer_s),
+                frames=len(turn),
+            )
+        )
     return results
 
 
