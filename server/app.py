@@ -62,10 +62,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 runtime.write_stats(settings.stats_path)
             await runtime.close()
 
+    connections: set[LiveConnection] = set()
+
     async def healthz(request: Request) -> JSONResponse:
         runtime: Runtime = request.app.state.runtime
         return JSONResponse(
-            {"status": "ok", "model": runtime.model_name, "connections": len(runtime.connections)}
+            {"status": "ok", "model": runtime.model_name, "connections": len(connections)}
         )
 
     async def live(websocket: WebSocket) -> None:
@@ -74,11 +76,19 @@ def create_app(settings: Settings | None = None) -> Starlette:
         ):
             await websocket.close(protocol.CLOSE_POLICY_VIOLATION, "origin not allowed")
             return
-        await LiveConnection(websocket, websocket.app.state.runtime).run()
+        await websocket.accept()
+        connection = LiveConnection(websocket, websocket.app.state.runtime)
+        connections.add(connection)
+        try:
+            await connection.run()
+        finally:
+            connections.discard(connection)
 
     routes = [
         Route("/healthz", healthz),
         WebSocketRoute("/ws", live),
         Mount("/", StaticFiles(directory=settings.web_dir, html=True, check_dir=False)),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.connections = connections  # read by tests: the live connections
+    return app

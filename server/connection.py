@@ -1,8 +1,9 @@
-"""One WebSocket ⇄ one ADK live run.
+"""One WebSocket ⇄ one ADK live run: the data path.
 
 ``LiveConnection`` owns everything per socket: the negotiated formats, the
-audiocore converters, the ADK session and ``LiveRequestQueue``, the output
-pacer and the turn translator. Concurrency is one task group per socket:
+audiocore converters, the ``LiveRequestQueue``, the output pacer and the turn
+translator. Its session is opened and claimed through the runtime
+(``Runtime.open_session``); concurrency is one task group per socket:
 
 * receiver — client frames → decode → ``LiveRequestQueue``;
 * pump     — ``runner.run_live`` events → chunks and audio → pacer; it reads
@@ -22,7 +23,7 @@ at most ``send_timeout_s``, and the client hears nothing meanwhile anyway.)
 
 When any of them ends (client gone, protocol error, model run over) the group
 is cancelled; the queue is closed, run_live's generator is closed, and the
-socket is closed with the matching code.
+socket is closed with the matching code before the session's claim is let go.
 """
 
 from __future__ import annotations
@@ -30,51 +31,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 import anyio
-from google.adk.agents.live_request_queue import LiveRequestQueue
+from google.adk.events import Event
 from google.genai import types
 from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from . import protocol
 from .audio import InputAudio, OutputAudio
+from .claims import SessionBusy
 from .events import ModelAudio, TurnTranslator
+from .handshake import read_hello
+from .live_queue import BoundedLiveRequestQueue
+from .metrics import ConnectionMetrics
 from .pacer import AudioFrame, OutputPacer
-from .runtime import LEASE_WAIT_S, USER_ID, Runtime, session_history
+from .runtime import USER_ID, OpenedSession, Runtime, session_history
 
 log = logging.getLogger(__name__)
 
 MODEL_AUDIO_MIME = "audio/pcm;rate={rate}"
-
-
-class BoundedLiveRequestQueue(LiveRequestQueue):
-    """ADK's queue (unbounded by design) with a bound the server enforces.
-
-    Realtime audio is dropped rather than queued past ``max_pending``: audio
-    that waits seconds for a stalled model is useless, and memory stays flat.
-    """
-
-    def __init__(self, max_pending: int) -> None:
-        super().__init__()
-        self.max_pending = max_pending
-        self.dropped_chunks = 0
-
-    @property
-    def pending(self) -> int:
-        return self._queue.qsize()
-
-    def has_room(self) -> bool:
-        return self._queue.qsize() < self.max_pending
-
-    def offer_realtime(self, blob: types.Blob) -> bool:
-        if not self.has_room():
-            self.dropped_chunks += 1
-            return False
-        self.send_realtime(blob)
-        return True
 
 
 class _Shutdown(Exception):
@@ -89,8 +69,29 @@ class _Shutdown(Exception):
         self.error = error  # sent as an `error` chunk before closing
 
 
-def _client_gone() -> _Shutdown:
-    return _Shutdown(code=None)
+def _internal_error(session_id: str | None) -> _Shutdown:
+    """Log the exception being handled under a fresh reference; the client
+    gets the reference, never the exception's text."""
+    ref = protocol.new_id("err")
+    log.exception("connection failed (session %s, ref %s)", session_id, ref)
+    kind = type(sys.exc_info()[1]).__name__  # the class only: its text may hold anything
+    return _Shutdown(
+        protocol.CLOSE_INTERNAL_ERROR,
+        "internal error",
+        error=f"the live session failed: {kind} (server log reference {ref})",
+    )
+
+
+_SESSION_TAKEN = _Shutdown(
+    protocol.CLOSE_POLICY_VIOLATION,
+    "session resumed by another connection",
+    error="this session was resumed by another connection",
+)
+_SESSION_BUSY = _Shutdown(
+    protocol.CLOSE_TRY_AGAIN_LATER,
+    "session is busy",
+    error="this session is still running elsewhere; try again later",
+)
 
 
 class LiveConnection:
@@ -109,152 +110,52 @@ class LiveConnection:
         self.queue = BoundedLiveRequestQueue(settings.max_pending_requests)
         self.translator = TurnTranslator()
         self.pacer: OutputPacer | None = None
+        self.metrics = ConnectionMetrics(collect_timings=settings.collect_timings)
+        self.close_code: int | None = None
         self._send_lock = asyncio.Lock()  # acquiring a free one never suspends
         self._input_audio: InputAudio | None = None
         self._output_audio: OutputAudio | None = None
         self._input_overloaded = False
         self._tool_calls: dict[str, str] = {}  # long-running call id -> tool name
         self._flushed_at: float | None = None
-        self.bargein_last_frame_s: list[float] = []  # flush → last frame sent, per barge-in
-        # Server-added latency samples (seconds), only with settings.collect_timings:
-        # client frame received → its audio handed to send_realtime, and model
-        # audio event received → frame sent (beyond the intended pacing).
-        self.latency_in: list[float] | None = [] if settings.collect_timings else None
-        self.latency_out: list[float] | None = [] if settings.collect_timings else None
-        self.close_code: int | None = None
+        self._sent_audio = False
         self._stop: _Shutdown | None = None
         self._scope: anyio.CancelScope | None = None
-        self._finished = anyio.Event()
-        self._requested_session: str | None = None
-        self._sent_audio = False
 
     # ------------------------------------------------------------ lifecycle
     async def run(self) -> None:
-        await self.ws.accept()
-        self.runtime.connections.add(self)
+        """Serve the accepted socket until either side ends the conversation."""
         try:
-            try:
-                first = await self._negotiate()
-                await self._open_session()
-                if self._stop is not None:  # told to yield while it was opening
-                    raise self._stop
-                async with anyio.create_task_group() as group:
-                    self._scope = group.cancel_scope
-                    for task in (self._receiver(first), self._pump(), self._sender()):
-                        group.start_soon(self._guard, task, group.cancel_scope)
-            except _Shutdown as exc:  # before the task group started
-                self._stop = self._stop or exc
-            finally:
-                self.queue.close()
-                self.runtime.connections.discard(self)
-                if self.session_id and self.runtime.live.get(self.session_id) is self:
-                    del self.runtime.live[self.session_id]
-                self.runtime.record(self)
-            await self._close(self._stop or _Shutdown())
-        finally:
-            # Only now may another process's connection read the session: this
-            # run_live is over and the client was told. (Also when cancelled.)
-            if self.session_id is not None:
-                with anyio.CancelScope(shield=True):
-                    await self.runtime.leases.release(self.session_id)
-            self._finished.set()
-
-    def yield_session(self) -> None:
-        """Another connection resumes this session: stop (error chunk, 1008)."""
-        self._stop = self._stop or _Shutdown(
-            protocol.CLOSE_POLICY_VIOLATION,
-            "session resumed by another connection",
-            error="this session was resumed by another connection",
-        )
-        if self._scope is not None:
-            self._scope.cancel()
-
-    async def hand_over(self, timeout: float = 5.0) -> None:
-        """Stop, and return once this run_live is over, so two runs never
-        append to one session at once."""
-        self.yield_session()
-        with anyio.move_on_after(timeout):
-            await self._finished.wait()
-
-    async def _guard(self, coro: Any, scope: anyio.CancelScope) -> None:
-        """Run one task; however it ends, record why and stop the others."""
-        try:
-            await coro
-            stop = _Shutdown()
-        except _Shutdown as exc:
-            stop = exc
+            hello = await read_hello(self.ws, self.settings.hello_timeout_s, self.limits)
+            self.input_format = hello.start.input
+            self.output_format = hello.start.output
+            self.turn_detection = hello.start.turn_detection or self.turn_detection
+            async with self.runtime.open_session(
+                hello.start.session_id, self._session_taken
+            ) as opened:
+                await self._converse(opened, hello.first)
+                # Still claimed: the client is told before anyone else may
+                # read the session.
+                await self._close()
+        except SessionBusy:
+            self._stop = self._stop or _SESSION_BUSY
         except WebSocketDisconnect:
-            stop = _client_gone()
+            self._stop = self._stop or _Shutdown(code=None)
         except protocol.ProtocolError as exc:
-            stop = _Shutdown(exc.close_code, exc.reason)
-        except Exception as exc:
-            log.exception("connection %s failed", self.session_id)
-            stop = _Shutdown(
-                protocol.CLOSE_INTERNAL_ERROR,
-                "internal error",
-                error=f"the live session failed: {type(exc).__name__}: {exc}"[:500],
-            )
-        self._stop = self._stop or stop
-        scope.cancel()
+            self._stop = self._stop or _Shutdown(exc.close_code, exc.reason)
+        except Exception:  # e.g. the session store failed: say so, then close
+            self._stop = self._stop or _internal_error(self.session_id)
+        finally:
+            self.queue.close()
+            self._fold_metrics()
+            self.runtime.record(self.metrics)
+        await self._close()
 
-    async def _close(self, stop: _Shutdown) -> None:
-        self.close_code = stop.code
-        if stop.code is None or self.ws.application_state != WebSocketState.CONNECTED:
-            return
-        with contextlib.suppress(Exception):
-            if stop.error:
-                await self.ws.send_text(protocol.encode(protocol.error_chunk(stop.error)))
-            await self.ws.close(stop.code, stop.reason[:120])
-
-    async def _negotiate(self) -> Message | None:
-        """Read the optional `start`. Returns the first message if it was not one."""
-        message = None
-        with anyio.move_on_after(self.settings.hello_timeout_s):
-            message = await self.ws.receive()
-        if message is None:
-            return None
-        if message["type"] == "websocket.disconnect":
-            raise _client_gone()
-        text = message.get("text")
-        if text is not None:
-            try:
-                decoded = protocol.decode_text(text, self.input_format, self.limits)
-            except protocol.ProtocolError as exc:
-                raise _Shutdown(exc.close_code, exc.reason) from None
-            except protocol.InputError:
-                return message  # reported when processed
-            if isinstance(decoded, protocol.Start):
-                self.input_format = decoded.input
-                self.output_format = decoded.output
-                self.turn_detection = decoded.turn_detection or self.turn_detection
-                self._requested_session = decoded.session_id
-                return None
-        return message
-
-    async def _open_session(self) -> None:
-        # One live run per session: a reconnecting client takes its session over
-        # from a connection the server has not yet seen die.
-        requested = self._requested_session
-        previous = self.runtime.live.get(requested or "")
-        if previous is not None:
-            await previous.hand_over()
-        leases = self.runtime.leases
-        if requested is not None:
-            # Another process may run it: ask it to let go, before reading it.
-            if not await leases.acquire(requested, LEASE_WAIT_S):
-                raise _Shutdown(
-                    protocol.CLOSE_TRY_AGAIN_LATER,
-                    "session is busy",
-                    error="this session is still running elsewhere; try again later",
-                )
-            self.session_id = requested  # released in run()
-        session, resumed, notice = await self.runtime.open_session(requested)
-        if session.id != requested:
-            if requested is not None:
-                await leases.release(requested)
-            await leases.acquire(session.id, LEASE_WAIT_S)  # a new id: nobody holds it
+    async def _converse(self, opened: OpenedSession, first: Message | None) -> None:
+        session = opened.session
         self.session_id = session.id
-        self.runtime.live[session.id] = self
+        if self._stop is not None:  # taken over while it was opening
+            return
         settings = self.settings
         self.pacer = OutputPacer(
             sample_rate=self.output_format.sample_rate,
@@ -263,21 +164,63 @@ class LiveConnection:
             max_audio_s=settings.max_buffered_output_s,
             max_messages=settings.max_pending_messages,
         )
-        await self.ws.send_text(
-            protocol.encode(
-                protocol.session_chunk(
-                    session.id,
-                    self.input_format,
-                    self.output_format,
-                    model=self.runtime.model_name,
-                    resumed=resumed,
-                    history=session_history(session) if resumed else [],
-                    turn_detection=self.turn_detection,
-                )
+        await self._send_chunk(
+            protocol.session_chunk(
+                session.id,
+                self.input_format,
+                self.output_format,
+                model=self.runtime.model_name,
+                resumed=opened.resumed,
+                history=session_history(session) if opened.resumed else [],
+                turn_detection=self.turn_detection,
             )
         )
-        if notice:
-            await self.ws.send_text(protocol.encode(protocol.error_chunk(notice)))
+        if opened.notice:
+            await self._send_chunk(protocol.error_chunk(opened.notice))
+        async with anyio.create_task_group() as group:
+            self._scope = group.cancel_scope
+            for task in (self._receiver(first), self._pump(), self._sender()):
+                group.start_soon(self._guard, task, group.cancel_scope)
+
+    def _session_taken(self) -> None:
+        """Another connection resumes this session: stop (error chunk, 1008)."""
+        self._stop = self._stop or _SESSION_TAKEN
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _guard(self, task: Awaitable[None], scope: anyio.CancelScope) -> None:
+        """Run one task; however it ends, record why and stop the others."""
+        try:
+            await task
+            stop = _Shutdown()
+        except _Shutdown as exc:
+            stop = exc
+        except WebSocketDisconnect:
+            stop = _Shutdown(code=None)
+        except protocol.ProtocolError as exc:
+            stop = _Shutdown(exc.close_code, exc.reason)
+        except Exception:
+            stop = _internal_error(self.session_id)
+        self._stop = self._stop or stop
+        scope.cancel()
+
+    async def _close(self) -> None:
+        stop = self._stop or _Shutdown()
+        self.close_code = stop.code
+        if stop.code is None or self.ws.application_state != WebSocketState.CONNECTED:
+            return
+        with contextlib.suppress(Exception):
+            if stop.error:
+                await self.ws.send_text(protocol.encode(protocol.error_chunk(stop.error)))
+            await self.ws.close(stop.code, stop.reason[:120])
+
+    def _fold_metrics(self) -> None:
+        metrics = self.metrics
+        metrics.dropped_input_chunks = self.queue.dropped_chunks
+        if self.pacer is not None:
+            metrics.frames_sent = self.pacer.stats.frames
+            metrics.late_frames = self.pacer.stats.late_frames
+            metrics.concealed_frames = self.pacer.stats.concealed_frames
 
     # ------------------------------------------------------------ receiver
     async def _receiver(self, first: Message | None) -> None:
@@ -286,7 +229,7 @@ class LiveConnection:
         while True:
             message = await self.ws.receive()
             if message["type"] == "websocket.disconnect":
-                raise _client_gone()
+                raise _Shutdown(code=None)
             await self._handle(message)
 
     async def _handle(self, message: Message) -> None:
@@ -295,8 +238,8 @@ class LiveConnection:
             data = message.get("bytes")
             if data is not None:
                 self._on_audio(protocol.decode_binary(data, self.input_format, self.limits))
-                if self.latency_in is not None and self._sent_audio:
-                    self.latency_in.append(time.monotonic() - received)
+                if self._sent_audio:
+                    self.metrics.input_latency(time.monotonic() - received)
             else:
                 text = message.get("text") or ""
                 self._dispatch(protocol.decode_text(text, self.input_format, self.limits))
@@ -379,7 +322,7 @@ class LiveConnection:
 
     # ------------------------------------------------------------ pump
     async def _pump(self) -> None:
-        assert self.session_id is not None and self.pacer is not None
+        assert self.session_id is not None
         events = self.runtime.runner.run_live(
             user_id=USER_ID,
             session_id=self.session_id,
@@ -394,7 +337,7 @@ class LiveConnection:
                 # let the sender run between them so due frames leave on time.
                 await asyncio.sleep(0)
 
-    async def _on_event(self, event: Any) -> None:
+    async def _on_event(self, event: Event) -> None:
         received = time.monotonic()
         pacer = self.pacer
         assert pacer is not None
@@ -402,7 +345,7 @@ class LiveConnection:
             self._barge_in("model")
         for call in event.get_function_calls():
             if event.long_running_tool_ids and call.id in event.long_running_tool_ids:
-                self._tool_calls[call.id] = call.name
+                self._tool_calls[call.id or ""] = call.name or ""
         turn = self.translator.turn  # the pacer rejects late audio of a flushed turn
         for item in self.translator.translate(event):
             if isinstance(item, ModelAudio):
@@ -441,6 +384,10 @@ class LiveConnection:
             while (item := pacer.get_nowait()) is not None:
                 await self._send(item)
 
+    async def _send_chunk(self, chunk: dict[str, Any]) -> None:
+        """Send a chunk now, outside the pacer (before the conversation starts)."""
+        await self.ws.send_text(protocol.encode(chunk))
+
     async def _send(self, item: AudioFrame | dict[str, Any]) -> None:
         popped_at = time.monotonic()
         pacer = self.pacer
@@ -459,9 +406,9 @@ class LiveConnection:
             raise protocol.ProtocolError(
                 protocol.CLOSE_POLICY_VIOLATION, "client is not reading (send timed out)"
             )
-        if self.latency_out is not None and isinstance(item, AudioFrame):
+        if isinstance(item, AudioFrame):
             # Paced frames may leave up to the timer slack early: count 0.
-            self.latency_out.append(max(0.0, time.monotonic() - pacer.last_due))
+            self.metrics.output_latency(max(0.0, time.monotonic() - pacer.last_due))
         flushed_at = self._flushed_at
         if flushed_at is not None and (
             isinstance(item, AudioFrame) or item.get("type") == "data-interrupted"
@@ -469,5 +416,7 @@ class LiveConnection:
             # Barge-in: how long after the flush the last stale frame left
             # (0 when none was on its way out).
             stale = isinstance(item, AudioFrame) and popped_at < flushed_at
-            self.bargein_last_frame_s.append(time.monotonic() - flushed_at if stale else 0.0)
+            self.metrics.bargein_last_frame_s.append(
+                time.monotonic() - flushed_at if stale else 0.0
+            )
             self._flushed_at = None

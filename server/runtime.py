@@ -2,45 +2,30 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import dataclasses
-import json
 import logging
-import os
 import re
 import secrets
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 from google.adk.agents.run_config import RunConfig
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, Session
 
 from .agent import build_agent, build_run_config
+from .claims import SessionClaims
 from .leases import SessionLeases
+from .metrics import ConnectionMetrics, MetricsTotals
 from .protocol import TurnDetection
 from .settings import Settings
 
 USER_ID = "web"  # no accounts: possession of an unguessable session id is the capability
-_SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{20,100}$")
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{20,100}")  # matched whole (fullmatch)
 HISTORY_LIMIT = 50
-# How long a connection waits for another process to give up a session:
-# the owner's heartbeat expiry, plus a hand-over that is slow but alive.
-LEASE_WAIT_S = 10.0
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class ConnectionTotals:
-    connections: int = 0
-    frames_sent: int = 0
-    late_frames: int = 0
-    concealed_frames: int = 0
-    dropped_input_chunks: int = 0
-    bargein_last_frame_s: list[float] = dataclasses.field(default_factory=list)
-    latency_in: list[float] = dataclasses.field(default_factory=list)
-    latency_out: list[float] = dataclasses.field(default_factory=list)
 
 
 def new_session_id() -> str:
@@ -59,7 +44,17 @@ def build_session_service(settings: Settings) -> BaseSessionService:
     return SharedConnectionSqliteSessionService(str(settings.session_db_path))
 
 
+@dataclasses.dataclass(frozen=True)
+class OpenedSession:
+    session: Session
+    resumed: bool
+    notice: str | None  # for the client: why a requested session was not resumed
+
+
 class Runtime:
+    """The ADK runner and session store, the live run configurations, the
+    session claims, and the totals of finished connections."""
+
     def __init__(self, settings: Settings, session_service: BaseSessionService | None = None):
         self.settings = settings
         self.session_service = session_service or build_session_service(settings)
@@ -68,7 +63,6 @@ class Runtime:
         self._run_configs = {
             mode: build_run_config(settings, mode) for mode in ("server", "manual")
         }
-        self.run_config = self._run_configs[self.default_turn_detection]
         self.model_name = settings.live_model_name
         self.runner = Runner(
             app_name=settings.app_name,
@@ -76,79 +70,58 @@ class Runtime:
             session_service=self.session_service,
             auto_create_session=False,
         )
-        self.connections: set[Any] = set()
-        self.live: dict[str, Any] = {}  # session id -> the connection running it
-        self.totals = ConnectionTotals()
         # Other processes on this machine may serve the same sessions
         # (--workers, or several servers on one data directory): see
-        # leases.py. Servers on other machines sharing a database URL are not
-        # coordinated by it.
-        self.leases = SessionLeases(settings.data_dir / "leases.db")
-        self._heartbeat: asyncio.Task[None] | None = None
+        # claims.py and leases.py.
+        self.claims = SessionClaims(SessionLeases(settings.data_dir / "leases.db"))
+        self.totals = MetricsTotals()
 
     async def start(self) -> None:
-        await self.leases.heartbeat()  # our leases count only once we have beaten
-        self._heartbeat = asyncio.create_task(self._keep_leases())
-
-    async def _keep_leases(self) -> None:
-        while True:
-            await asyncio.sleep(self.leases.heartbeat_s)
-            try:
-                wanted = await self.leases.heartbeat()
-            except Exception:  # e.g. the file locked past busy_timeout: retry
-                log.exception("session lease heartbeat failed")
-                continue
-            for session_id in wanted:
-                connection = self.live.get(session_id)
-                if connection is not None:
-                    connection.yield_session()
+        await self.claims.start()
 
     def run_config_for(self, turn_detection: TurnDetection | None) -> RunConfig:
         """The live run config of a connection that chose ``turn_detection``."""
         return self._run_configs[turn_detection or self.default_turn_detection]
 
-    async def open_session(self, session_id: str | None) -> tuple[Session, bool, str | None]:
-        """(session, resumed, notice). An unknown id never falls back to another session."""
+    @contextlib.asynccontextmanager
+    async def open_session(
+        self, requested: str | None, on_taken: Callable[[], None]
+    ) -> AsyncIterator[OpenedSession]:
+        """The session to run, claimed for the body (see ``SessionClaims``).
+
+        ``requested`` is resumed if it names a stored session exactly; an
+        unknown or malformed id never falls back to another session: a new
+        one is created, with a notice. Raises ``SessionBusy``.
+        """
         notice = None
-        if session_id is not None:
-            session = None
-            if _SESSION_ID.match(session_id):
-                session = await self.session_service.get_session(
-                    app_name=self.settings.app_name, user_id=USER_ID, session_id=session_id
-                )
-            if session is not None:
-                return session, True, None
+        if requested is not None:
+            if SESSION_ID.fullmatch(requested):
+                async with self.claims.claim(requested, on_taken):
+                    session = await self.session_service.get_session(
+                        app_name=self.settings.app_name, user_id=USER_ID, session_id=requested
+                    )
+                    # Exactly the id asked for: a store that normalises ids
+                    # must not hand over a session under another name.
+                    if session is not None and session.id == requested:
+                        yield OpenedSession(session, resumed=True, notice=None)
+                        return
             notice = "unknown sessionId; started a new session"
         session = await self.session_service.create_session(
             app_name=self.settings.app_name, user_id=USER_ID, session_id=new_session_id()
         )
-        return session, False, notice
+        async with self.claims.claim(session.id, on_taken):
+            yield OpenedSession(session, resumed=False, notice=notice)
 
-    def record(self, connection: Any) -> None:
-        """Fold a finished connection's counters into the app's totals."""
-        totals = self.totals
-        totals.connections += 1
-        if connection.pacer is not None:
-            totals.late_frames += connection.pacer.stats.late_frames
-            totals.frames_sent += connection.pacer.stats.frames
-            totals.concealed_frames += connection.pacer.stats.concealed_frames
-        totals.dropped_input_chunks += connection.queue.dropped_chunks
-        totals.bargein_last_frame_s += connection.bargein_last_frame_s
-        if connection.latency_in is not None:
-            totals.latency_in += connection.latency_in
-            totals.latency_out += connection.latency_out
+    def record(self, metrics: ConnectionMetrics) -> None:
+        """Fold a finished connection's metrics into the app's totals."""
+        self.totals.add(metrics)
 
     def write_stats(self, path: Path) -> None:
-        if self.settings.workers > 1:  # one file per worker process
-            path = path.with_name(f"{path.name}.{os.getpid()}")
-        path.write_text(json.dumps(dataclasses.asdict(self.totals)))
+        self.totals.write(path, per_process=self.settings.workers > 1)
 
     async def close(self) -> None:
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            await asyncio.gather(self._heartbeat, return_exceptions=True)
         try:
-            await self.leases.close()
+            await self.claims.close()
         finally:
             await self.runner.close()
             close = getattr(self.session_service, "close", None)

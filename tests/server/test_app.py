@@ -13,7 +13,6 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from server import Settings, create_app
-from server.runtime import Runtime
 
 
 def test_healthz_and_index(client: TestClient) -> None:
@@ -337,16 +336,16 @@ def test_localhost_can_be_disallowed(settings: Settings) -> None:
 
 
 def test_teardown_leaves_nothing_behind(client: TestClient) -> None:
-    runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    connections = client.app.state.connections  # type: ignore[attr-defined]
     queues = []
     for _ in range(3):
         with client.websocket_connect("/ws") as ws:
             start(ws)
-            (connection,) = runtime.connections
+            (connection,) = connections
             queues.append(connection.queue)
             ws.send_text(json.dumps({"type": "text", "text": "bye"}))
             receive_until(ws, "finish")
-    assert runtime.connections == set()
+    assert connections == set()
     assert all(queue.closed for queue in queues)
     assert client.get("/healthz").json()["connections"] == 0
 
@@ -358,8 +357,7 @@ def test_stalled_model_cannot_grow_the_request_queue(settings: Settings) -> None
         ws.send_text(json.dumps({"type": "text", "text": "hello"}))
         error = ws.receive_json()
         assert error["type"] == "error" and "not keeping up" in error["errorText"]
-        runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
-        (connection,) = runtime.connections
+        (connection,) = client.app.state.connections  # type: ignore[attr-defined]
         assert connection.queue.pending == 0
 
 
@@ -404,8 +402,7 @@ def test_slow_reader_cannot_grow_server_memory(settings: Settings) -> None:
     )
     with TestClient(create_app(bounded)) as client, client.websocket_connect("/ws") as ws:
         start(ws)
-        runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
-        (connection,) = runtime.connections
+        (connection,) = client.app.state.connections  # type: ignore[attr-defined]
         speech = _tone_s16(3.0, 0.3)
         for _ in range(4):  # push-to-talk turns, far faster than real time
             ws.send_text(json.dumps({"type": "activity_start"}))

@@ -117,7 +117,7 @@ def test_run_live_hands_google_an_audio_config(clean_env, tmp_path: pathlib.Path
             user_id=USER_ID,
             session_id=created.id,
             live_request_queue=queue,
-            run_config=runtime.run_config,
+            run_config=runtime.run_config_for(None),
         )
         consumer = asyncio.create_task(anext(events, None))
         queue.send_realtime(types.Blob(mime_type="audio/pcm;rate=16000", data=b"\0\0" * 320))
@@ -155,7 +155,7 @@ def test_push_to_talk_disables_the_models_activity_detection(tmp_path) -> None:
     assert config.realtime_input_config.automatic_activity_detection.disabled is True
     # push_to_talk makes "manual" the default for clients that do not choose.
     runtime = Runtime(Settings(data_dir=tmp_path, push_to_talk=True))
-    assert runtime.run_config.realtime_input_config.automatic_activity_detection.disabled
+    assert runtime.run_config_for(None).realtime_input_config.automatic_activity_detection.disabled
     assert runtime.run_config_for("server").realtime_input_config is None
 
 
