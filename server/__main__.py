@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     if settings.workers == 1:
         app = create_app(settings)
         _tune_gc()
-        uvicorn.run(app, **options)  # type: ignore[arg-type]
+        uvicorn.run(app, **options)
         return
     for name, value in overrides.items():
         if value is not None:
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
         "server.__main__:worker_app",
         factory=True,
         workers=settings.workers,
-        **options,  # type: ignore[arg-type]
+        **options,
     )
 
 

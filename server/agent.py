@@ -7,7 +7,7 @@ import zoneinfo
 from typing import Any
 
 from google.adk.agents import Agent
-from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.agents.run_config import RunConfig
 from google.adk.models.base_llm import BaseLlm
 from google.adk.models.google_llm import Gemini
 from google.genai import types
@@ -61,7 +61,6 @@ def build_run_config(settings: Settings, turn_detection: TurnDetection = "server
             automatic_activity_detection=types.AutomaticActivityDetection(disabled=True)
         )
     return RunConfig(
-        streaming_mode=StreamingMode.BIDI,
         response_modalities=[types.Modality.AUDIO],
         input_audio_transcription=types.AudioTranscriptionConfig(),
         output_audio_transcription=types.AudioTranscriptionConfig(),

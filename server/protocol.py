@@ -1,4 +1,4 @@
-"""The /ws wire protocol (DESIGN §5): pure decode of client frames, encode of
+"""The /ws wire protocol (docs/protocol.md): pure decode of client frames, encode of
 server chunks. No I/O here.
 
 Two kinds of failure:
@@ -16,6 +16,7 @@ import binascii
 import dataclasses
 import json
 import secrets
+from collections.abc import Callable
 from typing import Any, Literal
 
 # WebSocket close codes (RFC 6455 §7.4.1).
@@ -271,11 +272,14 @@ def _decode_tool_result(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -
     return ToolResult(call_id, obj["output"])
 
 
-def _no_fields(kind: type) -> Any:
+_Decoder = Callable[[dict[str, Any], InputFormat, Limits], ClientMessage]
+
+
+def _no_fields(kind: Callable[[], ClientMessage]) -> _Decoder:
     return lambda obj, fmt, limits: kind()
 
 
-_DECODERS = {
+_DECODERS: dict[str, _Decoder] = {
     "start": _decode_start,
     "audio_chunk": _decode_audio_chunk,
     "text": _decode_text_turn,
