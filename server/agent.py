@@ -1,10 +1,8 @@
-"""The ADK agent the server bridges to, its tools, and its live run config."""
+"""The ADK agent the server bridges to, and its live run config."""
 
 from __future__ import annotations
 
-import datetime
-import zoneinfo
-from typing import Any
+from collections.abc import Sequence
 
 from google.adk.agents import Agent
 from google.adk.agents.run_config import RunConfig
@@ -15,20 +13,7 @@ from google.genai import types
 from .offline_model import OfflineLiveModel
 from .protocol import TurnDetection
 from .settings import Settings
-
-
-def get_current_time(timezone: str = "UTC") -> dict[str, Any]:
-    """Returns the current time in the given IANA time zone (default UTC).
-
-    Args:
-      timezone: An IANA time zone name such as "Europe/Paris".
-    """
-    try:
-        zone = zoneinfo.ZoneInfo(timezone)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return {"error": f"unknown time zone {timezone!r}"}
-    now = datetime.datetime.now(zone)
-    return {"time": now.strftime("%H:%M:%S"), "date": now.date().isoformat(), "timezone": timezone}
+from .tools import ToolSpec, adk_tool
 
 
 def build_model(settings: Settings) -> BaseLlm:
@@ -37,12 +22,12 @@ def build_model(settings: Settings) -> BaseLlm:
     return Gemini(model=settings.live_model_name)
 
 
-def build_agent(settings: Settings) -> Agent:
+def build_agent(settings: Settings, tools: Sequence[ToolSpec]) -> Agent:
     return Agent(
         name="voice_agent",
         model=build_model(settings),
         instruction=settings.agent_instruction,
-        tools=[get_current_time],
+        tools=[adk_tool(spec) for spec in tools],
     )
 
 

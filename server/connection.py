@@ -33,10 +33,11 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
+from google.adk.agents.live_request_queue import LiveRequest
 from google.adk.events import Event
 from google.genai import types
 from starlette.types import Message
@@ -45,12 +46,14 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 from . import protocol
 from .audio import InputAudio, OutputAudio
 from .claims import SessionBusy
+from .delegation import SessionDelegations
 from .events import ModelAudio, TurnTranslator
 from .handshake import read_hello
 from .live_queue import BoundedLiveRequestQueue
 from .metrics import ConnectionMetrics
 from .pacer import AudioFrame, OutputPacer
 from .runtime import USER_ID, OpenedSession, Runtime, session_history
+from .wire import Wire
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +98,17 @@ _SESSION_BUSY = _Shutdown(
 
 
 class LiveConnection:
-    def __init__(self, websocket: WebSocket, runtime: Runtime) -> None:
+    def __init__(
+        self,
+        websocket: WebSocket,
+        runtime: Runtime,
+        make_wire: Callable[[protocol.OutputFormat], Wire],
+    ) -> None:
         self.ws = websocket
         self.runtime = runtime
+        self.name = protocol.new_id("conn")  # in the log
+        self._make_wire = make_wire
+        self.wire: Wire = make_wire(protocol.OutputFormat())
         settings = runtime.settings
         self.settings = settings
         self.limits = protocol.Limits(
@@ -108,7 +119,8 @@ class LiveConnection:
         self.turn_detection: protocol.TurnDetection = runtime.default_turn_detection
         self.session_id: str | None = None
         self.queue = BoundedLiveRequestQueue(settings.max_pending_requests)
-        self.translator = TurnTranslator()
+        self.translator = TurnTranslator(runtime.tools, runtime.model_name)
+        self.delegations: SessionDelegations | None = None
         self.pacer: OutputPacer | None = None
         self.metrics = ConnectionMetrics(collect_timings=settings.collect_timings)
         self.close_code: int | None = None
@@ -116,7 +128,6 @@ class LiveConnection:
         self._input_audio: InputAudio | None = None
         self._output_audio: OutputAudio | None = None
         self._input_overloaded = False
-        self._tool_calls: dict[str, str] = {}  # long-running call id -> tool name
         self._flushed_at: float | None = None
         self._sent_audio = False
         self._stop: _Shutdown | None = None
@@ -129,6 +140,7 @@ class LiveConnection:
             hello = await read_hello(self.ws, self.settings.hello_timeout_s, self.limits)
             self.input_format = hello.start.input
             self.output_format = hello.start.output
+            self.wire = self._make_wire(self.output_format)
             self.turn_detection = hello.start.turn_detection or self.turn_detection
             async with self.runtime.open_session(
                 hello.start.session_id, self._session_taken
@@ -164,23 +176,33 @@ class LiveConnection:
             max_audio_s=settings.max_buffered_output_s,
             max_messages=settings.max_pending_messages,
         )
-        await self._send_chunk(
-            protocol.session_chunk(
-                session.id,
-                self.input_format,
-                self.output_format,
-                model=self.runtime.model_name,
-                resumed=opened.resumed,
-                history=session_history(session) if opened.resumed else [],
-                turn_detection=self.turn_detection,
+        if self.wire.sends_session:
+            await self._send_chunk(
+                protocol.session_chunk(
+                    session.id,
+                    self.input_format,
+                    self.output_format,
+                    model=self.runtime.model_name,
+                    resumed=opened.resumed,
+                    history=session_history(session) if opened.resumed else [],
+                    turn_detection=self.turn_detection,
+                    tools=[spec.describe() for spec in self.runtime.tools.values()],
+                )
             )
-        )
         if opened.notice:
             await self._send_chunk(protocol.error_chunk(opened.notice))
-        async with anyio.create_task_group() as group:
-            self._scope = group.cancel_scope
-            for task in (self._receiver(first), self._pump(), self._sender()):
-                group.start_soon(self._guard, task, group.cancel_scope)
+        # Tool calls still waiting for this session's client are asked again.
+        self.delegations = self.runtime.delegations.for_session(session.id)
+        replay = self.delegations.attach(self)
+        if replay:
+            self.tell_client([*self.translator.begin(), *replay])
+        try:
+            async with anyio.create_task_group() as group:
+                self._scope = group.cancel_scope
+                for task in (self._receiver(first), self._pump(), self._sender()):
+                    group.start_soon(self._guard, task, group.cancel_scope)
+        finally:
+            self.delegations.detach(self)
 
     def _session_taken(self) -> None:
         """Another connection resumes this session: stop (error chunk, 1008)."""
@@ -247,24 +269,37 @@ class LiveConnection:
             self._report(str(exc))
 
     def _report(self, text: str) -> None:
+        self._tell(protocol.error_chunk(text))
+
+    def _tell(self, chunk: dict[str, Any]) -> None:
+        """Queue a chunk for the client behind what is queued."""
         assert self.pacer is not None
-        if not self.pacer.put_message_nowait(protocol.error_chunk(text)):
+        if not self.pacer.put_message_nowait(chunk):
             raise protocol.ProtocolError(
                 protocol.CLOSE_POLICY_VIOLATION, "client is not reading its messages"
             )
 
     def _dispatch(self, msg: protocol.ClientMessage) -> None:
         q = self.queue
+        assert self.delegations is not None
         if isinstance(msg, protocol.Audio):
             self._on_audio(msg)
         elif isinstance(msg, protocol.Interrupt):
             self._barge_in("client")
+        elif isinstance(msg, protocol.Ping):
+            self._tell(protocol.pong_chunk(msg.timestamp))
         elif isinstance(msg, protocol.Start):
             raise protocol.InputError("start: only allowed as the first message")
+        elif isinstance(msg, (protocol.ToolApproval, protocol.ToolResult)):
+            self.delegations.answer([msg])
+        elif isinstance(msg, protocol.ChatSubmit):
+            self.delegations.answer(msg.answers)
+            if msg.text is not None or msg.images:
+                self._user_turn(msg.text, msg.images)
         elif not q.has_room():
             raise protocol.InputError("the model is not keeping up; message dropped, retry later")
         elif isinstance(msg, protocol.Text):
-            q.send_content(types.Content(role="user", parts=[types.Part(text=msg.text)]))
+            self._user_turn(msg.text, ())
         elif isinstance(msg, protocol.ActivityStart):
             # The turn holds exactly the audio sent after this: flush what the
             # converter still holds from before.
@@ -273,21 +308,42 @@ class LiveConnection:
         elif isinstance(msg, protocol.ActivityEnd):
             self._send_audio_chunks(self._ensure_input_audio().flush())
             q.send_activity_end()
+        elif isinstance(msg, protocol.AudioControl):
+            if msg.action == "stop":  # the microphone is off: end what was said
+                self._send_audio_chunks(self._ensure_input_audio().flush())
+                q.send_audio_stream_end()
         elif isinstance(msg, protocol.Image):
             q.send_realtime(types.Blob(mime_type=msg.media_type, data=msg.data))
-        elif isinstance(msg, protocol.ToolResult):
-            name = self._tool_calls.pop(msg.tool_call_id, None)
-            if name is None:
-                raise protocol.InputError(f"tool_result: no pending tool call {msg.tool_call_id!r}")
-            output = msg.output if isinstance(msg.output, dict) else {"result": msg.output}
-            response = types.FunctionResponse(id=msg.tool_call_id, name=name, response=output)
-            q.send_content(
-                types.Content(role="user", parts=[types.Part(function_response=response)])
-            )
-        elif isinstance(msg, protocol.ToolApproval):
-            # ADK live cannot approve tools (require_confirmation never runs in
-            # live mode); this agent has none that need approval.
-            raise protocol.InputError(f"tool_approval: no pending approval {msg.approval_id!r}")
+
+    def _user_turn(self, text: str | None, images: Sequence[protocol.Image]) -> None:
+        if not self.queue.has_room():
+            raise protocol.InputError("the model is not keeping up; message dropped, retry later")
+        for image in images:
+            self.queue.send_realtime(types.Blob(mime_type=image.media_type, data=image.data))
+        if text is not None:
+            self.queue.send_content(types.Content(role="user", parts=[types.Part(text=text)]))
+
+    # ------------------------------------------------------------ delegated tools
+    # (server/delegation.py's DelegationSink)
+    def tell_client(self, chunks: Sequence[dict[str, Any]]) -> None:
+        try:
+            for chunk in chunks:
+                self._tell(chunk)
+        except protocol.ProtocolError:
+            # Called from a timer too: the sender's timeout ends this connection.
+            log.warning("connection %s: tool chunks dropped, client not reading", self.name)
+
+    def tell_model(self, response: types.FunctionResponse, state_delta: dict[str, Any]) -> None:
+        # Not subject to the queue's bound: the model waits for this answer.
+        content = types.Content(role="user", parts=[types.Part(function_response=response)])
+        self.queue.send(LiveRequest(content=content, state_delta=state_delta or None))
+
+    async def session_state(self) -> Mapping[str, Any]:
+        assert self.session_id is not None
+        session = await self.runtime.session_service.get_session(
+            app_name=self.settings.app_name, user_id=USER_ID, session_id=self.session_id
+        )
+        return session.state if session is not None else {}
 
     def _ensure_input_audio(self) -> InputAudio:
         if self._input_audio is None:
@@ -319,6 +375,10 @@ class LiveConnection:
         self._flushed_at = time.monotonic()
         if self._output_audio is not None:
             self._output_audio.end_turn(discard=True)
+        if self.delegations is not None:
+            self.delegations.cancel_all(
+                f"interrupted by the {'user' if source == 'client' else 'model'}"
+            )
 
     # ------------------------------------------------------------ pump
     async def _pump(self) -> None:
@@ -343,9 +403,6 @@ class LiveConnection:
         assert pacer is not None
         if event.interrupted:
             self._barge_in("model")
-        for call in event.get_function_calls():
-            if event.long_running_tool_ids and call.id in event.long_running_tool_ids:
-                self._tool_calls[call.id or ""] = call.name or ""
         turn = self.translator.turn  # the pacer rejects late audio of a flushed turn
         for item in self.translator.translate(event):
             if isinstance(item, ModelAudio):
@@ -357,6 +414,20 @@ class LiveConnection:
                 pacer.end_turn()
                 turn += 1
             await pacer.put_message(item)
+        for chunk in self._delegate_calls(event):
+            await pacer.put_message(chunk)
+
+    def _delegate_calls(self, event: Event) -> list[dict[str, Any]]:
+        """Hand the event's delegated tool calls to the session's delegations;
+        returns what asks the client about them."""
+        assert self.delegations is not None
+        chunks: list[dict[str, Any]] = []
+        long_running = event.long_running_tool_ids or set()
+        for call in event.get_function_calls():
+            spec = self.runtime.tools.get(call.name or "")
+            if spec is not None and spec.delegated and call.id in long_running:
+                chunks += self.delegations.add(call.id or "", spec, dict(call.args or {}))
+        return chunks
 
     def _out_audio(self) -> OutputAudio:
         if self._output_audio is None:
@@ -386,7 +457,8 @@ class LiveConnection:
 
     async def _send_chunk(self, chunk: dict[str, Any]) -> None:
         """Send a chunk now, outside the pacer (before the conversation starts)."""
-        await self.ws.send_text(protocol.encode(chunk))
+        for frame in self.wire.chunk_frames(chunk):
+            await self.ws.send_text(frame)
 
     async def _send(self, item: AudioFrame | dict[str, Any]) -> None:
         popped_at = time.monotonic()
@@ -395,13 +467,14 @@ class LiveConnection:
         ws = self.ws
         with anyio.move_on_after(self.settings.send_timeout_s) as deadline:
             if isinstance(item, AudioFrame):
-                if self.output_format.binary:
-                    await ws.send_bytes(item.pcm)
+                frame = self.wire.audio_frame(item.pcm, self.output_format.sample_rate)
+                if isinstance(frame, bytes):
+                    await ws.send_bytes(frame)
                 else:
-                    chunk = protocol.pcm_chunk(item.pcm, self.output_format.sample_rate)
-                    await ws.send_text(protocol.encode(chunk))
+                    await ws.send_text(frame)
             else:
-                await ws.send_text(protocol.encode(item))
+                for text in self.wire.chunk_frames(item):
+                    await ws.send_text(text)
         if deadline.cancelled_caught:
             raise protocol.ProtocolError(
                 protocol.CLOSE_POLICY_VIOLATION, "client is not reading (send timed out)"

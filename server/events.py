@@ -7,18 +7,23 @@ the connection can resample and pace it; everything else is a chunk dict.
 Turn rules: ``start`` opens a turn on its first event; ``finish`` closes it on
 ``turn_complete`` (or ``interrupted``) and never without a ``start``. A tool
 call does not end the turn: the function response and the model's second
-response belong to the same message.
+response belong to the same message. Each tool call is a step
+(``start-step`` … ``finish-step``): the step of a tool ADK runs ends with its
+output; the step of a delegated tool (approval, browser) is ended by the
+connection once it has asked the client (``server/delegation.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from google.adk.events import Event
 
 from . import protocol
+from .tools import ToolSpec
 
 _RATE = re.compile(r"rate=(\d+)")
 
@@ -67,9 +72,12 @@ class _TextPart:
 
 
 class TurnTranslator:
-    def __init__(self) -> None:
+    def __init__(self, tools: Mapping[str, ToolSpec] | None = None, model: str = "") -> None:
         self.turn = 0  # increments at every finish
         self.in_turn = False
+        self._tools = tools or {}
+        self._model = model
+        self._usage: dict[str, int] = {}
         self._transcript = _TextPart()  # output transcription
         self._text = _TextPart()  # model text parts
 
@@ -78,16 +86,43 @@ class TurnTranslator:
             self.in_turn = True
             out.append(protocol.start_chunk(protocol.new_id("msg")))
 
-    def finish(self) -> list[Outgoing]:
+    def begin(self) -> list[dict[str, Any]]:
+        """Open a turn now (its ``start``, if none is open): for chunks that
+        do not come from an event, such as tool calls asked again on resume."""
+        out: list[Outgoing] = []
+        self._open(out)
+        return [item for item in out if isinstance(item, dict)]
+
+    def finish(self, reason: protocol.FinishReason = "stop") -> list[Outgoing]:
         """Close the current turn if one is open."""
         out: list[Outgoing] = []
         if self.in_turn:
-            self._transcript.end(out)
-            self._text.end(out)
-            out.append(protocol.finish_chunk())
+            self._end_texts(out)
+            metadata: dict[str, object] = {"model": self._model} if self._model else {}
+            if self._usage:
+                metadata["usage"] = dict(self._usage)
+            out.append(protocol.finish_chunk(reason, metadata))
             self.in_turn = False
+            self._usage = {}
             self.turn += 1
         return out
+
+    def _end_texts(self, out: list[Outgoing]) -> None:
+        self._transcript.end(out)
+        self._text.end(out)
+
+    def _count_usage(self, event: Event) -> None:
+        usage = event.usage_metadata
+        if usage is None:
+            return
+        # AI SDK's LanguageModelUsage names.
+        for name, value in (
+            ("inputTokens", usage.prompt_token_count),
+            ("outputTokens", usage.candidates_token_count),
+            ("totalTokens", usage.total_token_count),
+        ):
+            if value:
+                self._usage[name] = self._usage.get(name, 0) + value
 
     def translate(self, event: Event) -> list[Outgoing]:
         out: list[Outgoing] = []
@@ -123,16 +158,40 @@ class TurnTranslator:
                     data = part.inline_data.data or b""
                     if data:
                         out.append(ModelAudio(data, audio_rate(part.inline_data.mime_type)))
+                elif part.inline_data and (part.inline_data.mime_type or "").startswith("image/"):
+                    self._open(out)
+                    out.append(
+                        protocol.image_chunk(
+                            part.inline_data.mime_type or "", part.inline_data.data or b""
+                        )
+                    )
                 elif part.function_call:
                     self._open(out)
+                    self._end_texts(out)  # later words are a new part, after the tool
                     call = part.function_call
+                    call_id, name = call.id or "", call.name or ""
+                    spec = self._tools.get(name)
+                    out.append(protocol.start_step_chunk())
+                    out.append(protocol.tool_input_start_chunk(call_id, name))
                     out.append(
-                        protocol.tool_input_chunk(call.id or "", call.name or "", call.args or {})
+                        protocol.tool_input_chunk(
+                            call_id,
+                            name,
+                            call.args or {},
+                            # Asked to run it now: a browser tool that needs no approval.
+                            client_executes=bool(
+                                spec and spec.runs_in == "browser" and not spec.approval
+                            ),
+                        )
                     )
                 elif part.function_response:
                     self._open(out)
                     resp = part.function_response
                     out.append(protocol.tool_output_chunk(resp.id or "", resp.response))
-        if event.interrupted or event.turn_complete:
+                    out.append(protocol.finish_step_chunk())
+        self._count_usage(event)
+        if event.interrupted:
+            out += self.finish("other")
+        elif event.turn_complete:
             out += self.finish()
         return out

@@ -16,9 +16,13 @@ speech. What it does, deterministically:
   honestly *describes* the utterance (duration, sample count, peak and RMS
   level — there is no speech recognition), an output transcription, the
   user's own audio resampled to 24 kHz (the echo), and ``turn_complete``.
-* Text turns. It answers with text and a short audio cue. "what time is it"
-  (and similar) calls the agent's ``get_current_time`` tool; "call NAME {json}"
-  calls any declared tool. A function response produces the final answer.
+* Text turns. It answers with text and a short audio cue. Cues call the
+  demo tools: "what time is it" → ``get_current_time``, "weather in Tokyo"
+  → ``get_weather``, "pay 5 EUR to Alice" → ``process_payment``, "play
+  jazz" / "stop the music" → ``change_bgm``, "where am I" →
+  ``get_location``; "call NAME {json}" calls any declared tool. A function
+  response (also a late one, for a delegated tool) produces the final
+  answer.
 * Barge-in. It tracks how long its last answer takes to play; speech (or
   ``activity_start``) before that ends emits ``interrupted``.
 """
@@ -32,7 +36,7 @@ import math
 import re
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import numpy as np
@@ -49,8 +53,31 @@ OUTPUT_RATE = 24_000
 OUTPUT_MIME = f"audio/pcm;rate={OUTPUT_RATE}"
 NO_ASR_NOTE = "[offline model: no speech recognition]"
 
-_TIME_QUESTION = re.compile(r"\b(what(?:'s| is)? (?:the )?time|current time|time is it)\b", re.I)
 _CALL_TOOL = re.compile(r"^\s*call\s+(\w+)\s*(\{.*\})?\s*$", re.I | re.S)
+# Textual cues for the demo tools: tool, pattern, the call's arguments from the match.
+_CUES: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, Any]]], ...] = (
+    (
+        "get_current_time",
+        re.compile(r"\b(what(?:'s| is)? (?:the )?time|current time|time is it)\b", re.I),
+        lambda m: {},
+    ),
+    (
+        "get_weather",
+        re.compile(r"\bweather (?:in|for) ([a-z][a-z .'-]*[a-z])", re.I),
+        lambda m: {"location": m[1]},
+    ),
+    (
+        "process_payment",
+        re.compile(r"\bpay (\d+(?:\.\d+)?) ?([a-z]{3}) to ([a-z][\w .'-]*[\w])", re.I),
+        lambda m: {"amount": float(m[1]), "currency": m[2].upper(), "recipient": m[3]},
+    ),
+    (
+        "change_bgm",
+        re.compile(r"\bplay (jazz|ambient|lofi)\b|\b(stop) the music\b", re.I),
+        lambda m: {"track": m[1] or "off"},
+    ),
+    ("get_location", re.compile(r"\bwhere am i\b", re.I), lambda m: {}),
+)
 
 
 class OfflineLiveModel(BaseLlm):
@@ -376,8 +403,10 @@ def _answer_text(text: str, tools: set[str], history_len: int) -> list[LlmRespon
         except ValueError:
             return _text_answer(f"The arguments for {call.group(1)} are not valid JSON.")
         return [_function_call(call.group(1), args if isinstance(args, dict) else {})]
-    if _TIME_QUESTION.search(text) and "get_current_time" in tools:
-        return [_function_call("get_current_time", {})]
+    for name, pattern, build in _CUES:
+        match = pattern.search(text)
+        if match and name in tools:
+            return [_function_call(name, build(match))]
     earlier = f" ({history_len - 1} earlier turns in this session)" if history_len > 1 else ""
     return _text_answer(f"You said: {text.strip()}{earlier}")
 

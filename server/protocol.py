@@ -104,7 +104,7 @@ class ActivityEnd:
 
 @dataclasses.dataclass(frozen=True)
 class Interrupt:
-    pass
+    reason: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,12 +117,44 @@ class Image:
 class ToolApproval:
     approval_id: str
     approved: bool
+    reason: str | None = None
+    # Read from a resubmitted chat history: an answer the server may already
+    # have had, so an unknown id is ignored rather than reported.
+    from_history: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class ToolResult:
+    """A client-executed tool's result: ``output``, or ``error_text`` if it failed."""
+
     tool_call_id: str
-    output: Any
+    output: Any = None
+    error_text: str | None = None
+    from_history: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatSubmit:
+    """An AI SDK client's ``message``: what is new in its resubmitted history.
+
+    Only the last message counts (the history is never replayed into the live
+    model): a user message is a new turn (its text and images); an assistant
+    message carries the answers to the tool calls it holds.
+    """
+
+    text: str | None
+    images: tuple[Image, ...]
+    answers: tuple[ToolApproval | ToolResult, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Ping:
+    timestamp: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class AudioControl:
+    action: Literal["start", "stop"]
 
 
 ClientMessage = (
@@ -135,6 +167,9 @@ ClientMessage = (
     | Image
     | ToolApproval
     | ToolResult
+    | ChatSubmit
+    | Ping
+    | AudioControl
 )
 
 
@@ -143,6 +178,8 @@ class Limits:
     max_message_bytes: int = 4 * 1024 * 1024
     max_image_bytes: int = 2 * 1024 * 1024
     max_text_chars: int = 16_000
+    max_id_chars: int = 200  # tool call and approval ids
+    max_history_messages: int = 2_000  # in a `message`'s resubmitted history
 
 
 def decode_binary(data: bytes, fmt: InputFormat, limits: Limits) -> Audio:
@@ -211,15 +248,16 @@ def _decode_start(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Star
 
 
 def _decode_audio_chunk(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Audio:
-    data = obj.get("data")
+    # Nested ({"data": {"chunk", …}}) and flat ({"chunk", …}): both seed shapes.
+    data = obj.get("data", obj)
     if not isinstance(data, dict):
         raise InputError('audio_chunk: expected "data" to be an object')
     rate = _rate(data.get("sampleRate", fmt.sample_rate), "audio_chunk sampleRate")
     channels = data.get("channels", 1)
     bit_depth = data.get("bitDepth", 16)
-    if channels != 1:
+    if channels != 1 or isinstance(channels, bool):
         raise InputError(f"audio_chunk: only mono audio is supported, got channels={channels!r}")
-    if bit_depth not in (16, 32):
+    if bit_depth not in (16, 32) or isinstance(bit_depth, bool):
         raise InputError(f"audio_chunk: bitDepth must be 16 (s16) or 32 (f32), got {bit_depth!r}")
     chunk_fmt = InputFormat(rate, "s16" if bit_depth == 16 else "f32", 1)
     if chunk_fmt != fmt:
@@ -227,7 +265,7 @@ def _decode_audio_chunk(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -
             f"audio_chunk: expected {fmt.format} at {fmt.sample_rate} Hz (the negotiated input), "
             f"got {chunk_fmt.format} at {rate} Hz; negotiate with start first"
         )
-    pcm = _b64(data.get("chunk"), "audio_chunk data.chunk")
+    pcm = _b64(data.get("chunk"), "audio_chunk chunk")
     _check_whole_frames(len(pcm), fmt)
     return Audio(pcm, fmt)
 
@@ -260,16 +298,163 @@ def _decode_image(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Imag
 
 def _decode_tool_approval(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> ToolApproval:
     approval_id, approved = obj.get("approvalId"), obj.get("approved")
-    if not isinstance(approval_id, str) or not isinstance(approved, bool):
+    if not isinstance(approved, bool):
         raise InputError('tool_approval: expected string "approvalId" and boolean "approved"')
-    return ToolApproval(approval_id, approved)
+    return ToolApproval(
+        _id(approval_id, "tool_approval approvalId", limits),
+        approved,
+        _optional_text(obj.get("reason"), "tool_approval reason", limits),
+    )
 
 
 def _decode_tool_result(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> ToolResult:
-    call_id = obj.get("toolCallId")
-    if not isinstance(call_id, str) or "output" not in obj:
-        raise InputError('tool_result: expected string "toolCallId" and an "output"')
-    return ToolResult(call_id, obj["output"])
+    nested = obj.get("data")
+    if isinstance(nested, dict):
+        # The seeds' older shape: {"data": {"toolCallId", "result", "status"}}.
+        call_id = _id(nested.get("toolCallId"), "tool_result data.toolCallId", limits)
+        status = nested.get("status", "approved")
+        if status not in ("approved", "rejected"):
+            raise InputError(
+                f'tool_result: data.status must be "approved" or "rejected", got {status!r}'
+            )
+        if status == "rejected":
+            return ToolResult(call_id, error_text="the user rejected running the tool")
+        if "result" not in nested:
+            raise InputError('tool_result: expected a "result" in data')
+        return ToolResult(call_id, output=nested["result"])
+    call_id = _id(obj.get("toolCallId"), "tool_result toolCallId", limits)
+    if "errorText" in obj:
+        error = _optional_text(obj["errorText"], "tool_result errorText", limits)
+        return ToolResult(call_id, error_text=error or "the tool failed")
+    for key in ("output", "result"):  # ours, and the seed's flat shape
+        if key in obj:
+            return ToolResult(call_id, output=obj[key])
+    raise InputError('tool_result: expected "output" (or "errorText") with "toolCallId"')
+
+
+def _decode_message(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> ChatSubmit:
+    # {"messages": [...]} (AI SDK clients, the seed's BIDI transport) or the
+    # seeds' older {"data": {"messages": [...]}}.
+    holder = obj.get("data") if "messages" not in obj else obj
+    messages = holder.get("messages") if isinstance(holder, dict) else None
+    if not isinstance(messages, list) or not messages:
+        raise InputError('message: expected a non-empty "messages" array')
+    if len(messages) > limits.max_history_messages:
+        raise InputError(
+            f"message: {len(messages)} messages exceeds the limit of {limits.max_history_messages}"
+        )
+    last = messages[-1]
+    if not isinstance(last, dict):
+        raise InputError("message: expected each message to be an object")
+    role = last.get("role")
+    parts = last.get("parts")
+    if parts is None and isinstance(last.get("content"), str):
+        parts = [{"type": "text", "text": last["content"]}]
+    if not isinstance(parts, list):
+        raise InputError('message: expected the last message to have a "parts" array')
+    if role == "user":
+        return _user_message(parts, limits)
+    if role == "assistant":
+        return ChatSubmit(None, (), tuple(_tool_answers(parts, limits)))
+    raise InputError(
+        f'message: the last message\'s role must be "user" or "assistant", got {role!r}'
+    )
+
+
+def _user_message(parts: list[Any], limits: Limits) -> ChatSubmit:
+    texts: list[str] = []
+    images: list[Image] = []
+    for part in parts:
+        if not isinstance(part, dict):
+            raise InputError("message: expected each part to be an object")
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise InputError('message: a text part needs a string "text"')
+            texts.append(text)
+        elif kind == "file":
+            images.append(_file_part(part, limits))
+        # Other parts (step-start, data-*, reasoning) carry nothing for the model.
+    text = "\n".join(t for t in texts if t.strip())
+    if not text and not images:
+        raise InputError("message: the user message has no text and no image")
+    if len(text) > limits.max_text_chars:
+        raise InputError(
+            f"message: {len(text)} characters exceeds the limit of {limits.max_text_chars}"
+        )
+    return ChatSubmit(text or None, tuple(images), ())
+
+
+def _file_part(part: dict[str, Any], limits: Limits) -> Image:
+    media_type = part.get("mediaType")
+    if media_type not in IMAGE_TYPES:
+        raise InputError(
+            f"message: a file part's mediaType must be one of {list(IMAGE_TYPES)}, "
+            f"got {media_type!r}"
+        )
+    url = part.get("url")
+    prefix = f"data:{media_type};base64,"
+    if not isinstance(url, str) or not url.startswith(prefix):
+        raise InputError(f'message: a file part\'s "url" must be a data URL ({prefix}…)')
+    return _decode_image(
+        {"mediaType": media_type, "data": url[len(prefix) :]}, InputFormat(), limits
+    )
+
+
+def _tool_answers(parts: list[Any], limits: Limits) -> list[ToolApproval | ToolResult]:
+    """The answers an assistant message's tool parts carry (AI SDK v6 states)."""
+    answers: list[ToolApproval | ToolResult] = []
+    for part in parts:
+        if not isinstance(part, dict):
+            raise InputError("message: expected each part to be an object")
+        kind = part.get("type")
+        if not isinstance(kind, str) or not (kind.startswith("tool-") or kind == "dynamic-tool"):
+            continue
+        state = part.get("state")
+        call_id = part.get("toolCallId")
+        approval = part.get("approval")
+        if isinstance(approval, dict) and isinstance(approval.get("approved"), bool):
+            # approval-responded, and also output-available/-error after an
+            # approval: the client may send the approval and the result together.
+            answers.append(
+                ToolApproval(
+                    _id(approval.get("id"), "message approval.id", limits),
+                    approval["approved"],
+                    _optional_text(approval.get("reason"), "message approval.reason", limits),
+                    from_history=True,
+                )
+            )
+        if state == "output-available":
+            call = _id(call_id, "message toolCallId", limits)
+            answers.append(ToolResult(call, output=part.get("output"), from_history=True))
+        elif state == "output-error":
+            call = _id(call_id, "message toolCallId", limits)
+            error = _optional_text(part.get("errorText"), "message errorText", limits)
+            answers.append(
+                ToolResult(call, error_text=error or "the tool failed", from_history=True)
+            )
+    return answers
+
+
+def _decode_interrupt(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Interrupt:
+    return Interrupt(_optional_text(obj.get("reason"), "interrupt reason", limits))
+
+
+def _decode_ping(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Ping:
+    timestamp = obj.get("timestamp")
+    if timestamp is not None and (
+        isinstance(timestamp, bool) or not isinstance(timestamp, (int, float))
+    ):
+        raise InputError(f"ping: timestamp must be a number, got {type(timestamp).__name__}")
+    return Ping(timestamp)
+
+
+def _decode_audio_control(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> AudioControl:
+    action = obj.get("action")
+    if action not in ("start", "stop"):
+        raise InputError(f'audio_control: action must be "start" or "stop", got {action!r}')
+    return AudioControl(action)
 
 
 _Decoder = Callable[[dict[str, Any], InputFormat, Limits], ClientMessage]
@@ -285,10 +470,13 @@ _DECODERS: dict[str, _Decoder] = {
     "text": _decode_text_turn,
     "activity_start": _no_fields(ActivityStart),
     "activity_end": _no_fields(ActivityEnd),
-    "interrupt": _no_fields(Interrupt),
+    "interrupt": _decode_interrupt,
     "image": _decode_image,
     "tool_approval": _decode_tool_approval,
     "tool_result": _decode_tool_result,
+    "message": _decode_message,
+    "ping": _decode_ping,
+    "audio_control": _decode_audio_control,
 }
 
 
@@ -298,6 +486,28 @@ def _optional_object(obj: dict[str, Any], key: str) -> dict[str, Any]:
         return {}
     if not isinstance(value, dict):
         raise InputError(f"{key}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _id(value: Any, what: str, limits: Limits) -> str:
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{what}: expected a non-empty string, got {type(value).__name__}")
+    if len(value) > limits.max_id_chars:
+        raise InputError(
+            f"{what}: {len(value)} characters exceeds the limit of {limits.max_id_chars}"
+        )
+    return value
+
+
+def _optional_text(value: Any, what: str, limits: Limits) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{what}: expected a string, got {type(value).__name__}")
+    if len(value) > limits.max_text_chars:
+        raise InputError(
+            f"{what}: {len(value)} characters exceeds the limit of {limits.max_text_chars}"
+        )
     return value
 
 
@@ -348,6 +558,7 @@ def session_chunk(
     resumed: bool,
     history: list[dict[str, str]],
     turn_detection: TurnDetection = "server",
+    tools: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     return {
         "type": "data-session",
@@ -368,6 +579,7 @@ def session_chunk(
                 "binary": out.binary,
             },
             "history": history,
+            "tools": tools or [],
         },
         "transient": True,
     }
@@ -406,17 +618,51 @@ def pcm_chunk(pcm: bytes, sample_rate: int) -> dict[str, Any]:
     }
 
 
-def tool_input_chunk(call_id: str, name: str, args: Any) -> dict[str, Any]:
-    return {
-        "type": "tool-input-available",
-        "toolCallId": call_id,
-        "toolName": name,
-        "input": args,
-    }
+def start_step_chunk() -> dict[str, Any]:
+    return {"type": "start-step"}
+
+
+def finish_step_chunk() -> dict[str, Any]:
+    return {"type": "finish-step"}
+
+
+def tool_input_start_chunk(call_id: str, name: str) -> dict[str, Any]:
+    return {"type": "tool-input-start", "toolCallId": call_id, "toolName": name}
+
+
+def tool_input_chunk(
+    call_id: str, name: str, args: Any, *, client_executes: bool = False
+) -> dict[str, Any]:
+    """The tool's input. ``client_executes``: the client is to run the tool now
+    and answer with ``tool_result`` (AI SDK: a tool the server does not execute)."""
+    chunk = {"type": "tool-input-available", "toolCallId": call_id, "toolName": name, "input": args}
+    if client_executes:
+        chunk["clientExecutes"] = True
+    return chunk
+
+
+def tool_approval_request_chunk(approval_id: str, call_id: str) -> dict[str, Any]:
+    return {"type": "tool-approval-request", "approvalId": approval_id, "toolCallId": call_id}
 
 
 def tool_output_chunk(call_id: str, output: Any) -> dict[str, Any]:
     return {"type": "tool-output-available", "toolCallId": call_id, "output": output}
+
+
+def tool_output_denied_chunk(call_id: str) -> dict[str, Any]:
+    return {"type": "tool-output-denied", "toolCallId": call_id}
+
+
+def tool_output_error_chunk(call_id: str, error_text: str) -> dict[str, Any]:
+    return {"type": "tool-output-error", "toolCallId": call_id, "errorText": error_text}
+
+
+def image_chunk(media_type: str, data: bytes) -> dict[str, Any]:
+    """An image the model returned."""
+    return {
+        "type": "data-image",
+        "data": {"mediaType": media_type, "content": base64.b64encode(data).decode("ascii")},
+    }
 
 
 def interrupted_chunk(source: str, dropped_ms: int) -> dict[str, Any]:
@@ -428,9 +674,25 @@ def interrupted_chunk(source: str, dropped_ms: int) -> dict[str, Any]:
     }
 
 
-def finish_chunk() -> dict[str, Any]:
-    return {"type": "finish"}
+FinishReason = Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
+
+
+def finish_chunk(
+    reason: FinishReason = "stop", metadata: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    chunk: dict[str, Any] = {"type": "finish", "finishReason": reason}
+    if metadata:
+        chunk["messageMetadata"] = metadata
+    return chunk
 
 
 def error_chunk(text: str) -> dict[str, Any]:
     return {"type": "error", "errorText": text}
+
+
+# Not UI message chunks: what a wire frames in its own way (see server/wire.py).
+END_OF_STREAM: dict[str, Any] = {"type": "end-of-stream"}  # a client-side stream may close here
+
+
+def pong_chunk(timestamp: float | None) -> dict[str, Any]:
+    return {"type": "pong", "timestamp": timestamp}

@@ -16,10 +16,13 @@ from google.adk.sessions import BaseSessionService, Session
 
 from .agent import build_agent, build_run_config
 from .claims import SessionClaims
+from .delegation import Delegations
+from .demo_tools import DEMO_TOOLS
 from .leases import SessionLeases
 from .metrics import ConnectionMetrics, MetricsTotals
 from .protocol import TurnDetection
 from .settings import Settings
+from .tools import spec_of
 
 USER_ID = "web"  # no accounts: possession of an unguessable session id is the capability
 SESSION_ID = re.compile(r"[A-Za-z0-9_-]{20,100}")  # matched whole (fullmatch)
@@ -52,13 +55,15 @@ class OpenedSession:
 
 
 class Runtime:
-    """The ADK runner and session store, the live run configurations, the
-    session claims, and the totals of finished connections."""
+    """The ADK runner, its agent and tools, the session store, the live run
+    configurations, the session claims, the sessions' delegated tool calls,
+    and the totals of finished connections."""
 
     def __init__(self, settings: Settings, session_service: BaseSessionService | None = None):
         self.settings = settings
         self.session_service = session_service or build_session_service(settings)
-        self.agent = build_agent(settings)
+        self.tools = {spec.name: spec for spec in (spec_of(f) for f in DEMO_TOOLS)}
+        self.agent = build_agent(settings, list(self.tools.values()))
         self.default_turn_detection: TurnDetection = "manual" if settings.push_to_talk else "server"
         self._run_configs = {
             mode: build_run_config(settings, mode) for mode in ("server", "manual")
@@ -75,6 +80,9 @@ class Runtime:
         # claims.py and leases.py.
         self.claims = SessionClaims(SessionLeases(settings.data_dir / "leases.db"))
         self.totals = MetricsTotals()
+        self.delegations = Delegations(
+            timeout_s=settings.tool_timeout_s, grace_s=settings.tool_grace_s
+        )
 
     async def start(self) -> None:
         await self.claims.start()
@@ -121,6 +129,7 @@ class Runtime:
 
     async def close(self) -> None:
         try:
+            await self.delegations.close()
             await self.claims.close()
         finally:
             await self.runner.close()

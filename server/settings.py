@@ -42,8 +42,10 @@ class Settings:
     model: str | None = None
     app_name: str = "audiocore"
     agent_instruction: str = (
-        "You are a friendly voice assistant. Answer briefly. "
-        "Use get_current_time when asked for the time."
+        "You are a friendly voice assistant. Answer briefly. Use the tools: "
+        "get_current_time for the time, get_weather for the weather, process_payment "
+        "to pay someone (the user approves each payment), change_bgm to change the "
+        "background music, get_location for where the user is."
     )
     data_dir: Path = Path("data")
     # Any ADK async database URL (sqlite+aiosqlite:///..., postgresql+asyncpg://...).
@@ -64,6 +66,10 @@ class Settings:
     max_pending_messages: int = 1000  # non-audio chunks waiting to be sent
     send_timeout_s: float = 10.0  # a client that reads nothing for this long is dropped
     hello_timeout_s: float = 2.0  # wait this long for `start` before using defaults
+    tool_timeout_s: float = 60.0  # an approval or a browser tool's result, at most
+    # How long a pending tool call waits for its client to resume the session
+    # after the socket is gone (then it is cancelled).
+    tool_grace_s: float = 30.0
 
     # Audio.
     model_input_rate: int = 16_000

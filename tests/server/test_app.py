@@ -74,8 +74,17 @@ def test_tool_turn_spans_two_model_responses_with_one_finish(client: TestClient)
         ws.send_text(json.dumps({"type": "text", "text": "What time is it?"}))
         turn = receive_until(ws, "finish")
     kinds = [m["type"] for m in turn]
-    assert kinds[:3] == ["start", "tool-input-available", "tool-output-available"]
-    call, result = turn[1], turn[2]
+    assert kinds[:6] == [
+        "start",
+        "start-step",
+        "tool-input-start",
+        "tool-input-available",
+        "tool-output-available",
+        "finish-step",
+    ]
+    begun, call, result = turn[2], turn[3], turn[4]
+    assert begun["toolCallId"] == call["toolCallId"] and begun["toolName"] == call["toolName"]
+    assert "clientExecutes" not in call
     assert call["toolName"] == "get_current_time" and call["input"] == {}
     assert call["toolCallId"].startswith("adk-") and result["toolCallId"] == call["toolCallId"]
     assert set(result["output"]) == {"time", "date", "timezone"}

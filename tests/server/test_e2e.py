@@ -75,7 +75,11 @@ def test_speech_turn_echo_matches_what_was_sent(live_server: str, speech_48k) ->
         ws, col, _ = await connect(live_server, START_F32)
         await stream_realtime(ws, sent, RATE)
         finish = await col.wait_for("finish", timeout=15)
-        assert finish == {"type": "finish"}
+        assert finish == {
+            "type": "finish",
+            "finishReason": "stop",
+            "messageMetadata": {"model": "offline"},
+        }
         kinds = col.types()
         turn = kinds[kinds.index("start") : kinds.index("finish") + 1]
         assert turn[:5] == ["start", "data-transcript", "text-start", "text-delta", "text-end"]

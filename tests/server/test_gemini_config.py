@@ -137,8 +137,17 @@ def test_run_live_hands_google_an_audio_config(clean_env, tmp_path: pathlib.Path
     assert config.input_audio_transcription is not None
     assert config.output_audio_transcription is not None
     assert config.session_resumption is not None
-    declared = [f.name for tool in config.tools for f in tool.function_declarations]
-    assert declared == ["get_current_time"]
+    declared = {f.name: f for tool in config.tools for f in tool.function_declarations}
+    assert sorted(declared) == [
+        "change_bgm",
+        "get_current_time",
+        "get_location",
+        "get_weather",
+        "process_payment",
+    ]
+    # A tool's session-state parameter is the server's, not the model's.
+    payment = declared["process_payment"].parameters_json_schema
+    assert sorted(payment["properties"]) == ["amount", "currency", "recipient"]
     assert "get_current_time" in config.system_instruction.parts[0].text
     kind, sent = session.sent[0]
     assert kind == "realtime"

@@ -97,7 +97,12 @@ def test_server_chunks_are_ai_sdk_shaped() -> None:
         "transient": True,
     }
     assert protocol.error_chunk("x") == {"type": "error", "errorText": "x"}
-    assert protocol.finish_chunk() == {"type": "finish"}
+    assert protocol.finish_chunk() == {"type": "finish", "finishReason": "stop"}
+    assert protocol.finish_chunk("other", {"model": "m"}) == {
+        "type": "finish",
+        "finishReason": "other",
+        "messageMetadata": {"model": "m"},
+    }
     assert protocol.tool_input_chunk("c", "f", {"a": 1}) == {
         "type": "tool-input-available",
         "toolCallId": "c",
@@ -183,8 +188,11 @@ def test_translator_tool_turn_is_one_message() -> None:
     out += t.translate(_event(turn_complete=True))
     assert _types(out) == [
         "start",
+        "start-step",
+        "tool-input-start",
         "tool-input-available",
         "tool-output-available",
+        "finish-step",
         "text-start",
         "text-delta",
         "text-end",
