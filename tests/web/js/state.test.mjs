@@ -1,0 +1,278 @@
+import assert from "node:assert/strict";
+import test from "node:test";
+
+import { BARGE_IN_FRAMES, PageState, VOICE_RMS, turnDetectionFor } from "../../../web/state.js";
+
+const LOUD = VOICE_RMS * 2;
+const QUIET = VOICE_RMS / 2;
+
+function make({ mode = "hands-free", localBargeIn = false } = {}) {
+  return new PageState({ mode, settings: { prebufferMs: 60, binary: true, localBargeIn } });
+}
+
+/** Connected, as app.js leaves it: 1 kHz so 1 sample == 1 ms. */
+function connected(options) {
+  const s = make(options);
+  s.connectRequested();
+  s.connecting(1000);
+  s.sessionOpened({ sessionId: "abc", turnDetection: "server" }, { framesDropped: 0 });
+  s.connected({ micOpen: true });
+  return s;
+}
+
+function agentPlaying(s) {
+  s.playbackEvent({ type: "stats", state: "playing", bufferedSamples: 500 }, 0);
+}
+
+/** Capture then send one frame, as onCaptureFrame does; returns the barge-in verdict. */
+function frame(s, rms, time = 0, sent = true) {
+  s.frameCaptured(rms);
+  return s.frameSent({ sent, time });
+}
+
+// ------------------------------------------------------------------ connection
+
+test("a connection goes idle -> connecting -> connected -> idle", () => {
+  const s = make();
+  assert.equal(s.connection, "idle");
+  s.connecting(48000);
+  assert.equal(s.connection, "connecting");
+  assert.equal(s.sampleRate, 48000);
+  s.sessionOpened({ sessionId: "s1" }, { framesDropped: 0 });
+  assert.equal(s.resumeId, "s1", "the next Connect resumes this session");
+  s.connected({ micOpen: false });
+  assert.equal(s.connection, "connected");
+  assert.equal(s.micOpen, false);
+  s.closed();
+  s.resourcesReleased({ tracks: ["ended"], context: "closed" });
+  s.disconnected();
+  assert.equal(s.connection, "idle");
+  assert.equal(s.connectionLabel, null);
+  assert.equal(s.sampleRate, null);
+  assert.deepEqual(s.session, { sessionId: "s1" }, "the session's data outlives the socket");
+  assert.deepEqual(s.released, { tracks: ["ended"], context: "closed" });
+  s.connectRequested();
+  assert.equal(s.released, null);
+});
+
+test("a failure carries its own label; the next state drops it", () => {
+  const s = make();
+  s.failed("Not connected");
+  assert.equal(s.connection, "error");
+  assert.equal(s.connectionLabel, "Not connected");
+  s.connecting(48000);
+  assert.equal(s.connectionLabel, null);
+});
+
+test("closing forgets what belonged to the socket", () => {
+  const s = connected();
+  s.pttPressed();
+  s.muteUntilAnswered();
+  s.flushRequested({ reason: "button", at: 0, contextTime: 0 });
+  s.frameCaptured(LOUD);
+  s.closed();
+  assert.equal(s.talking, false);
+  assert.equal(s.usedPushToTalk, false);
+  assert.equal(s.muted, false);
+  assert.equal(s.micOpen, false);
+  assert.equal(s.socketStats, null);
+  assert.equal(s.pendingFlushes.size, 0);
+  assert.equal(s.capture.dbfs, -Infinity);
+  assert.equal(s.capture.speaking, false);
+  assert.equal(s.capture.frames, 1, "counters are the page's, not the socket's");
+});
+
+test("only error messages count as errors; a server error is shown as info", () => {
+  const s = make();
+  s.showMessage("The browser paused audio.", "info");
+  s.showMessage("Cannot reach the server.");
+  assert.deepEqual(s.message, { text: "Cannot reach the server.", kind: "error" });
+  assert.deepEqual(s.errors, ["Cannot reach the server."]);
+  s.serverError("quota");
+  assert.deepEqual(s.message, { text: "Server: quota", kind: "info" });
+  assert.deepEqual(s.serverErrors, ["quota"]);
+  assert.equal(s.errors.length, 1);
+  s.clearMessage();
+  assert.equal(s.message, null);
+  s.sessionForgotten();
+  assert.equal(s.resumeId, null);
+});
+
+// ------------------------------------------------------------------ capture
+
+test("capture counts frames, sent frames and voiced frames; dBFS of the last", () => {
+  const s = connected();
+  frame(s, LOUD);
+  frame(s, QUIET, 0, false);
+  s.frameCaptured(0); // not sent at all
+  assert.deepEqual(s.capture, {
+    frames: 3,
+    sent: 1,
+    voiced: 1,
+    dbfs: -Infinity,
+    speaking: false,
+  });
+  s.frameCaptured(0.1);
+  assert.ok(Math.abs(s.capture.dbfs - -20) < 1e-9, s.capture);
+  assert.equal(s.capture.speaking, true);
+});
+
+test("push-to-talk sends only while held", () => {
+  const s = connected({ mode: "push-to-talk" });
+  assert.equal(s.sendsAudio, false);
+  s.pttPressed();
+  assert.equal(s.sendsAudio, true);
+  assert.equal(s.usedPushToTalk, true);
+  s.pttReleased(1.5);
+  assert.equal(s.sendsAudio, false);
+  assert.equal(s.userEndedAt, 1.5);
+  s.pttReleased(); // no audio clock: the mark stays
+  assert.equal(s.userEndedAt, 1.5);
+  s.modeChanged("hands-free");
+  assert.equal(s.sendsAudio, true);
+});
+
+test(`local barge-in fires once, on the ${BARGE_IN_FRAMES}th voiced frame over the agent`, () => {
+  const s = connected({ localBargeIn: true });
+  agentPlaying(s);
+  const verdicts = [];
+  for (let i = 0; i < BARGE_IN_FRAMES + 2; i++) verdicts.push(frame(s, LOUD, i));
+  const expected = Array.from({ length: BARGE_IN_FRAMES + 2 }, (_, i) => i === BARGE_IN_FRAMES - 1);
+  assert.deepEqual(verdicts, expected);
+  // A quiet frame resets the run.
+  frame(s, QUIET);
+  for (let i = 0; i < BARGE_IN_FRAMES - 1; i++) assert.equal(frame(s, LOUD), false);
+  assert.equal(frame(s, LOUD), true);
+});
+
+test("no local barge-in when it is off, the agent is silent, or in push-to-talk", () => {
+  const run = (s) => Array.from({ length: BARGE_IN_FRAMES }, () => frame(s, LOUD)).some(Boolean);
+  const off = connected({ localBargeIn: false });
+  agentPlaying(off);
+  assert.equal(run(off), false);
+  assert.equal(run(connected({ localBargeIn: true })), false, "nothing to interrupt");
+  const ptt = connected({ mode: "push-to-talk", localBargeIn: true });
+  agentPlaying(ptt);
+  ptt.pttPressed();
+  assert.equal(run(ptt), false);
+});
+
+test("hands-free, the user's turn ends at the last voiced frame", () => {
+  const s = connected();
+  frame(s, LOUD, 1.0);
+  frame(s, LOUD, 1.02);
+  frame(s, QUIET, 1.04);
+  assert.equal(s.userEndedAt, 1.02);
+  const ptt = connected({ mode: "push-to-talk" });
+  ptt.pttPressed();
+  frame(ptt, LOUD, 3);
+  assert.equal(ptt.userEndedAt, -1, "push-to-talk: the release ends the turn");
+});
+
+// ------------------------------------------------------------------ playback
+
+test("reply latency: end of the user's turn -> reply started, once per turn", () => {
+  const s = connected();
+  s.playbackEvent({ type: "started", time: 1 }, 0); // before any user turn
+  assert.deepEqual(s.latencies, []);
+  s.userTurnEnded(2);
+  s.playbackEvent({ type: "started", time: 2.65 }, 0);
+  s.playbackEvent({ type: "started", time: 4 }, 0); // the same turn resumed
+  assert.equal(s.latencies.length, 1);
+  assert.ok(Math.abs(s.latencies[0] - 650) < 1e-9, s.latencies);
+  assert.equal(s.events.started, 3);
+});
+
+test("a flush is measured from its request to the worklet's silent", () => {
+  const s = connected(); // 1000 Hz
+  const first = s.flushRequested({ reason: "button", at: 100, contextTime: 5 });
+  const second = s.flushRequested({ reason: "typed", at: 200, contextTime: 6 });
+  assert.notEqual(first, second);
+  s.playbackEvent({ type: "silent", id: first, silentAt: 5.008, fadeSamples: 5 }, 112);
+  s.playbackEvent({ type: "silent", id: 99, silentAt: 7, fadeSamples: 0 }, 300); // unknown
+  assert.equal(s.events.silent, 2);
+  assert.equal(s.flushes.length, 1);
+  const [flush] = s.flushes;
+  assert.equal(flush.reason, "button");
+  assert.equal(flush.roundTripMs, 12);
+  assert.ok(Math.abs(flush.contextMs - 8) < 1e-9, flush);
+  assert.equal(flush.fadeMs, 5);
+  assert.deepEqual([...s.pendingFlushes.keys()], [second]);
+});
+
+test("worklet stats replace the playback figures; other events are counted", () => {
+  const s = connected();
+  assert.equal(s.agentAudible, false);
+  const stats = { type: "stats", state: "prebuffering", bufferedSamples: 10, underruns: 0 };
+  s.playbackEvent(stats, 0);
+  assert.equal(s.playback, stats);
+  assert.equal(s.agentAudible, true, "queued audio counts as audible");
+  s.playbackEvent({ type: "underrun" }, 0);
+  s.playbackEvent({ type: "ended" }, 0);
+  s.playbackEvent({ type: "unknown" }, 0);
+  assert.deepEqual(s.events, { started: 0, underrun: 1, ended: 1, silent: 0 });
+});
+
+test("received audio and chunks are counted", () => {
+  const s = connected();
+  s.audioReceived(960);
+  s.audioReceived(40);
+  s.chunkReceived({ type: "text-delta" });
+  s.chunkReceived({ type: "text-delta" });
+  s.chunkReceived({ type: "finish" });
+  assert.deepEqual(s.received, {
+    samples: 1000,
+    audioMessages: 2,
+    chunks: { "text-delta": 2, finish: 1 },
+  });
+});
+
+// ------------------------------------------------------------------ mode
+
+test("turn detection follows the mode; a mismatch needs a fresh socket", () => {
+  assert.equal(turnDetectionFor("push-to-talk"), "manual");
+  assert.equal(turnDetectionFor("hands-free"), "server");
+  const s = make({ mode: "hands-free" });
+  assert.equal(s.needsReconnect("server"), false);
+  assert.equal(s.needsReconnect("manual"), true);
+  s.modeChanged("push-to-talk");
+  assert.equal(s.needsReconnect("manual"), false);
+  // A server without turnDetection: only a socket that sent turn edges must go.
+  assert.equal(s.needsReconnect(undefined), false);
+  s.pttPressed();
+  s.modeChanged("hands-free");
+  assert.equal(s.needsReconnect(undefined), true);
+});
+
+// ------------------------------------------------------------------ view
+
+test("the view reads the state and cannot change it", () => {
+  const s = connected();
+  const view = s.view({ probe: () => 42 });
+  assert.equal(view.state, "connected");
+  assert.equal(view.sampleRate, 1000);
+  assert.equal(view.probe(), 42);
+  for (const name of [
+    "state", "mode", "session", "muted", "sampleRate", "errors", "serverErrors", "capture",
+    "playback", "events", "received", "flushes", "latencies", "released",
+  ]) {
+    assert.ok(name in view, name);
+  }
+  // Writes fail (ES modules are strict) and reads are copies.
+  assert.throws(() => {
+    view.state = "idle";
+  }, TypeError);
+  assert.throws(() => {
+    view.extra = 1;
+  }, TypeError);
+  view.capture.sent = 1000;
+  view.latencies.push(1);
+  assert.equal(s.capture.sent, 0);
+  assert.deepEqual(s.latencies, []);
+  // ... and always current.
+  s.muteUntilAnswered();
+  s.failed("Disconnected");
+  assert.equal(view.muted, true);
+  assert.equal(view.state, "error");
+  assert.deepEqual(JSON.parse(JSON.stringify(view)).state, "error");
+});
