@@ -57,13 +57,23 @@ class SseOverWebSocketWire:
     sends_session = False
     binary_audio = False  # its client fails on binary frames
 
+    def __init__(self) -> None:
+        # Its client closes a stream by itself at the finish-step that follows
+        # a tool-approval-request; a [DONE] after that would close the next one.
+        self._closes_itself = False
+
     def chunk_frames(self, chunk: Chunk) -> list[str]:
         if chunk is protocol.END_OF_STREAM:
-            return [_DONE]
-        if chunk["type"] == "pong":
+            closed, self._closes_itself = self._closes_itself, False
+            return [] if closed else [_DONE]
+        kind = chunk["type"]
+        if kind == "pong":
             return [protocol.encode(chunk)]  # not an event: read by its ping timer
+        if kind == "tool-approval-request":
+            self._closes_itself = True
         frames = [f"data: {protocol.encode(chunk)}\n\n"]
-        if chunk["type"] == "finish":
+        if kind == "finish":
+            self._closes_itself = False
             frames.append(_DONE)
         return frames
 
