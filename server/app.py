@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
@@ -16,19 +16,13 @@ from starlette.websockets import WebSocket
 
 from . import protocol
 from .connection import LiveConnection
+from .dialects import SEED, UI_STREAM
 from .runtime import Runtime
 from .settings import Settings
-from .wire import SseOverWebSocketWire, UiStreamWire, Wire
 
 log = logging.getLogger(__name__)
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
-
-# The dialect of each live socket path (server/wire.py).
-_WIRES: dict[str, Callable[[protocol.OutputFormat], Wire]] = {
-    "ws": lambda out: UiStreamWire(binary_audio=out.binary),
-    "live": lambda out: SseOverWebSocketWire(),
-}
 
 
 def origin_allowed(origin: str | None, host: str | None, settings: Settings) -> bool:
@@ -84,9 +78,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await websocket.close(protocol.CLOSE_POLICY_VIOLATION, "origin not allowed")
             return
         await websocket.accept()
-        dialect = websocket.scope["path"]
-        make_wire = _WIRES["live" if dialect.endswith("/live") else "ws"]
-        connection = LiveConnection(websocket, websocket.app.state.runtime, make_wire)
+        dialect = SEED if websocket.scope["path"].endswith("/live") else UI_STREAM
+        connection = LiveConnection(websocket, websocket.app.state.runtime, dialect)
         connections.add(connection)
         try:
             await connection.run()

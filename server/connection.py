@@ -33,11 +33,12 @@ import contextlib
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 import anyio
 from google.adk.agents.live_request_queue import LiveRequest
+from google.adk.agents.run_config import RunConfig
 from google.adk.events import Event
 from google.genai import types
 from starlette.types import Message
@@ -47,12 +48,12 @@ from . import protocol
 from .audio import InputAudio, OutputAudio
 from .claims import SessionBusy
 from .delegation import SessionDelegations
-from .events import ModelAudio, TurnTranslator
-from .handshake import read_hello
+from .dialects import Dialect
+from .events import ModelAudio, TurnEnd
 from .live_queue import BoundedLiveRequestQueue
 from .metrics import ConnectionMetrics
 from .pacer import AudioFrame, OutputPacer
-from .runtime import USER_ID, OpenedSession, Runtime, session_history
+from .runtime import USER_ID, OpenedSession, Runtime, SessionNotFound, session_history
 from .wire import Wire
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ _SESSION_TAKEN = _Shutdown(
     "session resumed by another connection",
     error="this session was resumed by another connection",
 )
+# ADK's /run_live closes so for a session the client did not create first.
+_SESSION_NOT_FOUND = _Shutdown(protocol.CLOSE_PROTOCOL_ERROR, "Session not found")
 _SESSION_BUSY = _Shutdown(
     protocol.CLOSE_TRY_AGAIN_LATER,
     "session is busy",
@@ -98,17 +101,11 @@ _SESSION_BUSY = _Shutdown(
 
 
 class LiveConnection:
-    def __init__(
-        self,
-        websocket: WebSocket,
-        runtime: Runtime,
-        make_wire: Callable[[protocol.OutputFormat], Wire],
-    ) -> None:
+    def __init__(self, websocket: WebSocket, runtime: Runtime, dialect: Dialect) -> None:
         self.ws = websocket
         self.runtime = runtime
+        self.dialect = dialect
         self.name = protocol.new_id("conn")  # in the log
-        self._make_wire = make_wire
-        self.wire: Wire = make_wire(protocol.OutputFormat())
         settings = runtime.settings
         self.settings = settings
         self.limits = protocol.Limits(
@@ -116,10 +113,13 @@ class LiveConnection:
         )
         self.input_format = protocol.InputFormat()
         self.output_format = protocol.OutputFormat()
+        self.wire: Wire = dialect.wire(self.output_format)
         self.turn_detection: protocol.TurnDetection = runtime.default_turn_detection
+        self.run_config: RunConfig | None = None
+        self.user_id = USER_ID
         self.session_id: str | None = None
         self.queue = BoundedLiveRequestQueue(settings.max_pending_requests)
-        self.translator = TurnTranslator(runtime.tools, runtime.model_name)
+        self.translator = dialect.translator(runtime)
         self.delegations: SessionDelegations | None = None
         self.pacer: OutputPacer | None = None
         self.metrics = ConnectionMetrics(collect_timings=settings.collect_timings)
@@ -137,20 +137,27 @@ class LiveConnection:
     async def run(self) -> None:
         """Serve the accepted socket until either side ends the conversation."""
         try:
-            hello = await read_hello(self.ws, self.settings.hello_timeout_s, self.limits)
-            self.input_format = hello.start.input
-            self.output_format = hello.start.output
-            self.wire = self._make_wire(self.output_format)
-            self.turn_detection = hello.start.turn_detection or self.turn_detection
+            opening = await self.dialect.open(self.ws, self.settings.hello_timeout_s, self.limits)
+            self.input_format = opening.start.input
+            self.output_format = opening.start.output
+            self.wire = self.dialect.wire(self.output_format)
+            self.turn_detection = opening.start.turn_detection or self.turn_detection
+            self.run_config = opening.run_config
+            self.user_id = opening.user_id
             async with self.runtime.open_session(
-                hello.start.session_id, self._session_taken
+                opening.start.session_id,
+                self._session_taken,
+                user_id=opening.user_id,
+                create_missing=opening.create_missing,
             ) as opened:
-                await self._converse(opened, hello.first)
+                await self._converse(opened, opening.first)
                 # Still claimed: the client is told before anyone else may
                 # read the session.
                 await self._close()
         except SessionBusy:
             self._stop = self._stop or _SESSION_BUSY
+        except SessionNotFound:
+            self._stop = self._stop or _SESSION_NOT_FOUND
         except WebSocketDisconnect:
             self._stop = self._stop or _Shutdown(code=None)
         except protocol.ProtocolError as exc:
@@ -257,14 +264,10 @@ class LiveConnection:
     async def _handle(self, message: Message) -> None:
         received = time.monotonic()
         try:
-            data = message.get("bytes")
-            if data is not None:
-                self._on_audio(protocol.decode_binary(data, self.input_format, self.limits))
-                if self._sent_audio:
-                    self.metrics.input_latency(time.monotonic() - received)
-            else:
-                text = message.get("text") or ""
-                self._dispatch(protocol.decode_text(text, self.input_format, self.limits))
+            msg = self.dialect.decode(message, self.input_format, self.limits)
+            self._dispatch(msg)
+            if isinstance(msg, protocol.Audio) and self._sent_audio:
+                self.metrics.input_latency(time.monotonic() - received)
         except protocol.InputError as exc:
             self._report(str(exc))
 
@@ -303,17 +306,23 @@ class LiveConnection:
         elif isinstance(msg, protocol.ActivityStart):
             # The turn holds exactly the audio sent after this: flush what the
             # converter still holds from before.
-            self._send_audio_chunks(self._ensure_input_audio().flush())
+            self._send_audio_chunks(self._flush_input_audio())
             q.send_activity_start()
         elif isinstance(msg, protocol.ActivityEnd):
-            self._send_audio_chunks(self._ensure_input_audio().flush())
+            self._send_audio_chunks(self._flush_input_audio())
             q.send_activity_end()
         elif isinstance(msg, protocol.AudioControl):
             if msg.action == "stop":  # the microphone is off: end what was said
-                self._send_audio_chunks(self._ensure_input_audio().flush())
+                self._send_audio_chunks(self._flush_input_audio())
                 q.send_audio_stream_end()
         elif isinstance(msg, protocol.Image):
             q.send_realtime(types.Blob(mime_type=msg.media_type, data=msg.data))
+        elif isinstance(msg, protocol.UserContent):
+            q.send(LiveRequest(content=msg.content, state_delta=msg.state_delta))
+        elif isinstance(msg, protocol.Close):
+            # The run ends once the model's connection closes; then this one.
+            self._send_audio_chunks(self._flush_input_audio())
+            q.close()
 
     def _user_turn(self, text: str | None, images: Sequence[protocol.Image]) -> None:
         if not self.queue.has_room():
@@ -341,21 +350,26 @@ class LiveConnection:
     async def session_state(self) -> Mapping[str, Any]:
         assert self.session_id is not None
         session = await self.runtime.session_service.get_session(
-            app_name=self.settings.app_name, user_id=USER_ID, session_id=self.session_id
+            app_name=self.settings.app_name, user_id=self.user_id, session_id=self.session_id
         )
         return session.state if session is not None else {}
 
-    def _ensure_input_audio(self) -> InputAudio:
-        if self._input_audio is None:
-            self._input_audio = InputAudio(
-                self.input_format,
+    def _on_audio(self, audio: protocol.Audio) -> None:
+        converter = self._input_audio
+        if converter is None or converter.format != audio.format:
+            # The first audio, or a client that changed its rate (ADK's
+            # blobs say theirs each time): finish the old stream first.
+            tail = converter.flush() if converter is not None else []
+            converter = self._input_audio = InputAudio(
+                audio.format,
                 out_rate=self.settings.model_input_rate,
                 chunk_ms=self.settings.input_chunk_ms,
             )
-        return self._input_audio
+            self._send_audio_chunks(tail)
+        self._send_audio_chunks(converter.process(audio.data))
 
-    def _on_audio(self, audio: protocol.Audio) -> None:
-        self._send_audio_chunks(self._ensure_input_audio().process(audio.data))
+    def _flush_input_audio(self) -> list[bytes]:
+        return self._input_audio.flush() if self._input_audio is not None else []
 
     def _send_audio_chunks(self, chunks: list[bytes]) -> None:
         mime = MODEL_AUDIO_MIME.format(rate=self.settings.model_input_rate)
@@ -384,10 +398,10 @@ class LiveConnection:
     async def _pump(self) -> None:
         assert self.session_id is not None
         events = self.runtime.runner.run_live(
-            user_id=USER_ID,
+            user_id=self.user_id,
             session_id=self.session_id,
             live_request_queue=self.queue,
-            run_config=self.runtime.run_config_for(self.turn_detection),
+            run_config=self.run_config or self.runtime.run_config_for(self.turn_detection),
         )
         async with contextlib.aclosing(events):
             async for event in events:
@@ -408,12 +422,12 @@ class LiveConnection:
             if isinstance(item, ModelAudio):
                 pcm = self._out_audio().process(item.pcm, item.sample_rate)
                 await pacer.put_audio(pcm, received, turn)
-                continue
-            if item["type"] == "finish":
+            elif isinstance(item, TurnEnd):
                 await pacer.put_audio(self._out_audio().end_turn(), received, turn)
                 pacer.end_turn()
                 turn += 1
-            await pacer.put_message(item)
+            else:
+                await pacer.put_message(item)
         for chunk in self._delegate_calls(event):
             await pacer.put_message(chunk)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from google.adk.events import Event
 
@@ -34,7 +34,22 @@ class ModelAudio:
     sample_rate: int
 
 
-Outgoing = dict[str, Any] | ModelAudio
+@dataclasses.dataclass(frozen=True)
+class TurnEnd:
+    """The model's turn is over here: the audio before it is the turn's last."""
+
+
+Outgoing = dict[str, Any] | ModelAudio | TurnEnd
+
+
+class Translator(Protocol):
+    """ADK events → what a client is sent (each dialect has one)."""
+
+    turn: int  # increments at every TurnEnd
+
+    def translate(self, event: Event) -> list[Outgoing]: ...
+
+    def begin(self) -> list[dict[str, Any]]: ...
 
 
 def audio_rate(mime_type: str | None, default: int = 24_000) -> int:
@@ -101,6 +116,7 @@ class TurnTranslator:
             metadata: dict[str, object] = {"model": self._model} if self._model else {}
             if self._usage:
                 metadata["usage"] = dict(self._usage)
+            out.append(TurnEnd())
             out.append(protocol.finish_chunk(reason, metadata))
             self.in_turn = False
             self._usage = {}

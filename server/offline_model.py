@@ -99,18 +99,23 @@ class OfflineLiveModel(BaseLlm):
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
-        """Non-live calls: answer the last user text (tools as in live mode)."""
-        text = ""
-        for content in reversed(llm_request.contents):
-            if content.role == "user" and content.parts:
-                text = " ".join(p.text for p in content.parts if p.text)
-                if text or any(p.function_response for p in content.parts):
-                    break
-        for response in _answer_text(text, _declared_tools(llm_request), history_len=0):
+        """Non-live calls: answer the last user content — its text (calling
+        tools as in live mode), or the function responses it carries."""
+        last = next(
+            (c for c in reversed(llm_request.contents) if c.role == "user" and c.parts), None
+        )
+        parts = last.parts or [] if last is not None else []
+        responses = [p.function_response for p in parts if p.function_response]
+        if responses:
+            answers = [r for response in responses for r in _answer_tool_result(response)]
+        else:
+            text = " ".join(p.text for p in parts if p.text)
+            answers = _answer_text(text, _declared_tools(llm_request), history_len=0)
+        for response in answers:
             if response.turn_complete or response.content is None:
                 continue
             if response.content.parts and response.content.parts[0].inline_data:
-                continue
+                continue  # the audio cue: a text model answers in text only
             yield response
 
     def connect(

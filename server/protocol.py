@@ -19,8 +19,11 @@ import secrets
 from collections.abc import Callable
 from typing import Any, Literal
 
+from google.genai import types
+
 # WebSocket close codes (RFC 6455 §7.4.1).
 CLOSE_NORMAL = 1000
+CLOSE_PROTOCOL_ERROR = 1002
 CLOSE_UNSUPPORTED_DATA = 1003
 CLOSE_INVALID_PAYLOAD = 1007
 CLOSE_POLICY_VIOLATION = 1008
@@ -157,6 +160,20 @@ class AudioControl:
     action: Literal["start", "stop"]
 
 
+@dataclasses.dataclass(frozen=True)
+class UserContent:
+    """Content for the model as the client composed it (ADK's ``LiveRequest``
+    content), and any session state changes riding on it."""
+
+    content: types.Content | None
+    state_delta: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Close:
+    """The client is done: end the model's run, then the connection."""
+
+
 ClientMessage = (
     Start
     | Audio
@@ -170,6 +187,8 @@ ClientMessage = (
     | ChatSubmit
     | Ping
     | AudioControl
+    | UserContent
+    | Close
 )
 
 

@@ -25,7 +25,11 @@ from .settings import Settings
 from .tools import spec_of
 
 USER_ID = "web"  # no accounts: possession of an unguessable session id is the capability
-SESSION_ID = re.compile(r"[A-Za-z0-9_-]{20,100}")  # matched whole (fullmatch)
+# The web user's sessions are capabilities: only ids of our own shape.
+WEB_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{20,100}")
+# Sessions that clients of ADK's API create and name themselves.
+API_SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+API_USER_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 HISTORY_LIMIT = 50
 
 log = logging.getLogger(__name__)
@@ -33,6 +37,16 @@ log = logging.getLogger(__name__)
 
 def new_session_id() -> str:
     return secrets.token_urlsafe(24)  # 192 bits
+
+
+def session_id_allowed(user_id: str, session_id: str) -> bool:
+    """Whether ``session_id`` may name a session of ``user_id`` (matched whole)."""
+    pattern = WEB_SESSION_ID if user_id == USER_ID else API_SESSION_ID
+    return pattern.fullmatch(session_id) is not None
+
+
+class SessionNotFound(Exception):
+    """A client that names its sessions asked for one that does not exist."""
 
 
 def build_session_service(settings: Settings) -> BaseSessionService:
@@ -93,29 +107,37 @@ class Runtime:
 
     @contextlib.asynccontextmanager
     async def open_session(
-        self, requested: str | None, on_taken: Callable[[], None]
+        self,
+        requested: str | None,
+        on_taken: Callable[[], None],
+        *,
+        user_id: str = USER_ID,
+        create_missing: bool = True,
     ) -> AsyncIterator[OpenedSession]:
         """The session to run, claimed for the body (see ``SessionClaims``).
 
-        ``requested`` is resumed if it names a stored session exactly; an
-        unknown or malformed id never falls back to another session: a new
-        one is created, with a notice. Raises ``SessionBusy``.
+        ``requested`` is resumed if it names a stored session of ``user_id``
+        exactly. Otherwise, with ``create_missing``, a new session is created,
+        with a notice (an unknown or malformed id never falls back to another
+        session); without, ``SessionNotFound``. Raises ``SessionBusy``.
         """
         notice = None
         if requested is not None:
-            if SESSION_ID.fullmatch(requested):
+            if session_id_allowed(user_id, requested):
                 async with self.claims.claim(requested, on_taken):
                     session = await self.session_service.get_session(
-                        app_name=self.settings.app_name, user_id=USER_ID, session_id=requested
+                        app_name=self.settings.app_name, user_id=user_id, session_id=requested
                     )
                     # Exactly the id asked for: a store that normalises ids
                     # must not hand over a session under another name.
                     if session is not None and session.id == requested:
                         yield OpenedSession(session, resumed=True, notice=None)
                         return
+            if not create_missing:
+                raise SessionNotFound(requested)
             notice = "unknown sessionId; started a new session"
         session = await self.session_service.create_session(
-            app_name=self.settings.app_name, user_id=USER_ID, session_id=new_session_id()
+            app_name=self.settings.app_name, user_id=user_id, session_id=new_session_id()
         )
         async with self.claims.claim(session.id, on_taken):
             yield OpenedSession(session, resumed=False, notice=notice)

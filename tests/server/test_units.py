@@ -12,7 +12,7 @@ from google.adk.events import Event
 from google.genai import types
 
 from server import protocol
-from server.events import ModelAudio, TurnTranslator, audio_rate
+from server.events import ModelAudio, TurnEnd, TurnTranslator, audio_rate
 from server.offline_model import OfflineLiveModel, _EnergySegmenter, describe_utterance
 from server.pacer import AudioFrame, OutputPacer
 
@@ -129,7 +129,15 @@ def _audio_event(pcm: bytes, rate: int = 24000) -> Event:
 
 
 def _types(items) -> list[str]:
-    return [i["type"] if isinstance(i, dict) else "audio" for i in items]
+    """The chunk types, "audio" for model audio; the turn-end marker must sit
+    right before every finish."""
+    kinds = [
+        i["type"] if isinstance(i, dict) else "end" if isinstance(i, TurnEnd) else "audio"
+        for i in items
+    ]
+    ends = [k for k, kind in enumerate(kinds) if kind == "end"]
+    assert ends == [k - 1 for k, kind in enumerate(kinds) if kind == "finish"], kinds
+    return [kind for kind in kinds if kind != "end"]
 
 
 def test_translator_streaming_transcription_deltas_then_aggregate() -> None:

@@ -1,0 +1,95 @@
+"""The kinds of live client, and what each needs of the data path.
+
+A ``LiveConnection`` (the data path) is the same for every client; a
+``Dialect`` supplies how the conversation opens, how client frames decode
+into ``protocol`` messages, how ADK events translate, and how the results
+are framed (``server/wire.py``):
+
+* ``UI_STREAM`` — ``/ws``, our protocol (docs/protocol.md): an optional
+  ``start``, AI SDK v6 UI message chunks, binary audio both ways.
+* ``SEED`` — ``/live``, the seed project's BIDI transport: the same messages
+  and chunks, framed as one Server-Sent Event per text frame.
+* ADK's ``/run_live`` — in ``server/adk_live.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Protocol
+
+from google.adk.agents.run_config import RunConfig
+from starlette.types import Message
+from starlette.websockets import WebSocket
+
+from . import protocol
+from .events import Translator, TurnTranslator
+from .handshake import read_hello
+from .runtime import USER_ID, Runtime
+from .wire import SseOverWebSocketWire, UiStreamWire, Wire
+
+
+@dataclasses.dataclass(frozen=True)
+class Opening:
+    """What a client asked for before the conversation starts."""
+
+    start: protocol.Start
+    first: Message | None = None  # the first message, to handle as such
+    user_id: str = USER_ID
+    # An unknown session: create a new one (with a notice), or refuse
+    # (``SessionNotFound``, for clients that create sessions themselves).
+    create_missing: bool = True
+    run_config: RunConfig | None = None  # None: the runtime's, for the turn detection
+
+
+class Dialect(Protocol):
+    name: str
+
+    async def open(self, ws: WebSocket, timeout_s: float, limits: protocol.Limits) -> Opening: ...
+
+    def decode(
+        self, message: Message, fmt: protocol.InputFormat, limits: protocol.Limits
+    ) -> protocol.ClientMessage: ...
+
+    def translator(self, runtime: Runtime) -> Translator: ...
+
+    def wire(self, output: protocol.OutputFormat) -> Wire: ...
+
+
+def decode_frame(
+    message: Message, fmt: protocol.InputFormat, limits: protocol.Limits
+) -> protocol.ClientMessage:
+    """Our clients' frames: binary audio, or one JSON message per text frame."""
+    data = message.get("bytes")
+    if data is not None:
+        return protocol.decode_binary(data, fmt, limits)
+    return protocol.decode_text(message.get("text") or "", fmt, limits)
+
+
+class UiStreamDialect:
+    name = "ws"
+
+    async def open(self, ws: WebSocket, timeout_s: float, limits: protocol.Limits) -> Opening:
+        hello = await read_hello(ws, timeout_s, limits)
+        return Opening(hello.start, hello.first)
+
+    def decode(
+        self, message: Message, fmt: protocol.InputFormat, limits: protocol.Limits
+    ) -> protocol.ClientMessage:
+        return decode_frame(message, fmt, limits)
+
+    def translator(self, runtime: Runtime) -> Translator:
+        return TurnTranslator(runtime.tools, runtime.model_name)
+
+    def wire(self, output: protocol.OutputFormat) -> Wire:
+        return UiStreamWire(binary_audio=output.binary)
+
+
+class SeedDialect(UiStreamDialect):
+    name = "live"
+
+    def wire(self, output: protocol.OutputFormat) -> Wire:
+        return SseOverWebSocketWire()
+
+
+UI_STREAM = UiStreamDialect()
+SEED = SeedDialect()
