@@ -16,16 +16,17 @@ from .settings import Settings
 from .tools import ToolSpec, adk_tool
 
 
-def build_model(settings: Settings) -> BaseLlm:
+def build_model(settings: Settings, *, chat: bool = False) -> BaseLlm:
+    """The live model, or with ``chat`` the text model of the HTTP chat."""
     if settings.backend == "offline":
         return OfflineLiveModel()
-    return Gemini(model=settings.live_model_name)
+    return Gemini(model=settings.chat_model_name if chat else settings.live_model_name)
 
 
-def build_agent(settings: Settings, tools: Sequence[ToolSpec]) -> Agent:
+def build_agent(settings: Settings, tools: Sequence[ToolSpec], *, chat: bool = False) -> Agent:
     return Agent(
         name="voice_agent",
-        model=build_model(settings),
+        model=build_model(settings, chat=chat),
         instruction=settings.agent_instruction,
         tools=[adk_tool(spec) for spec in tools],
     )

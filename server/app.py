@@ -1,35 +1,61 @@
-"""The Starlette application: ``create_app(settings)``."""
+"""The Starlette application: ``create_app(settings)``.
+
+| path | what |
+|---|---|
+| ``/`` | the demo page (``web/``) |
+| ``GET /healthz`` | liveness and the number of live sockets |
+| ``WS /ws`` | our live protocol (docs/protocol.md) |
+| ``WS /live`` | the seed project's BIDI dialect of it |
+| ``WS /run_live`` | ADK's live protocol (``server/adk_live.py``) |
+| ``/apps/…``, ``/list-apps`` | ADK's session REST routes (``server/rest.py``) |
+| ``POST /api/chat``, ``POST /stream`` | AI SDK's HTTP chat (``server/http_chat.py``) |
+
+Every request and socket with an ``Origin`` must come from an allowed one
+(same origin, localhost, or ``--allowed-origins``); CORS answers those.
+With an API key set, the HTTP API and ``/run_live`` require it.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import logging
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from . import protocol
+from .adk_live import AdkDialect, parse_query
 from .connection import LiveConnection
-from .dialects import SEED, UI_STREAM
+from .dialects import SEED, UI_STREAM, Dialect
+from .http_chat import ChatEndpoint
+from .rest import rest_routes
 from .runtime import Runtime
 from .settings import Settings
 
 log = logging.getLogger(__name__)
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+_LOCAL_ORIGIN = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"
+# Paths of the HTTP API: an API key, when set, guards these.
+_API_PREFIXES = ("/apps/", "/list-apps", "/api/", "/stream")
 
 
 def origin_allowed(origin: str | None, host: str | None, settings: Settings) -> bool:
     """Same origin, localhost (unless disabled), or an exact allowlist entry.
 
     No Origin header means no browser, and the check exists only to stop
-    other sites' pages from opening sockets with the user's browser.
+    other sites' pages from using the user's browser against the server.
     """
     if origin is None:
         return True
@@ -41,6 +67,43 @@ def origin_allowed(origin: str | None, host: str | None, settings: Settings) -> 
     if settings.allow_localhost and parts.hostname in _LOCAL_HOSTS:
         return True
     return host is not None and parts.netloc.lower() == host.lower()
+
+
+def api_key_ok(headers: Headers, settings: Settings) -> bool:
+    """No key configured, or the request carries it (X-API-Key or Bearer)."""
+    if settings.api_key is None:
+        return True
+    given = headers.get("x-api-key")
+    if given is None:
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        given = token if scheme.lower() == "bearer" else None
+    return given is not None and hmac.compare_digest(given.encode(), settings.api_key.encode())
+
+
+class HttpGuard:
+    """Refuses foreign origins (403) and, on the API, a missing key (401),
+    before anything else sees the request (preflights included)."""
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            response = None
+            if not origin_allowed(headers.get("origin"), headers.get("host"), self.settings):
+                response = PlainTextResponse("Forbidden: origin not allowed", status_code=403)
+            elif (
+                scope["path"].startswith(_API_PREFIXES)
+                and scope["method"] != "OPTIONS"
+                and not api_key_ok(headers, self.settings)
+            ):
+                response = PlainTextResponse("Unauthorized: API key required", status_code=401)
+            if response is not None:
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
@@ -65,20 +128,20 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     connections: set[LiveConnection] = set()
 
-    async def healthz(request: Request) -> JSONResponse:
+    def runtime_of(request: Request) -> Runtime:
         runtime: Runtime = request.app.state.runtime
+        return runtime
+
+    async def healthz(request: Request) -> JSONResponse:
         return JSONResponse(
-            {"status": "ok", "model": runtime.model_name, "connections": len(connections)}
+            {
+                "status": "ok",
+                "model": runtime_of(request).model_name,
+                "connections": len(connections),
+            }
         )
 
-    async def live(websocket: WebSocket) -> None:
-        if not origin_allowed(
-            websocket.headers.get("origin"), websocket.headers.get("host"), settings
-        ):
-            await websocket.close(protocol.CLOSE_POLICY_VIOLATION, "origin not allowed")
-            return
-        await websocket.accept()
-        dialect = SEED if websocket.scope["path"].endswith("/live") else UI_STREAM
+    async def serve(websocket: WebSocket, dialect: Dialect) -> None:
         connection = LiveConnection(websocket, websocket.app.state.runtime, dialect)
         connections.add(connection)
         try:
@@ -86,12 +149,62 @@ def create_app(settings: Settings | None = None) -> Starlette:
         finally:
             connections.discard(connection)
 
+    def refused(websocket: WebSocket) -> str | None:
+        if not origin_allowed(
+            websocket.headers.get("origin"), websocket.headers.get("host"), settings
+        ):
+            return "origin not allowed"
+        return None
+
+    async def live(websocket: WebSocket) -> None:
+        reason = refused(websocket)
+        if reason is not None:
+            await websocket.close(protocol.CLOSE_POLICY_VIOLATION, reason)
+            return
+        await websocket.accept()
+        await serve(websocket, SEED if websocket.scope["path"] == "/live" else UI_STREAM)
+
+    async def run_live(websocket: WebSocket) -> None:
+        # Refused before the handshake, as ADK's server does (a browser sees 403).
+        reason = refused(websocket)
+        if reason is None and not api_key_ok(websocket.headers, settings):
+            reason = "API key required"
+        if reason is None:
+            params = websocket.query_params
+            try:
+                query = parse_query({k: params.getlist(k) for k in params}, settings)
+            except ValueError as exc:
+                reason = str(exc)
+        if reason is not None:
+            await websocket.close(protocol.CLOSE_POLICY_VIOLATION, reason[:120])
+            return
+        await websocket.accept()
+        if query.app_name != settings.app_name:
+            await websocket.close(protocol.CLOSE_POLICY_VIOLATION, "App not found")
+            return
+        await serve(websocket, AdkDialect(query, websocket.app.state.runtime))
+
     routes = [
         Route("/healthz", healthz),
         WebSocketRoute("/ws", live),
         WebSocketRoute("/live", live),
+        WebSocketRoute("/run_live", run_live),
+        *rest_routes(runtime_of),
+        *ChatEndpoint(runtime_of).routes(),
         Mount("/", StaticFiles(directory=settings.web_dir, html=True, check_dir=False)),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    cors = Middleware(
+        CORSMiddleware,
+        allow_origins=list(settings.allowed_origins),
+        allow_origin_regex=_LOCAL_ORIGIN if settings.allow_localhost else None,
+        allow_methods=["*"],
+        allow_headers=["*"],
+        allow_credentials=True,
+    )
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(HttpGuard, settings=settings), cors],
+    )
     app.state.connections = connections  # read by tests: the live connections
     return app

@@ -55,6 +55,10 @@ class SessionClaims:
     def __len__(self) -> int:
         return len(self._holders)
 
+    def holds(self, session_id: str) -> bool:
+        """A connection in this process runs the session now."""
+        return session_id in self._holders
+
     async def start(self) -> None:
         await self.leases.heartbeat()  # our leases count only once we have beaten
         self._heartbeat = asyncio.create_task(self._keep_leases())

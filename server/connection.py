@@ -264,10 +264,10 @@ class LiveConnection:
     async def _handle(self, message: Message) -> None:
         received = time.monotonic()
         try:
-            msg = self.dialect.decode(message, self.input_format, self.limits)
-            self._dispatch(msg)
-            if isinstance(msg, protocol.Audio) and self._sent_audio:
-                self.metrics.input_latency(time.monotonic() - received)
+            for msg in self.dialect.decode(message, self.input_format, self.limits):
+                self._dispatch(msg)
+                if isinstance(msg, protocol.Audio) and self._sent_audio:
+                    self.metrics.input_latency(time.monotonic() - received)
         except protocol.InputError as exc:
             self._report(str(exc))
 
@@ -295,6 +295,8 @@ class LiveConnection:
             raise protocol.InputError("start: only allowed as the first message")
         elif isinstance(msg, (protocol.ToolApproval, protocol.ToolResult)):
             self.delegations.answer([msg])
+        elif isinstance(msg, protocol.ToolResponse):
+            self.delegations.answer_function_response(msg.tool_call_id, msg.response)
         elif isinstance(msg, protocol.ChatSubmit):
             self.delegations.answer(msg.answers)
             if msg.text is not None or msg.images:

@@ -167,6 +167,32 @@ class SessionDelegations:
             else:
                 self._result(answer)
 
+    def answer_function_response(self, call_id: str, response: dict[str, Any]) -> None:
+        """An ADK client's function response for a delegated call: for a call
+        awaiting approval, ``{"confirmed": bool}`` (ADK's confirmation
+        convention, ``approved`` also taken) is the answer; otherwise the
+        response is the browser tool's result."""
+        call = self._calls.get(call_id)
+        if call is None:
+            raise InputError(f"function_response: no pending tool call {call_id!r}")
+        if call.approval_id is not None:
+            verdict = response.get("confirmed", response.get("approved"))
+            if not isinstance(verdict, bool):
+                raise InputError(
+                    f"function_response: {call.spec.name} awaits approval: expected "
+                    f'{{"confirmed": true|false}}'
+                )
+            reason = response.get("reason")
+            self.answer(
+                [
+                    ToolApproval(
+                        call.approval_id, verdict, reason if isinstance(reason, str) else None
+                    )
+                ]
+            )
+        else:
+            self.answer([ToolResult(call_id, output=response)])
+
     def cancel_all(self, reason: str) -> None:
         """Resolve every call still waiting for the client (barge-in)."""
         for call in list(self._calls.values()):

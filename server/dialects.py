@@ -15,6 +15,7 @@ are framed (``server/wire.py``):
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Protocol
 
 from google.adk.agents.run_config import RunConfig
@@ -48,7 +49,7 @@ class Dialect(Protocol):
 
     def decode(
         self, message: Message, fmt: protocol.InputFormat, limits: protocol.Limits
-    ) -> protocol.ClientMessage: ...
+    ) -> Sequence[protocol.ClientMessage]: ...
 
     def translator(self, runtime: Runtime) -> Translator: ...
 
@@ -74,8 +75,8 @@ class UiStreamDialect:
 
     def decode(
         self, message: Message, fmt: protocol.InputFormat, limits: protocol.Limits
-    ) -> protocol.ClientMessage:
-        return decode_frame(message, fmt, limits)
+    ) -> Sequence[protocol.ClientMessage]:
+        return [decode_frame(message, fmt, limits)]
 
     def translator(self, runtime: Runtime) -> Translator:
         return TurnTranslator(runtime.tools, runtime.model_name)

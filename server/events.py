@@ -49,7 +49,7 @@ class Translator(Protocol):
 
     def translate(self, event: Event) -> list[Outgoing]: ...
 
-    def begin(self) -> list[dict[str, Any]]: ...
+    def begin(self, message_id: str | None = None) -> list[dict[str, Any]]: ...
 
 
 def audio_rate(mime_type: str | None, default: int = 24_000) -> int:
@@ -101,12 +101,14 @@ class TurnTranslator:
             self.in_turn = True
             out.append(protocol.start_chunk(protocol.new_id("msg")))
 
-    def begin(self) -> list[dict[str, Any]]:
+    def begin(self, message_id: str | None = None) -> list[dict[str, Any]]:
         """Open a turn now (its ``start``, if none is open): for chunks that
-        do not come from an event, such as tool calls asked again on resume."""
-        out: list[Outgoing] = []
-        self._open(out)
-        return [item for item in out if isinstance(item, dict)]
+        do not come from an event, such as tool calls asked again on resume.
+        ``message_id``: the id of the message the turn continues."""
+        if self.in_turn:
+            return []
+        self.in_turn = True
+        return [protocol.start_chunk(message_id or protocol.new_id("msg"))]
 
     def finish(self, reason: protocol.FinishReason = "stop") -> list[Outgoing]:
         """Close the current turn if one is open."""

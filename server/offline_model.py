@@ -110,7 +110,12 @@ class OfflineLiveModel(BaseLlm):
             answers = [r for response in responses for r in _answer_tool_result(response)]
         else:
             text = " ".join(p.text for p in parts if p.text)
-            answers = _answer_text(text, _declared_tools(llm_request), history_len=0)
+            turns = sum(
+                1
+                for c in llm_request.contents
+                if c.role == "user" and any(p.text for p in c.parts or [])
+            )
+            answers = _answer_text(text, _declared_tools(llm_request), history_len=turns)
         for response in answers:
             if response.turn_complete or response.content is None:
                 continue
@@ -236,6 +241,10 @@ class OfflineLiveConnection(BaseLlmConnection):
         while True:
             response = await self._responses.get()
             if response is None:
+                # Closed. ADK calls receive() again after a generator that
+                # yielded ends; that call must end at once (yielding nothing
+                # ends the run), so the marker stays for it.
+                self._responses.put_nowait(None)
                 return
             yield response
 

@@ -170,6 +170,16 @@ class UserContent:
 
 
 @dataclasses.dataclass(frozen=True)
+class ToolResponse:
+    """A function response for a delegated call, as an ADK client sends it:
+    for a call awaiting approval, ``{"confirmed": bool}`` (ADK's confirmation
+    convention); otherwise the tool's result."""
+
+    tool_call_id: str
+    response: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
 class Close:
     """The client is done: end the model's run, then the connection."""
 
@@ -188,6 +198,7 @@ ClientMessage = (
     | Ping
     | AudioControl
     | UserContent
+    | ToolResponse
     | Close
 )
 
@@ -212,8 +223,11 @@ def decode_binary(data: bytes, fmt: InputFormat, limits: Limits) -> Audio:
     return Audio(data, fmt)
 
 
-def decode_text(raw: str, fmt: InputFormat, limits: Limits) -> ClientMessage:
-    """A text frame: one JSON object with a string ``type``."""
+MAX_JSON_DEPTH = 64  # deeper is refused before anything walks it
+
+
+def load_json(raw: str, limits: Limits) -> dict[str, Any]:
+    """One JSON object, size- and depth-checked; ``InputError`` otherwise."""
     if len(raw) > limits.max_message_bytes:
         raise ProtocolError(
             CLOSE_MESSAGE_TOO_BIG,
@@ -221,14 +235,45 @@ def decode_text(raw: str, fmt: InputFormat, limits: Limits) -> ClientMessage:
         )
     try:
         obj = json.loads(raw)
+    except RecursionError:
+        raise InputError(f"expected JSON nested at most {MAX_JSON_DEPTH} deep") from None
     except ValueError as exc:
-        raise ProtocolError(CLOSE_INVALID_PAYLOAD, f"expected a JSON text frame: {exc}") from None
-    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-        raise ProtocolError(
-            CLOSE_UNSUPPORTED_DATA,
-            f'expected a JSON object with a string "type", got {type(obj).__name__}',
-        )
-    kind = obj["type"]
+        raise InputError(f"expected a JSON text frame: {exc}") from None
+    if _depth_exceeds(obj, MAX_JSON_DEPTH):
+        raise InputError(f"expected JSON nested at most {MAX_JSON_DEPTH} deep")
+    if not isinstance(obj, dict):
+        raise InputError(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _depth_exceeds(obj: Any, limit: int) -> bool:
+    """Without recursion: nothing may recurse on a client's nesting."""
+    stack = [(obj, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def decode_text(raw: str, fmt: InputFormat, limits: Limits) -> ClientMessage:
+    """A text frame: one JSON object with a string ``type``."""
+    try:
+        obj = load_json(raw, limits)
+    except InputError as exc:
+        # Not our protocol at all: close (1007 unparsable, 1003 not an object).
+        code = CLOSE_UNSUPPORTED_DATA if "JSON object" in str(exc) else CLOSE_INVALID_PAYLOAD
+        raise ProtocolError(code, str(exc)) from None
+    kind = obj.get("type")
+    if not isinstance(kind, str):
+        raise ProtocolError(CLOSE_UNSUPPORTED_DATA, 'expected a JSON object with a string "type"')
     decoder = _DECODERS.get(kind)
     if decoder is None:
         raise InputError(f"unknown message type {kind!r}; expected one of {sorted(_DECODERS)}")
@@ -352,6 +397,12 @@ def _decode_tool_result(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -
 
 
 def _decode_message(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> ChatSubmit:
+    return decode_chat(obj, limits)
+
+
+def decode_chat(obj: dict[str, Any], limits: Limits) -> ChatSubmit:
+    """What is new in an AI SDK client's ``messages``: the body of a
+    ``message`` (also of an HTTP chat request)."""
     # {"messages": [...]} (AI SDK clients, the seed's BIDI transport) or the
     # seeds' older {"data": {"messages": [...]}}.
     holder = obj.get("data") if "messages" not in obj else obj

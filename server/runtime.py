@@ -30,6 +30,9 @@ WEB_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{20,100}")
 # Sessions that clients of ADK's API create and name themselves.
 API_SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 API_USER_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
+CHAT_USER_ID = "chat"  # the HTTP chat endpoint's sessions (server/http_chat.py)
+# Users whose session ids are capabilities: not reachable through ADK's API.
+RESERVED_USERS = frozenset({USER_ID, CHAT_USER_ID})
 HISTORY_LIMIT = 50
 
 log = logging.getLogger(__name__)
@@ -89,6 +92,14 @@ class Runtime:
             session_service=self.session_service,
             auto_create_session=False,
         )
+        # The HTTP chat endpoint's: the same agent and tools on a text model.
+        self.chat_model_name = settings.chat_model_name
+        self.chat_runner = Runner(
+            app_name=settings.app_name,
+            agent=build_agent(settings, list(self.tools.values()), chat=True),
+            session_service=self.session_service,
+            auto_create_session=False,
+        )
         # Other processes on this machine may serve the same sessions
         # (--workers, or several servers on one data directory): see
         # claims.py and leases.py.
@@ -113,13 +124,16 @@ class Runtime:
         *,
         user_id: str = USER_ID,
         create_missing: bool = True,
+        keep_id: bool = False,
     ) -> AsyncIterator[OpenedSession]:
         """The session to run, claimed for the body (see ``SessionClaims``).
 
         ``requested`` is resumed if it names a stored session of ``user_id``
-        exactly. Otherwise, with ``create_missing``, a new session is created,
-        with a notice (an unknown or malformed id never falls back to another
-        session); without, ``SessionNotFound``. Raises ``SessionBusy``.
+        exactly. Otherwise, with ``create_missing``, a session is created:
+        under the requested id with ``keep_id`` (clients that name their
+        sessions, such as chats), else under a new id with a notice (an
+        unknown or malformed id never falls back to another session).
+        Without ``create_missing``: ``SessionNotFound``. Raises ``SessionBusy``.
         """
         notice = None
         if requested is not None:
@@ -132,6 +146,12 @@ class Runtime:
                     # must not hand over a session under another name.
                     if session is not None and session.id == requested:
                         yield OpenedSession(session, resumed=True, notice=None)
+                        return
+                    if session is None and create_missing and keep_id:
+                        session = await self.session_service.create_session(
+                            app_name=self.settings.app_name, user_id=user_id, session_id=requested
+                        )
+                        yield OpenedSession(session, resumed=False, notice=None)
                         return
             if not create_missing:
                 raise SessionNotFound(requested)
@@ -155,6 +175,7 @@ class Runtime:
             await self.claims.close()
         finally:
             await self.runner.close()
+            await self.chat_runner.close()
             close = getattr(self.session_service, "close", None)
             if close is not None:
                 await close()

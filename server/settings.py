@@ -13,6 +13,8 @@ ENV_PREFIX = "AUDIOCORE_"
 # answer in speech; they differ between the Gemini API and Vertex AI.
 GEMINI_API_LIVE_MODEL = "gemini-2.5-flash-native-audio-preview-09-2025"
 VERTEX_LIVE_MODEL = "gemini-live-2.5-flash-native-audio"
+# The HTTP chat endpoint's text model (the same on both backends).
+CHAT_MODEL = "gemini-2.5-flash"
 OFFLINE_MODEL = "offline"
 
 
@@ -40,6 +42,10 @@ class Settings:
     # "offline" selects the embedded offline model; anything else is a Gemini
     # Live model name. None: Gemini when credentials are present, else offline.
     model: str | None = None
+    chat_model: str | None = None  # the HTTP chat's text model; None: CHAT_MODEL
+    # When set, the HTTP API (session REST, /api/chat, /stream, /run_live)
+    # requires it in an X-API-Key (or Authorization: Bearer) header.
+    api_key: str | None = None
     app_name: str = "audiocore"
     agent_instruction: str = (
         "You are a friendly voice assistant. Answer briefly. Use the tools: "
@@ -61,6 +67,7 @@ class Settings:
     max_message_bytes: int = 4 * 1024 * 1024
     max_image_bytes: int = 2 * 1024 * 1024
     max_text_chars: int = 16_000
+    max_http_body_bytes: int = 8 * 1024 * 1024  # REST and chat requests (413 past it)
     max_pending_requests: int = 100  # LiveRequestQueue entries (≈2 s of 20 ms audio)
     max_buffered_output_s: float = 30.0  # model audio held for pacing, per socket
     max_pending_messages: int = 1000  # non-audio chunks waiting to be sent
@@ -104,6 +111,12 @@ class Settings:
         if self.model:
             return self.model
         return VERTEX_LIVE_MODEL if backend == "vertex" else GEMINI_API_LIVE_MODEL
+
+    @property
+    def chat_model_name(self) -> str:
+        if self.backend == "offline":
+            return OFFLINE_MODEL
+        return self.chat_model or CHAT_MODEL
 
     @property
     def session_db_path(self) -> Path:

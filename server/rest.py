@@ -1,0 +1,275 @@
+"""ADK's session REST routes, for clients written for ``adk api_server``.
+
+Paths, bodies and status codes are ADK's (google-adk 2.13.0,
+``google/adk/cli/api_server.py``, ``ApiServer._register_production_endpoints``):
+
+* ``POST /apps/{app}/users/{user}/sessions`` ``{"sessionId"?, "state"?,
+  "events"?}``: 200 and the session; 409 ``Session already exists: <id>``.
+* ``POST /apps/{app}/users/{user}/sessions/{id}``, the body being the state
+  itself: 200; 409.
+* ``GET …/sessions/{id}``: 200 and the session with its events; 404
+  ``Session not found``. ``GET …/sessions``: an array of sessions, no events.
+* ``PATCH …/sessions/{id}`` ``{"stateDelta": {…}}``: 200; 404.
+* ``DELETE …/sessions/{id}``: 200 ``null``, also for no such session.
+* ``GET /list-apps[?detailed=true]``: ``["<app>"]`` or ``{"apps": [...]}``.
+
+A session is ADK's ``Session`` JSON: camelCase, ``None`` left out. Errors
+are ``{"detail": "<text>"}``. Where ADK's server is loose, this one says
+no: an unknown app is 404 (ADK creates it); session and user ids are
+checked (ADK takes any string); the users the server's own clients use
+(``web``, ``chat``) are not reachable here, because their session ids are
+the capability that guards them; a session that is live in this process
+cannot be deleted or patched under its run (409).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.events import Event
+from google.adk.events.event_actions import EventActions
+from google.adk.sessions import Session
+from google.adk.utils._function_call_names import CLIENT_FUNCTION_CALL_NAMES
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .adk_live import event_json
+from .runtime import API_SESSION_ID, API_USER_ID, RESERVED_USERS, Runtime
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+def _fail(status: int, detail: str) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status)
+
+
+def session_json(session: Session, *, with_events: bool = True) -> dict[str, Any]:
+    data: dict[str, Any] = session.model_dump(
+        exclude_none=True, by_alias=True, mode="json", exclude={"events"}
+    )
+    data["events"] = [event_json(e) for e in session.events] if with_events else []
+    return data
+
+
+async def read_json_body(request: Request, limit: int) -> Any:
+    """The request body as JSON (``None`` if empty); 413 past ``limit`` bytes,
+    400 if it is not JSON."""
+    size = request.headers.get("content-length")
+    if size is not None and size.isdigit() and int(size) > limit:
+        raise HttpError(413, f"request body of {size} bytes exceeds the limit of {limit}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise HttpError(413, f"request body exceeds the limit of {limit} bytes")
+    if not body.strip():
+        return None
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        raise HttpError(400, "request body: expected JSON") from None
+
+
+def rest_routes(runtime_of: Callable[[Request], Runtime]) -> list[Route]:
+    def route(path: str, methods: list[str]) -> Callable[[Handler], Route]:
+        def wrap(handler: Handler) -> Route:
+            async def guarded(request: Request) -> Response:
+                try:
+                    return await handler(request)
+                except HttpError as exc:
+                    return _fail(exc.status, exc.detail)
+
+            return Route(path, guarded, methods=methods)
+
+        return wrap
+
+    def target(request: Request) -> tuple[Runtime, str, str]:
+        runtime = runtime_of(request)
+        app = request.path_params["app_name"]
+        user = request.path_params["user_id"]
+        if app != runtime.settings.app_name:
+            raise HttpError(404, f"App not found: {app!r}")
+        if user in RESERVED_USERS or not API_USER_ID.fullmatch(user):
+            raise HttpError(404, f"User not found: {user!r}")
+        return runtime, app, user
+
+    def checked_id(session_id: str) -> str:
+        if not API_SESSION_ID.fullmatch(session_id):
+            raise HttpError(
+                400,
+                f"Invalid session id {session_id!r}: expected 1 to 128 of A-Z a-z 0-9 . _ : -",
+            )
+        return session_id
+
+    async def create(
+        runtime: Runtime,
+        app: str,
+        user: str,
+        session_id: str | None,
+        state: dict[str, Any] | None,
+        events: list[Event],
+    ) -> Response:
+        try:
+            session = await runtime.session_service.create_session(
+                app_name=app, user_id=user, state=state, session_id=session_id
+            )
+        except AlreadyExistsError:
+            return _fail(409, f"Session already exists: {session_id}")
+        for event in events:
+            await runtime.session_service.append_event(session, event)
+        return JSONResponse(session_json(session))
+
+    @route("/apps/{app_name}/users/{user_id}/sessions", ["POST"])
+    async def create_session(request: Request) -> Response:
+        runtime, app, user = target(request)
+        body = await read_json_body(request, runtime.settings.max_http_body_bytes)
+        body = {} if body is None else body
+        if not isinstance(body, dict):
+            raise HttpError(422, "request body: expected an object")
+        session_id = body.get("sessionId", body.get("session_id"))
+        if session_id is not None and not isinstance(session_id, str):
+            raise HttpError(422, "sessionId: expected a string")
+        state = body.get("state")
+        if state is not None and not isinstance(state, dict):
+            raise HttpError(422, "state: expected an object")
+        events = _initial_events(body.get("events"))
+        return await create(
+            runtime, app, user, checked_id(session_id) if session_id else None, state, events
+        )
+
+    @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["POST"])
+    async def create_session_with_id(request: Request) -> Response:
+        runtime, app, user = target(request)
+        state = await read_json_body(request, runtime.settings.max_http_body_bytes)
+        if state is not None and not isinstance(state, dict):
+            raise HttpError(422, "request body: expected the state as an object")
+        session_id = checked_id(request.path_params["session_id"])
+        return await create(runtime, app, user, session_id, state, [])
+
+    async def stored(runtime: Runtime, app: str, user: str, session_id: str) -> Session:
+        session = None
+        if API_SESSION_ID.fullmatch(session_id):
+            session = await runtime.session_service.get_session(
+                app_name=app, user_id=user, session_id=session_id
+            )
+        if session is None or session.id != session_id:
+            raise HttpError(404, "Session not found")
+        return session
+
+    @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["GET"])
+    async def get_session(request: Request) -> Response:
+        runtime, app, user = target(request)
+        session = await stored(runtime, app, user, request.path_params["session_id"])
+        return JSONResponse(session_json(session))
+
+    @route("/apps/{app_name}/users/{user_id}/sessions", ["GET"])
+    async def list_sessions(request: Request) -> Response:
+        runtime, app, user = target(request)
+        found = await runtime.session_service.list_sessions(app_name=app, user_id=user)
+        return JSONResponse([session_json(s, with_events=False) for s in found.sessions])
+
+    def not_live(runtime: Runtime, session_id: str) -> None:
+        if runtime.claims.holds(session_id):
+            raise HttpError(409, "Session is live: end its connection first")
+
+    @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["DELETE"])
+    async def delete_session(request: Request) -> Response:
+        runtime, app, user = target(request)
+        session_id = request.path_params["session_id"]
+        if API_SESSION_ID.fullmatch(session_id):
+            not_live(runtime, session_id)
+            await runtime.session_service.delete_session(
+                app_name=app, user_id=user, session_id=session_id
+            )
+        return JSONResponse(None)
+
+    @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["PATCH"])
+    async def patch_session(request: Request) -> Response:
+        runtime, app, user = target(request)
+        body = await read_json_body(request, runtime.settings.max_http_body_bytes)
+        delta = body.get("stateDelta", body.get("state_delta")) if isinstance(body, dict) else None
+        if not isinstance(delta, dict):
+            raise HttpError(422, 'request body: expected {"stateDelta": {...}}')
+        session = await stored(runtime, app, user, request.path_params["session_id"])
+        not_live(runtime, session.id)
+        await runtime.session_service.append_event(
+            session,
+            Event(
+                invocation_id=f"p-{Event.new_id()}",
+                author="user",
+                actions=EventActions(state_delta=delta),
+            ),
+        )
+        return JSONResponse(session_json(session))
+
+    @route("/list-apps", ["GET"])
+    async def list_apps(request: Request) -> Response:
+        runtime = runtime_of(request)
+        name = runtime.settings.app_name
+        if request.query_params.get("detailed", "").lower() in ("true", "1", "yes", "on"):
+            agent = runtime.agent
+            return JSONResponse(
+                {
+                    "apps": [
+                        {
+                            "name": name,
+                            "rootAgentName": agent.name,
+                            "description": agent.description,
+                            "language": "python",
+                            "isComputerUse": False,
+                            "agents": None,
+                        }
+                    ]
+                }
+            )
+        return JSONResponse([name])
+
+    return [
+        create_session,
+        create_session_with_id,
+        get_session,
+        list_sessions,
+        delete_session,
+        patch_session,
+        list_apps,
+    ]
+
+
+def _initial_events(raw: Any) -> list[Event]:
+    """Events to start a session with, checked as ADK's server checks them:
+    ordinary tool calls may be restored, ADK's own protocol calls not."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise HttpError(422, "events: expected an array")
+    events = []
+    for i, item in enumerate(raw):
+        try:
+            event = Event.model_validate(item)
+        except ValueError as exc:
+            raise HttpError(422, f"events[{i}]: {str(exc).splitlines()[0]}") from None
+        if event.long_running_tool_ids:
+            raise HttpError(
+                400, f"Session initialization event {i} cannot include long-running tool IDs."
+            )
+        if event.actions != EventActions():
+            raise HttpError(400, f"Session initialization event {i} cannot include event actions.")
+        names = [c.name for c in event.get_function_calls()]
+        names += [r.name for r in event.get_function_responses()]
+        if any(name in CLIENT_FUNCTION_CALL_NAMES for name in names):
+            raise HttpError(
+                400, f"Session initialization event {i} cannot include ADK protocol function calls."
+            )
+        events.append(event)
+    return events

@@ -1,0 +1,201 @@
+"""ADK's session REST routes (server/rest.py): the same paths, bodies and
+status codes as ``adk api_server`` (google-adk 2.13.0), on the real session
+store; CORS and the API key."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from server import Settings, create_app
+
+BASE = "/apps/audiocore/users/u1/sessions"
+
+
+def test_create_get_list_patch_delete(client: TestClient) -> None:
+    created = client.post(BASE, json={"sessionId": "s1", "state": {"k": "v", "n": 1}})
+    assert created.status_code == 200
+    session = created.json()
+    assert session["id"] == "s1" and session["appName"] == "audiocore" and session["userId"] == "u1"
+    assert session["state"] == {"k": "v", "n": 1} and session["events"] == []
+    assert isinstance(session["lastUpdateTime"], float)
+
+    got = client.get(f"{BASE}/s1")
+    assert got.status_code == 200 and got.json()["state"] == {"k": "v", "n": 1}
+
+    patched = client.patch(f"{BASE}/s1", json={"stateDelta": {"k": "v2"}})
+    assert patched.status_code == 200
+    body = patched.json()
+    assert body["state"] == {"k": "v2", "n": 1}
+    (event,) = body["events"]
+    assert event["author"] == "user" and event["actions"]["stateDelta"] == {"k": "v2"}
+    assert event["invocationId"].startswith("p-")
+
+    client.post(BASE, json={"session_id": "s2"})
+    listed = client.get(BASE)
+    assert listed.status_code == 200
+    assert [s["id"] for s in listed.json()] == ["s1", "s2"]
+    assert all(s["events"] == [] for s in listed.json())
+
+    deleted = client.delete(f"{BASE}/s1")
+    assert deleted.status_code == 200 and deleted.content == b"null"
+    assert client.get(f"{BASE}/s1").status_code == 404
+    again = client.delete(f"{BASE}/s1")  # ADK answers the same for a missing session
+    assert again.status_code == 200 and again.json() is None
+
+
+@pytest.mark.parametrize("body", [None, "null", "{}"])
+def test_create_without_an_id_makes_one(client: TestClient, body: str | None) -> None:
+    response = client.post(BASE, content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 200
+    assert len(response.json()["id"]) >= 20
+
+
+def test_duplicate_is_409_with_adks_detail(client: TestClient) -> None:
+    assert client.post(BASE, json={"sessionId": "dup"}).status_code == 200
+    again = client.post(BASE, json={"sessionId": "dup"})
+    assert again.status_code == 409 and again.json() == {"detail": "Session already exists: dup"}
+
+
+def test_older_create_takes_the_body_as_the_state(client: TestClient) -> None:
+    response = client.post(f"{BASE}/legacy", json={"a": 1})
+    assert response.status_code == 200 and response.json()["state"] == {"a": 1}
+    nested = client.post(f"{BASE}/legacy2", json={"state": {"a": 1}})
+    assert nested.json()["state"] == {"state": {"a": 1}}  # as ADK's server does
+    assert client.post(f"{BASE}/legacy").status_code == 409
+
+
+def test_create_with_events_restores_them(client: TestClient) -> None:
+    event = {
+        "author": "user",
+        "invocationId": "i1",
+        "content": {"role": "user", "parts": [{"text": "hello"}]},
+    }
+    response = client.post(BASE, json={"sessionId": "ev1", "events": [event]})
+    assert response.status_code == 200
+    (restored,) = response.json()["events"]
+    assert restored["content"]["parts"] == [{"text": "hello"}]
+    assert client.get(f"{BASE}/ev1").json()["events"][0]["content"]["parts"] == [{"text": "hello"}]
+
+
+@pytest.mark.parametrize(
+    ("event", "detail"),
+    [
+        ({"author": "user", "longRunningToolIds": ["x"]}, "cannot include long-running tool IDs."),
+        ({"author": "user", "actions": {"stateDelta": {"a": 1}}}, "cannot include event actions."),
+        (
+            {
+                "author": "model",
+                "content": {
+                    "role": "model",
+                    "parts": [{"functionCall": {"name": "adk_request_confirmation", "args": {}}}],
+                },
+            },
+            "cannot include ADK protocol function calls.",
+        ),
+    ],
+)
+def test_initial_events_are_checked_as_adk_does(
+    client: TestClient, event: dict[str, Any], detail: str
+) -> None:
+    response = client.post(BASE, json={"events": [event]})
+    assert response.status_code == 400
+    assert response.json() == {"detail": f"Session initialization event 0 {detail}"}
+
+
+def test_not_found_and_refused_targets(client: TestClient) -> None:
+    assert client.get(f"{BASE}/nope").json() == {"detail": "Session not found"}
+    assert client.get(f"{BASE}/nope").status_code == 404
+    assert client.patch(f"{BASE}/nope", json={"stateDelta": {}}).status_code == 404
+    other_app = client.post("/apps/other/users/u1/sessions", json={})
+    assert other_app.status_code == 404 and "App not found" in other_app.json()["detail"]
+    # The web page's and the HTTP chat's users: their session ids are capabilities.
+    for user in ("web", "chat"):
+        assert client.get(f"/apps/audiocore/users/{user}/sessions").status_code == 404
+    bad_id = client.post(BASE, json={"sessionId": "../../etc"})
+    assert bad_id.status_code == 400 and "Invalid session id" in bad_id.json()["detail"]
+    assert client.get(f"{BASE}/a%20b").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ("{not json", 400),
+        ("[1, 2]", 422),
+        ('{"sessionId": 5}', 422),
+        ('{"state": []}', 422),
+        ('{"events": {}}', 422),
+        ('{"events": [{"author": 5}]}', 422),
+        ("[" * 100_000 + "]" * 100_000, 400),
+    ],
+)
+def test_malformed_bodies(client: TestClient, body: str, status: int) -> None:
+    response = client.post(BASE, content=body, headers={"content-type": "application/json"})
+    assert response.status_code == status
+    assert isinstance(response.json()["detail"], str)
+
+
+def test_oversized_body_is_413(settings: Settings) -> None:
+    small = Settings(data_dir=settings.data_dir, model="offline", max_http_body_bytes=1000)
+    with TestClient(create_app(small)) as client:
+        response = client.post(BASE, content=json.dumps({"state": {"x": "y" * 2000}}))
+        assert response.status_code == 413
+        streamed = client.post(BASE, content=iter([b"{", b" " * 2000, b"}"]))
+        assert streamed.status_code == 413
+
+
+def test_list_apps(client: TestClient) -> None:
+    assert client.get("/list-apps").json() == ["audiocore"]
+    detailed = client.get("/list-apps?detailed=true").json()
+    assert detailed["apps"][0]["name"] == "audiocore"
+    assert detailed["apps"][0]["rootAgentName"] == "voice_agent"
+
+
+def test_a_live_session_cannot_be_deleted_under_its_run(client: TestClient) -> None:
+    client.post(BASE, json={"sessionId": "busy"})
+    with client.websocket_connect("/run_live?user_id=u1&session_id=busy"):
+        response = client.delete(f"{BASE}/busy")
+        assert response.status_code == 409
+    assert client.delete(f"{BASE}/busy").status_code == 200
+
+
+def test_cors_preflight_from_an_allowed_and_a_refused_origin(settings: Settings) -> None:
+    listed = Settings(
+        data_dir=settings.data_dir, model="offline", allowed_origins=("https://app.example",)
+    )
+    with TestClient(create_app(listed)) as client:
+        for origin in ("https://app.example", "http://localhost:3000"):
+            preflight = client.options(
+                BASE,
+                headers={
+                    "origin": origin,
+                    "access-control-request-method": "POST",
+                    "access-control-request-headers": "content-type",
+                },
+            )
+            assert preflight.status_code == 200
+            assert preflight.headers["access-control-allow-origin"] == origin
+            simple = client.get("/list-apps", headers={"origin": origin})
+            assert simple.headers["access-control-allow-origin"] == origin
+        refused = client.options(
+            BASE,
+            headers={"origin": "https://evil.example", "access-control-request-method": "POST"},
+        )
+        assert refused.status_code == 403 and refused.text == "Forbidden: origin not allowed"
+        post = client.post(BASE, json={}, headers={"origin": "https://evil.example"})
+        assert post.status_code == 403
+
+
+def test_api_key_when_configured(settings: Settings) -> None:
+    keyed = Settings(data_dir=settings.data_dir, model="offline", api_key="s3cret")
+    with TestClient(create_app(keyed)) as client:
+        assert client.get("/list-apps").status_code == 401
+        assert client.get("/list-apps", headers={"x-api-key": "wrong"}).status_code == 401
+        assert client.get("/list-apps", headers={"x-api-key": "s3cret"}).status_code == 200
+        bearer = client.get("/list-apps", headers={"authorization": "Bearer s3cret"})
+        assert bearer.status_code == 200
+        assert client.get("/healthz").status_code == 200  # not part of the API
+        assert client.get("/").status_code == 200  # the page
