@@ -10,9 +10,13 @@
 | ``/apps/…``, ``/list-apps`` | ADK's session REST routes (``server/rest.py``) |
 | ``POST /api/chat``, ``POST /stream`` | AI SDK's HTTP chat (``server/http_chat.py``) |
 
-Every request and socket with an ``Origin`` must come from an allowed one
-(same origin, localhost, or ``--allowed-origins``); CORS answers those.
-With an API key set, the HTTP API and ``/run_live`` require it.
+Every request and socket must name an allowed host (localhost, the bind
+address, ``--allowed-hosts``: a page whose name was rebound to this machine
+does not), and, with an ``Origin``, come from an allowed origin (same
+origin, localhost, or ``--allowed-origins``); CORS answers those. With an
+API key set, the HTTP API and ``/run_live`` require it. Live sockets are
+capped in all and per client address. The page is served with a Content
+Security Policy that allows only what it loads.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from . import protocol
@@ -69,6 +73,26 @@ def origin_allowed(origin: str | None, host: str | None, settings: Settings) -> 
     return host is not None and parts.netloc.lower() == host.lower()
 
 
+def host_allowed(host: str | None, settings: Settings) -> bool:
+    """The Host header names this server: a guard against DNS rebinding,
+    where a foreign page's own name points at 127.0.0.1 and Origin and Host
+    agree."""
+    if "*" in settings.allowed_hosts:
+        return True
+    if not host:
+        return False
+    name = urlsplit(f"//{host}").hostname
+    if name is None:
+        return False
+    allowed = {*_LOCAL_HOSTS, *(h.lower() for h in settings.allowed_hosts)}
+    if settings.host not in ("0.0.0.0", "::", ""):
+        allowed.add(settings.host.lower().strip("[]"))
+    allowed.update(
+        urlsplit(origin).hostname or "" for origin in settings.allowed_origins if origin != "*"
+    )
+    return name in allowed
+
+
 def api_key_ok(headers: Headers, settings: Settings) -> bool:
     """No key configured, or the request carries it (X-API-Key or Bearer)."""
     if settings.api_key is None:
@@ -80,30 +104,91 @@ def api_key_ok(headers: Headers, settings: Settings) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), settings.api_key.encode())
 
 
+# The page loads only its own scripts, worklets, styles and images; it talks
+# to its own server; nobody may frame it.
+SECURITY_HEADERS = {
+    "content-security-policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+        "media-src 'self' blob:; connect-src 'self'; worker-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+}
+
+
 class HttpGuard:
-    """Refuses foreign origins (403) and, on the API, a missing key (401),
-    before anything else sees the request (preflights included)."""
+    """Before anything else sees a request or a socket: a foreign Host is
+    refused (400; a socket, 403), a foreign Origin too (403), and, on the
+    API, a missing key (401). Responses get the security headers."""
 
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
         self.settings = settings
+        self._headers = [(k.encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = Headers(scope=scope)
-            response = None
-            if not origin_allowed(headers.get("origin"), headers.get("host"), self.settings):
-                response = PlainTextResponse("Forbidden: origin not allowed", status_code=403)
-            elif (
-                scope["path"].startswith(_API_PREFIXES)
-                and scope["method"] != "OPTIONS"
-                and not api_key_ok(headers, self.settings)
-            ):
-                response = PlainTextResponse("Unauthorized: API key required", status_code=401)
-            if response is not None:
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        if not host_allowed(headers.get("host"), self.settings):
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": protocol.CLOSE_POLICY_VIOLATION})
+            else:
+                await PlainTextResponse("Bad Request: host not allowed", 400)(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await self.app(scope, receive, send)
+            return
+        response = None
+        if not origin_allowed(headers.get("origin"), headers.get("host"), self.settings):
+            response = PlainTextResponse("Forbidden: origin not allowed", status_code=403)
+        elif (
+            scope["path"].startswith(_API_PREFIXES)
+            and scope["method"] != "OPTIONS"
+            and not api_key_ok(headers, self.settings)
+        ):
+            response = PlainTextResponse("Unauthorized: API key required", status_code=401)
+        if response is not None:
+            await response(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *self._headers]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class ConnectionLimits:
+    """Live sockets in all and per client address."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.total = settings.max_connections
+        self.per_client = settings.max_connections_per_client
+        self._by_client: dict[str, int] = {}
+        self._count = 0
+
+    def admit(self, client: str) -> str | None:
+        """Take a place for ``client``; the refusal's reason if none is left."""
+        if self._count >= self.total:
+            return "the server is full; try again later"
+        if self._by_client.get(client, 0) >= self.per_client:
+            return "too many connections from this address; try again later"
+        self._count += 1
+        self._by_client[client] = self._by_client.get(client, 0) + 1
+        return None
+
+    def release(self, client: str) -> None:
+        self._count -= 1
+        left = self._by_client[client] - 1
+        if left:
+            self._by_client[client] = left
+        else:
+            del self._by_client[client]
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
@@ -141,13 +226,24 @@ def create_app(settings: Settings | None = None) -> Starlette:
             }
         )
 
+    limits = ConnectionLimits(settings)
+
     async def serve(websocket: WebSocket, dialect: Dialect) -> None:
+        """Run an accepted socket's conversation, if there is room for it."""
+        client = websocket.client.host if websocket.client else ""
+        refusal = limits.admit(client)
+        if refusal is not None:
+            with contextlib.suppress(Exception):
+                await websocket.send_text(protocol.encode(protocol.error_chunk(refusal)))
+                await websocket.close(protocol.CLOSE_TRY_AGAIN_LATER, refusal)
+            return
         connection = LiveConnection(websocket, websocket.app.state.runtime, dialect)
         connections.add(connection)
         try:
             await connection.run()
         finally:
             connections.discard(connection)
+            limits.release(client)
 
     def refused(websocket: WebSocket) -> str | None:
         if not origin_allowed(

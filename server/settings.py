@@ -61,6 +61,10 @@ class Settings:
     # always accepted unless allow_localhost is False. "*" accepts any origin.
     allowed_origins: tuple[str, ...] = ()
     allow_localhost: bool = True
+    # Host names (the Host header, without the port) the server answers to,
+    # besides localhost names, the bind address and the allowed origins'
+    # hosts: a guard against DNS rebinding. "*" accepts any.
+    allowed_hosts: tuple[str, ...] = ()
     web_dir: Path = Path(__file__).resolve().parent.parent / "web"
 
     # Limits.
@@ -68,6 +72,10 @@ class Settings:
     max_image_bytes: int = 2 * 1024 * 1024
     max_text_chars: int = 16_000
     max_http_body_bytes: int = 8 * 1024 * 1024  # REST and chat requests (413 past it)
+    max_header_bytes: int = 16 * 1024  # a request's line and headers (431 past it)
+    header_timeout_s: float = 10.0  # a request's headers must arrive within this
+    max_connections: int = 1000  # live sockets, in all
+    max_connections_per_client: int = 50  # live sockets from one client address
     max_pending_requests: int = 100  # LiveRequestQueue entries (≈2 s of 20 ms audio)
     max_buffered_output_s: float = 30.0  # model audio held for pacing, per socket
     max_pending_messages: int = 1000  # non-audio chunks waiting to be sent

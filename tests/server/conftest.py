@@ -18,7 +18,13 @@ SPEECH_TEXT = "Hello, this is a test of the audio bridge."
 
 @pytest.fixture
 def settings(tmp_path: pathlib.Path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", model="offline", hello_timeout_s=0.5)
+    return Settings(
+        data_dir=tmp_path / "data",
+        model="offline",
+        hello_timeout_s=0.5,
+        # Starlette's TestClient sends Host: testserver.
+        allowed_hosts=("testserver",),
+    )
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -155,9 +156,7 @@ def test_database_url_setting_uses_adk_database_service(settings: Settings) -> N
     pytest.importorskip("sqlalchemy")
     db = settings.data_dir / "other.db"
     settings.data_dir.mkdir(parents=True)
-    url_settings = Settings(
-        data_dir=settings.data_dir, model="offline", database_url=f"sqlite+aiosqlite:///{db}"
-    )
+    url_settings = replace(settings, database_url=f"sqlite+aiosqlite:///{db}")
     with TestClient(create_app(url_settings)) as client, client.websocket_connect("/ws") as ws:
         start(ws)
         ws.send_text(json.dumps({"type": "text", "text": "stored via SQLAlchemy"}))
@@ -270,7 +269,7 @@ def test_protocol_violation_as_first_frame_closes(client: TestClient) -> None:
 
 
 def test_oversized_messages_close_with_1009(settings: Settings) -> None:
-    small = Settings(data_dir=settings.data_dir, model="offline", max_message_bytes=1000)
+    small = replace(settings, max_message_bytes=1000)
     with TestClient(create_app(small)) as client:
         with client.websocket_connect("/ws") as ws:
             start(ws)
@@ -287,9 +286,7 @@ def test_oversized_messages_close_with_1009(settings: Settings) -> None:
 
 
 def test_oversized_image_and_text_are_error_chunks(settings: Settings) -> None:
-    small = Settings(
-        data_dir=settings.data_dir, model="offline", max_image_bytes=100, max_text_chars=50
-    )
+    small = replace(settings, max_image_bytes=100, max_text_chars=50)
     with TestClient(create_app(small)) as client, client.websocket_connect("/ws") as ws:
         start(ws)
         image = base64.b64encode(b"\xff" * 300).decode()
@@ -324,9 +321,7 @@ def test_image_frame_is_accepted(client: TestClient) -> None:
     ],
 )
 def test_origin_allowlist(settings: Settings, origin: str | None, allowed: bool) -> None:
-    listed = Settings(
-        data_dir=settings.data_dir, model="offline", allowed_origins=("https://app.example.com",)
-    )
+    listed = replace(settings, allowed_origins=("https://app.example.com",))
     headers = {"origin": origin} if origin else {}
     with TestClient(create_app(listed)) as client:
         if allowed:
@@ -339,7 +334,7 @@ def test_origin_allowlist(settings: Settings, origin: str | None, allowed: bool)
 
 
 def test_localhost_can_be_disallowed(settings: Settings) -> None:
-    strict = Settings(data_dir=settings.data_dir, model="offline", allow_localhost=False)
+    strict = replace(settings, allow_localhost=False)
     with TestClient(create_app(strict)) as client, pytest.raises(WebSocketDisconnect):
         client.websocket_connect("/ws", headers={"origin": "http://localhost:1"}).__enter__()
 
@@ -360,7 +355,7 @@ def test_teardown_leaves_nothing_behind(client: TestClient) -> None:
 
 
 def test_stalled_model_cannot_grow_the_request_queue(settings: Settings) -> None:
-    tiny = Settings(data_dir=settings.data_dir, model="offline", max_pending_requests=0)
+    tiny = replace(settings, max_pending_requests=0)
     with TestClient(create_app(tiny)) as client, client.websocket_connect("/ws") as ws:
         start(ws)
         ws.send_text(json.dumps({"type": "text", "text": "hello"}))
@@ -403,9 +398,8 @@ def test_default_s16_audio_before_any_start(client: TestClient, carrier: str) ->
 
 def test_slow_reader_cannot_grow_server_memory(settings: Settings) -> None:
     """A client that sends but never reads: every buffer stays at its bound."""
-    bounded = Settings(
-        data_dir=settings.data_dir,
-        model="offline",
+    bounded = replace(
+        settings,
         max_buffered_output_s=0.5,
         max_pending_requests=20,
     )
@@ -476,7 +470,7 @@ def test_turn_detection_is_negotiated_and_echoed(client: TestClient) -> None:
 
 
 def test_push_to_talk_setting_is_the_default_turn_detection(settings: Settings) -> None:
-    manual = Settings(data_dir=settings.data_dir, model="offline", push_to_talk=True)
+    manual = replace(settings, push_to_talk=True)
     with TestClient(create_app(manual)) as client:
         with client.websocket_connect("/ws") as ws:
             assert start(ws)["data"]["turnDetection"] == "manual"

@@ -188,7 +188,7 @@ def test_manual_turn_detection_reaches_google_per_connection(
         yield session
 
     clean_env.setattr(genai_live.AsyncLive, "connect", fake_connect)
-    app = create_app(Settings(data_dir=tmp_path))
+    app = create_app(Settings(data_dir=tmp_path, allowed_hosts=("testserver",)))
     with TestClient(app) as client, client.websocket_connect("/ws") as ws:
         ws.send_json({"type": "start", "turnDetection": turn_detection})
         assert ws.receive_json()["data"]["turnDetection"] == turn_detection
@@ -220,7 +220,7 @@ def test_model_failure_reaches_the_client_as_error_then_1011(clean_env, tmp_path
         yield  # pragma: no cover
 
     clean_env.setattr(genai_live.AsyncLive, "connect", unreachable)
-    app = create_app(Settings(data_dir=tmp_path))
+    app = create_app(Settings(data_dir=tmp_path, allowed_hosts=("testserver",)))
     with TestClient(app) as client, client.websocket_connect("/ws") as ws:
         ws.send_json({"type": "start"})
         session = ws.receive_json()

@@ -10,6 +10,7 @@ tests/web/js (run from pytest).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -175,7 +176,7 @@ def test_malformed_requests(client: TestClient, body: str, status: int, text: st
 
 
 def test_oversized_request_is_413(settings: Settings) -> None:
-    small = Settings(data_dir=settings.data_dir, model="offline", max_http_body_bytes=2000)
+    small = replace(settings, max_http_body_bytes=2000)
     with TestClient(create_app(small)) as client:
         response = client.post("/api/chat", json={"id": "c", "messages": [user("x" * 5000)]})
         assert response.status_code == 413
@@ -189,7 +190,7 @@ def test_seed_stream_route_and_its_api_key_header(settings: Settings) -> None:
             headers={"x-api-key": "anything"},
         )
         assert response.status_code == 200 and chunks(response.text)[-1]["type"] == "finish"
-    keyed = Settings(data_dir=settings.data_dir, model="offline", api_key="k1")
+    keyed = replace(settings, api_key="k1")
     with TestClient(create_app(keyed)) as client:
         body = {"id": "seed-2", "messages": [user("hi")]}
         assert client.post("/stream", json=body).status_code == 401

@@ -5,6 +5,7 @@ store; CORS and the API key."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -139,7 +140,7 @@ def test_malformed_bodies(client: TestClient, body: str, status: int) -> None:
 
 
 def test_oversized_body_is_413(settings: Settings) -> None:
-    small = Settings(data_dir=settings.data_dir, model="offline", max_http_body_bytes=1000)
+    small = replace(settings, max_http_body_bytes=1000)
     with TestClient(create_app(small)) as client:
         response = client.post(BASE, content=json.dumps({"state": {"x": "y" * 2000}}))
         assert response.status_code == 413
@@ -163,9 +164,7 @@ def test_a_live_session_cannot_be_deleted_under_its_run(client: TestClient) -> N
 
 
 def test_cors_preflight_from_an_allowed_and_a_refused_origin(settings: Settings) -> None:
-    listed = Settings(
-        data_dir=settings.data_dir, model="offline", allowed_origins=("https://app.example",)
-    )
+    listed = replace(settings, allowed_origins=("https://app.example",))
     with TestClient(create_app(listed)) as client:
         for origin in ("https://app.example", "http://localhost:3000"):
             preflight = client.options(
@@ -190,7 +189,7 @@ def test_cors_preflight_from_an_allowed_and_a_refused_origin(settings: Settings)
 
 
 def test_api_key_when_configured(settings: Settings) -> None:
-    keyed = Settings(data_dir=settings.data_dir, model="offline", api_key="s3cret")
+    keyed = replace(settings, api_key="s3cret")
     with TestClient(create_app(keyed)) as client:
         assert client.get("/list-apps").status_code == 401
         assert client.get("/list-apps", headers={"x-api-key": "wrong"}).status_code == 401

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -117,7 +118,7 @@ def test_every_decision_is_logged(client: TestClient, caplog: pytest.LogCaptureF
 
 
 def test_unanswered_approval_times_out(settings: Settings) -> None:
-    quick = Settings(data_dir=settings.data_dir, model="offline", tool_timeout_s=0.2)
+    quick = replace(settings, tool_timeout_s=0.2)
     with TestClient(create_app(quick)) as client, client.websocket_connect("/ws") as ws:
         session_id = start(ws)["data"]["sessionId"]
         request = approval_of(ask(ws, PAY))
@@ -149,7 +150,7 @@ def test_barge_in_while_pending_cancels_the_call(client: TestClient) -> None:
 
 
 def test_disconnect_while_pending_resolves_the_call(settings: Settings) -> None:
-    no_grace = Settings(data_dir=settings.data_dir, model="offline", tool_grace_s=0)
+    no_grace = replace(settings, tool_grace_s=0)
     with TestClient(create_app(no_grace)) as client:
         with client.websocket_connect("/ws") as ws:
             session_id = start(ws)["data"]["sessionId"]
