@@ -1,23 +1,25 @@
 """``python -m server``: run the app under uvicorn.
 
-Every option also reads an environment variable (AUDIOCORE_HOST, AUDIOCORE_PORT,
-AUDIOCORE_WORKERS, AUDIOCORE_MODEL, AUDIOCORE_DATA_DIR, AUDIOCORE_DATABASE_URL,
-AUDIOCORE_ALLOWED_ORIGINS, ...); the command line wins.
+Every setting (server/settings.py) reads an environment variable,
+AUDIOCORE_<NAME>; the command line's options win. A bad setting ends the
+command with one line saying which and why.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import logging
 import os
-from pathlib import Path
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
 
 from .app import create_app
-from .settings import ENV_PREFIX, Settings
+from .http_limits import BoundedH11Protocol
+from .settings import ENV_PREFIX, Settings, parse_value
 
 
 def _tune_gc() -> None:
@@ -40,61 +42,87 @@ def worker_app() -> Starlette:
     return app
 
 
+def uvicorn_options(settings: Settings, *, log_level: str = "info") -> dict[str, Any]:
+    """How uvicorn serves the app: bounded request heads (h11, see
+    http_limits.py), WebSocket limits and pings."""
+    return {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": log_level,
+        # The class itself when it already has the timeout: worker processes
+        # must import it by name.
+        "http": (
+            BoundedH11Protocol
+            if settings.header_timeout_s == BoundedH11Protocol.header_timeout_s
+            else BoundedH11Protocol.with_timeout(settings.header_timeout_s)
+        ),
+        "h11_max_incomplete_event_size": settings.max_header_bytes,
+        "ws_max_size": settings.max_message_bytes,
+        # PCM barely compresses; deflate would cost CPU on every audio frame.
+        "ws_per_message_deflate": False,
+        "ws_ping_interval": 20,
+        "ws_ping_timeout": 20,
+    }
+
+
+# The command line: (option, settings field, help). Every field of Settings
+# can also be set in the environment, as AUDIOCORE_<FIELD>; the command line
+# wins. (The API key only there: a command line is visible to every user.)
+OPTIONS = (
+    ("--host", "host", "bind address (default 127.0.0.1)"),
+    ("--port", "port", "port (default 8000)"),
+    (
+        "--workers",
+        "workers",
+        "worker processes sharing the port (default 1); sessions move between them "
+        "through a lease in the data directory (or the database)",
+    ),
+    ("--model", "model", '"offline", or a Gemini Live model name (default: Gemini with a key)'),
+    ("--chat-model", "chat_model", "the HTTP chat's Gemini text model"),
+    ("--data-dir", "data_dir", "where the SQLite session and lease files live (default ./data)"),
+    ("--database-url", "database_url", "ADK async database URL for sessions (instead of SQLite)"),
+    ("--allowed-origins", "allowed_origins", "comma-separated extra origins (https://host:port)"),
+    ("--allowed-hosts", "allowed_hosts", "comma-separated extra host names the server answers to"),
+    ("--max-connections", "max_connections", "live sockets in all (default 1000)"),
+    (
+        "--max-connections-per-client",
+        "max_connections_per_client",
+        "live sockets per client address (default 50)",
+    ),
+)
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m server", description=__doc__)
-    parser.add_argument("--host", help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port (default 8000)")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        help="worker processes sharing the port (default 1); sessions move between "
-        "them safely through a lease in the data directory (SQLite sessions only)",
-    )
-    parser.add_argument("--model", help='"offline", or a Gemini Live model name')
-    parser.add_argument("--data-dir", type=Path, help="where the SQLite session file lives")
-    parser.add_argument("--database-url", help="ADK async database URL for sessions")
-    parser.add_argument(
-        "--allowed-origins", help="comma-separated extra origins allowed to open /ws"
-    )
-    parser.add_argument("--log-level", default="info")
+    for option, _, help_text in OPTIONS:
+        parser.add_argument(option, help=help_text)
+    parser.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     args = parser.parse_args(argv)
-    origins = (
-        tuple(o.strip() for o in args.allowed_origins.split(",") if o.strip())
-        if args.allowed_origins
-        else None
-    )
-    overrides = {
-        "host": args.host,
-        "port": args.port,
-        "workers": args.workers,
-        "model": args.model,
-        "data_dir": args.data_dir,
-        "database_url": args.database_url,
-        "allowed_origins": origins,
-    }
-    settings = Settings.from_env(**overrides)
-    if settings.workers < 1:
-        parser.error(f"--workers: expected at least 1, got {settings.workers}")
+    kinds = {f.name: str(f.type) for f in dataclasses.fields(Settings)}
+    overrides: dict[str, object] = {}
+    try:
+        for option, field, _ in OPTIONS:
+            raw = getattr(args, field)
+            if raw is not None:
+                overrides[field] = parse_value(field, kinds[field], raw, source=option)
+        settings = Settings.from_env(**overrides)
+    except (ValueError, TypeError) as exc:
+        parser.exit(2, f"python -m server: error: {exc}\n")
+    problems = settings.problems()
+    if problems:
+        parser.exit(2, "".join(f"python -m server: error: {p}\n" for p in problems))
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    options = dict(
-        host=settings.host,
-        port=settings.port,
-        log_level=args.log_level,
-        ws_max_size=settings.max_message_bytes,
-        # PCM barely compresses; deflate would cost CPU on every audio frame.
-        ws_per_message_deflate=False,
-        ws_ping_interval=20,
-        ws_ping_timeout=20,
-    )
+    options = uvicorn_options(settings, log_level=args.log_level)
     if settings.workers == 1:
         app = create_app(settings)
         _tune_gc()
         uvicorn.run(app, **options)
         return
-    for name, value in overrides.items():
-        if value is not None:
-            text = ",".join(value) if isinstance(value, tuple) else str(value)
-            os.environ[ENV_PREFIX + name.upper()] = text
+    # Worker processes read their settings from the environment.
+    for field, raw_value in vars(args).items():
+        if field in overrides and raw_value is not None:
+            os.environ[ENV_PREFIX + field.upper()] = str(raw_value)
     uvicorn.run(
         "server.__main__:worker_app",
         factory=True,

@@ -45,7 +45,7 @@ from .dialects import SEED, UI_STREAM, Dialect
 from .http_chat import ChatEndpoint
 from .rest import rest_routes
 from .runtime import Runtime
-from .settings import Settings
+from .settings import Settings, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -196,13 +196,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        runtime = Runtime(settings)
-        app.state.runtime = runtime
         log.info(
             "audiocore server: model %s, sessions %s",
-            runtime.model_name,
-            settings.database_url or settings.session_db_path,
+            settings.live_model_name,
+            redact_url(settings.database_url)
+            if settings.database_url
+            else settings.session_db_path,
         )
+        runtime = Runtime(settings)
+        app.state.runtime = runtime
         try:
             await runtime.start()
             yield

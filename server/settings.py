@@ -6,6 +6,8 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 ENV_PREFIX = "AUDIOCORE_"
 
@@ -131,29 +133,71 @@ class Settings:
         return self.data_dir / "sessions.db"
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+    def from_env(cls, env: Mapping[str, str] | None = None, /, **overrides: Any) -> Settings:
         """Settings from AUDIOCORE_* variables; keyword overrides win."""
         env = os.environ if env is None else env
         values: dict[str, object] = {}
         for field in dataclasses.fields(cls):
-            raw = env.get(ENV_PREFIX + field.name.upper())
+            name = ENV_PREFIX + field.name.upper()
+            raw = env.get(name)
             if raw is None:
                 continue
-            values[field.name] = _parse(field, raw)
+            values[field.name] = parse_value(field.name, str(field.type), raw, source=name)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
 
+    def problems(self) -> list[str]:
+        """What is wrong with these settings, one line each (empty: fine)."""
+        found = []
+        if not 0 <= self.port <= 65535:
+            found.append(f"port: expected 0 to 65535, got {self.port}")
+        if self.workers < 1:
+            found.append(f"workers: expected at least 1, got {self.workers}")
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            limit = field.name.startswith(("max_", "tool_timeout", "send_timeout", "header_"))
+            if limit and isinstance(value, (int, float)) and not value > 0:
+                found.append(f"{field.name}: expected more than 0, got {value}")
+        for origin in self.allowed_origins:
+            if origin != "*" and not origin.startswith(("http://", "https://")):
+                found.append(f"allowed_origins: expected http(s)://host[:port], got {origin!r}")
+        if self.api_key is not None and len(self.api_key) < 16:
+            found.append("api_key: expected at least 16 characters")
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            probe = self.data_dir / ".write-test"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            found.append(f"data_dir: {self.data_dir} is not a writable directory ({exc.strerror})")
+        return found
 
-def _parse(field: dataclasses.Field[object], raw: str) -> object:
-    kind = str(field.type)
-    if "tuple" in kind:
-        return tuple(part.strip() for part in raw.split(",") if part.strip())
-    if "Path" in kind:
-        return Path(raw)
-    if kind == "bool":
-        return _truthy(raw)
-    if kind == "int":
-        return int(raw)
-    if kind == "float":
-        return float(raw)
+
+def redact_url(url: str) -> str:
+    """A database URL fit for a log: its password replaced by ***."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def parse_value(name: str, kind: str, raw: str, *, source: str) -> object:
+    """A setting's value from text (an environment variable or an option);
+    ``ValueError`` naming ``source`` if it does not parse."""
+    try:
+        if "tuple" in kind:
+            return tuple(part.strip() for part in raw.split(",") if part.strip())
+        if "Path" in kind:
+            return Path(raw)
+        if kind == "bool":
+            return _truthy(raw)
+        if kind == "int":
+            return int(raw)
+        if "float" in kind:
+            return float(raw)
+    except ValueError:
+        expected = {"int": "an integer", "bool": "a boolean"}.get(kind, "a number")
+        raise ValueError(f"{source}: expected {expected}, got {raw!r}") from None
     return raw or None

@@ -5,6 +5,13 @@ connection caps, hung runs)."""
 from __future__ import annotations
 
 import json
+import logging
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
@@ -14,6 +21,9 @@ from starlette.websockets import WebSocketDisconnect
 
 from server import Settings, create_app
 from server.app import SECURITY_HEADERS, host_allowed
+from server.settings import redact_url
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # ---------------------------------------------------------------- hosts and headers
 
@@ -126,3 +136,142 @@ def test_moderately_nested_json_within_the_limit_is_fine(client: TestClient) -> 
         start(ws)
         ws.send_text(json.dumps(nested))
         assert "no pending tool call" in receive_until(ws, "error")[-1]["errorText"]
+
+
+# ---------------------------------------------------------------- request heads
+
+
+@pytest.fixture
+def bounded_server(settings: Settings) -> Iterator[tuple[str, int]]:
+    """The app on real uvicorn with the server's own options, a short header timeout."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    from server.__main__ import uvicorn_options
+
+    quick = replace(settings, header_timeout_s=0.5, max_header_bytes=8192)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    options = uvicorn_options(quick, log_level="warning")
+    for key in ("host", "port"):
+        options.pop(key)
+    server = uvicorn.Server(uvicorn.Config(create_app(quick), lifespan="on", **options))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    started = threading.Event()
+    for _ in range(500):
+        if server.started:
+            break
+        started.wait(0.01)
+    assert server.started
+    try:
+        yield sock.getsockname()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def _read_all(conn: socket.socket, timeout: float = 10.0) -> bytes:
+    conn.settimeout(timeout)
+    data = b""
+    while chunk := conn.recv(65536):
+        data += chunk
+    return data
+
+
+def test_huge_header_lines_are_refused(bounded_server: tuple[str, int]) -> None:
+    with socket.create_connection(bounded_server) as conn:
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 20_000)
+        try:
+            answer = _read_all(conn)
+        except ConnectionResetError:  # closed while the rest was on its way
+            answer = b"HTTP/1.1 400 (reset)"
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+
+
+def test_a_slow_request_head_is_closed(bounded_server: tuple[str, int]) -> None:
+    with socket.create_connection(bounded_server) as conn:
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: loc")  # and nothing more
+        assert _read_all(conn) == b""  # closed by the server, no answer
+
+
+def test_a_slow_head_on_a_kept_alive_connection_is_closed_too(
+    bounded_server: tuple[str, int],
+) -> None:
+    with socket.create_connection(bounded_server) as conn:
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        conn.settimeout(10)
+        first = conn.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200")
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHo")
+        assert _read_all(conn) == b""
+
+
+def test_normal_requests_and_sockets_still_work(bounded_server: tuple[str, int]) -> None:
+    with socket.create_connection(bounded_server) as conn:
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        assert b'"status":"ok"' in _read_all(conn)
+
+
+# ---------------------------------------------------------------- operations
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "line"),
+    [
+        (["--port", "abc"], {}, "--port: expected an integer, got 'abc'"),
+        ([], {"AUDIOCORE_PORT": "x"}, "AUDIOCORE_PORT: expected an integer, got 'x'"),
+        (["--port", "70000"], {}, "port: expected 0 to 65535, got 70000"),
+        (["--workers", "0"], {}, "workers: expected at least 1, got 0"),
+        (["--log-level", "loud"], {}, "argument --log-level: invalid choice"),
+        (["--data-dir", "/proc/no/such"], {}, "data_dir: /proc/no/such is not a writable"),
+        (["--allowed-origins", "example.com"], {}, "expected http(s)://host[:port]"),
+        ([], {"AUDIOCORE_API_KEY": "short"}, "api_key: expected at least 16 characters"),
+    ],
+)
+def test_bad_settings_end_with_one_clear_line(
+    tmp_path: pathlib.Path, args: list[str], env: dict[str, str], line: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "server", "--data-dir", str(tmp_path), *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert line in result.stderr.strip().splitlines()[-1], result.stderr
+
+
+def test_the_database_password_never_reaches_the_log(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("sqlalchemy")
+    url = "postgresql+asyncpg://voice:hunter2secret@127.0.0.1:9/voice"
+    caplog.set_level(logging.DEBUG)
+    failure = ""
+    try:
+        with TestClient(create_app(replace(settings, database_url=url))) as client:
+            client.get("/healthz")
+    except Exception as exc:  # no driver, or no database there: the text counts
+        failure = f"{exc!r} {exc}"
+    assert "voice:***@127.0.0.1:9/voice" in caplog.text
+    assert "hunter2secret" not in caplog.text + failure
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql+asyncpg://app:s%40cret@db:5432/v", "postgresql+asyncpg://app:***@db:5432/v"),
+        ("postgresql://:pw@h/d", "postgresql://:***@h/d"),
+        ("postgresql://u@h/d", "postgresql://u@h/d"),
+        ("sqlite+aiosqlite:////x.db", "sqlite+aiosqlite:////x.db"),
+    ],
+)
+def test_redact_url(url: str, shown: str) -> None:
+    assert redact_url(url) == shown

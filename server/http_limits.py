@@ -1,0 +1,74 @@
+"""Bounds on how a request's head may arrive, under uvicorn.
+
+uvicorn bounds neither how long a client may take to send a request's line
+and headers (a few sockets that send a byte now and then are never closed:
+slowloris) nor, with its default parser, how large the headers may grow (a
+handful of multi-megabyte header lines cost hundreds of MB). The server
+runs on h11, whose buffer for an incomplete request head is bounded
+(``h11_max_incomplete_event_size``: a larger head is answered 400 and
+closed), with this protocol, which closes a connection whose request head
+has not arrived in ``header_timeout_s`` — for the first request and for
+every later one on a kept-alive connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .settings import Settings
+
+
+def _timeout_from_env() -> float:
+    try:
+        return Settings.from_env().header_timeout_s
+    except ValueError:  # python -m server reports the bad setting itself
+        return Settings.header_timeout_s
+
+
+class BoundedH11Protocol(H11Protocol):
+    # uvicorn builds the protocol from its own config, which has no room for
+    # this: worker processes read it from the environment like every other
+    # setting; ``with_timeout`` makes a class with another.
+    header_timeout_s: float = _timeout_from_env()
+
+    @classmethod
+    def with_timeout(cls, seconds: float) -> type[BoundedH11Protocol]:
+        return type(cls.__name__, (cls,), {"header_timeout_s": seconds})
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.conn.their_state is h11.IDLE and self._head_timer is None:
+            self._arm()  # a new request begins on a kept-alive connection
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:
+            self._disarm()  # its head is in
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_too_slow)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_too_slow(self) -> None:
+        self._head_timer = None
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            self.logger.debug("closing a connection whose request head came too slowly")
+            self.transport.close()
