@@ -157,7 +157,11 @@ def test_list_apps(client: TestClient) -> None:
 
 def test_a_live_session_cannot_be_deleted_under_its_run(client: TestClient) -> None:
     client.post(BASE, json={"sessionId": "busy"})
-    with client.websocket_connect("/run_live?user_id=u1&session_id=busy"):
+    with client.websocket_connect("/run_live?user_id=u1&session_id=busy") as ws:
+        # An answer means the run holds the session.
+        ws.send_text(json.dumps({"content": {"role": "user", "parts": [{"text": "hi"}]}}))
+        while not ws.receive_json().get("turnComplete"):
+            pass
         response = client.delete(f"{BASE}/busy")
         assert response.status_code == 409
     assert client.delete(f"{BASE}/busy").status_code == 200
