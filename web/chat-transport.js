@@ -226,6 +226,14 @@ export class AudiocoreChatTransport {
     this.#sessionId = options.sessionId ?? null;
   }
 
+  /**
+   * Set or replace callbacks after construction (the on… options), e.g. from
+   * a React effect once useChat's helpers exist.
+   */
+  setHandlers(handlers) {
+    this.#options = { ...this.#options, ...handlers };
+  }
+
   /** The session id the next connect resumes (data-session's, once connected). */
   get sessionId() {
     return this.#sessionId;

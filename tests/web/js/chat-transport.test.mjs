@@ -152,6 +152,39 @@ test("withUserMessage replaces by id, else inserts before the turn's answer, els
   assert.deepEqual(withUserMessage([a], u1, "missing"), [a, u1]);
 });
 
+test("handlers set after construction are the ones called", async () => {
+  class Socket {
+    static last;
+    constructor() {
+      Socket.last = this;
+      this.readyState = 0;
+      queueMicrotask(() => {
+        this.readyState = 1;
+        this.onopen();
+      });
+    }
+    send() {}
+    close() {}
+  }
+  const got = [];
+  const transport = new AudiocoreChatTransport({ url: "ws://x/ws", WebSocketImpl: Socket, onServerTurn: () => got.push("old") });
+  transport.setHandlers({ onServerTurn: () => got.push("new") });
+  const connected = transport.connect();
+  await new Promise((r) => queueMicrotask(r));
+  const say = (chunk) => Socket.last.onmessage({ data: JSON.stringify(chunk) });
+  say({ type: "data-session", data: { sessionId: "s1" }, transient: true });
+  assert.equal((await connected).sessionId, "s1");
+  say({ type: "start", messageId: "m1" }); // a turn the server began: a spoken one
+  await new Promise((r) => setTimeout(r, 0));
+  assert.deepEqual(got, ["new"]);
+  const stream = await transport.reconnectToStream();
+  say({ type: "finish" });
+  const chunks = [];
+  for await (const chunk of stream) chunks.push(chunk.type);
+  assert.deepEqual(chunks, ["start", "finish"]);
+  assert.equal(await transport.reconnectToStream(), null);
+});
+
 test("the transport needs a URL and refuses to regenerate", async () => {
   assert.throws(() => new AudiocoreChatTransport({}), /expected options.url/);
   const transport = new AudiocoreChatTransport({ url: "ws://127.0.0.1:9/ws" });
