@@ -9,9 +9,17 @@
 // methods and call render(), which paints the page from it. `live` holds the
 // resources of the current connection. window.__demo is a read-only view of
 // the state for tests and benchmarks; nothing here reads it back.
+//
+// Tools: the page speaks the tool protocol on its own socket (LiveSession,
+// the same parsing the AI SDK transport in chat-transport.js builds on): an
+// approval dialog answers `tool-approval-request`, and the browser runs the
+// calls the server marks `clientExecutes` (browser-tools.js: the music,
+// geolocation).
 
 import { AudioEngine, describeMicError } from "./audio.js";
-import { Conversation } from "./conversation.js";
+import { runBrowserTool } from "./browser-tools.js";
+import { Conversation, TOOL_STATES } from "./conversation.js";
+import { BackgroundMusic } from "./music.js";
 import { Pcm16Decoder } from "./pcm.js";
 import { LiveSession, describeClose, socketUrl } from "./session.js";
 import { PageState, turnDetectionFor } from "./state.js";
@@ -35,6 +43,11 @@ const ui = {
   binary: $("binary"),
   localBargeIn: $("local-barge-in"),
   forget: $("forget"),
+  approval: $("approval"),
+  approvalTool: $("approval-tool"),
+  approvalArgs: $("approval-args"),
+  approve: $("approval-approve"),
+  deny: $("approval-deny"),
 };
 
 const SESSION_KEY = "audiocore.sessionId";
@@ -59,7 +72,7 @@ const state = new PageState({
   resumeId: localStorage.getItem(SESSION_KEY),
 });
 
-/** The current connection's resources: {engine, session, decoder, statusTimer, muteTimer}. */
+/** The current connection's resources: {engine, music, session, decoder, statusTimer, muteTimer}. */
 let live = null;
 
 const conversation = new Conversation(renderEntry);
@@ -76,6 +89,8 @@ window.__demo = state.view({
     tracks: live?.engine.stream?.getTracks().map((t) => t.readyState) ?? [],
     socket: live?.session?.ws?.readyState ?? null,
   }),
+  /** The music bus's analyser now: {track, ducked, duckGain, dominantHz, levelDb}. */
+  musicAnalysis: () => live?.music?.reading() ?? null,
 });
 
 function checkedMode() {
@@ -118,6 +133,7 @@ function render() {
   ui.ptt.disabled = !connected || !state.micOpen;
   ui.ptt.setAttribute("aria-pressed", String(state.talking));
   renderHint();
+  renderApproval();
   renderMessage();
   renderStatus();
   renderLevel();
@@ -139,6 +155,30 @@ function renderHint() {
     text = "Hold the button (or Space) while you talk, or type a message.";
   }
   setText(hint, text);
+}
+
+/** The approval dialog: open while a request waits, focus in and back out. */
+let focusBeforeDialog = null;
+let dialogFor = null; // the approval id the dialog shows
+
+function renderApproval() {
+  const request = state.approval;
+  const dialog = ui.approval;
+  if (request && dialogFor !== request.approvalId) {
+    dialogFor = request.approvalId;
+    setText(ui.approvalTool, request.toolName);
+    setText(ui.approvalArgs, JSON.stringify(request.input, null, 2));
+    if (!dialog.open) {
+      focusBeforeDialog = document.activeElement;
+      dialog.showModal();
+    }
+    ui.approve.focus(); // Enter approves, Escape denies
+  } else if (!request && dialog.open) {
+    dialogFor = null;
+    dialog.close();
+    focusBeforeDialog?.focus?.();
+    focusBeforeDialog = null;
+  }
 }
 
 function renderMessage() {
@@ -210,10 +250,29 @@ function renderEntry(entry, { isNew, before }) {
     const anchor = before && entryElements.get(before.id);
     ui.log.insertBefore(el, anchor ?? null);
   }
-  el.textContent = entry.text;
+  if (entry.role === "tool") renderTool(el, entry);
+  else el.textContent = entry.text;
   el.dataset.final = String(entry.final);
   el.dataset.interrupted = String(entry.interrupted);
   ui.log.scrollTop = ui.log.scrollHeight;
+}
+
+/** A tool entry: the call, its state in words, and its result. */
+function renderTool(el, entry) {
+  const call = document.createElement("span");
+  call.textContent = entry.text;
+  const badge = document.createElement("span");
+  badge.className = "tool-state";
+  badge.textContent = TOOL_STATES[entry.state] ?? entry.state;
+  const parts = [call, badge];
+  if (entry.result !== null) {
+    const result = document.createElement("span");
+    result.className = "tool-result";
+    result.textContent = `→ ${entry.result}`;
+    parts.push(result);
+  }
+  el.replaceChildren(...parts);
+  el.dataset.state = entry.state;
 }
 
 function showMessage(text, kind) {
@@ -248,7 +307,14 @@ async function connect() {
     showMessage(`Web Audio is not available in this browser: ${error.message}`);
     return;
   }
-  const conn = { engine, session: null, decoder: new Pcm16Decoder(), statusTimer: 0, muteTimer: 0 };
+  const conn = {
+    engine,
+    music: null,
+    session: null,
+    decoder: new Pcm16Decoder(),
+    statusTimer: 0,
+    muteTimer: 0,
+  };
   live = conn;
   state.connecting(engine.sampleRate);
   render();
@@ -258,6 +324,7 @@ async function connect() {
     if (live === conn) await fail(`Audio playback could not start: ${error.message}`);
     return;
   }
+  conn.music = new BackgroundMusic(engine.context);
   // The microphone and the socket in parallel; a denied mic still leaves a
   // typed conversation (with spoken answers).
   const mic = engine.startCapture().then(
@@ -364,6 +431,7 @@ async function teardown() {
     conn.session.removeEventListener("closed", onClosed);
     conn.session.close();
   }
+  conn.music?.close();
   const { engine } = conn;
   const tracks = engine.stream?.getTracks() ?? [];
   await engine.close();
@@ -403,6 +471,7 @@ function onAudio({ detail }) {
 
 function onPlaybackEvent(msg) {
   state.playbackEvent(msg, performance.now());
+  if (state.duckMusic()) live?.music?.duck(state.music.ducked);
   if (msg.type === "started") render(); // a new reply latency for the status line
 }
 
@@ -430,6 +499,7 @@ function interruptLocal(reason) {
 function onChunk({ detail: chunk }) {
   state.chunkReceived(chunk);
   conversation.apply(chunk);
+  if (chunk.type.startsWith("tool-")) onToolChunk(chunk);
   switch (chunk.type) {
     case "finish":
       live?.engine.endTurn();
@@ -449,6 +519,36 @@ function onChunk({ detail: chunk }) {
       render();
       break;
   }
+}
+
+// ------------------------------------------------------------------ tools
+
+function onToolChunk(chunk) {
+  const run = state.toolChunk(chunk);
+  if (run) runTool(run, live);
+  render(); // the dialog opens or closes
+}
+
+/** The browser runs a tool the server asked for, and answers with its result. */
+async function runTool(call, conn) {
+  const result = await runBrowserTool(call, {
+    music: conn?.music ?? null,
+    geolocation: navigator.geolocation,
+  });
+  if (call.toolName === "change_bgm" && !result.errorText) state.musicChanged(result.output.track);
+  state.toolRan(call, result);
+  if (live !== conn) return; // disconnected meanwhile: the server resolves the call itself
+  conn.session.toolResult(call.toolCallId, result);
+  render();
+}
+
+function answerApproval(approved) {
+  const request = state.approval;
+  if (!request) return;
+  state.approvalAnswered(request.approvalId, approved);
+  conversation.toolAnswered(request.toolCallId, approved);
+  live?.session?.toolApproval(request.approvalId, approved);
+  render();
 }
 
 // ------------------------------------------------------------------ turns
@@ -498,6 +598,12 @@ async function onModeChange() {
 // ------------------------------------------------------------------ wiring
 
 ui.connect.addEventListener("click", () => connect());
+ui.approve.addEventListener("click", () => answerApproval(true));
+ui.deny.addEventListener("click", () => answerApproval(false));
+ui.approval.addEventListener("cancel", (event) => {
+  event.preventDefault(); // the dialog closes when the state says so
+  answerApproval(false);
+});
 ui.disconnect.addEventListener("click", () => disconnect());
 ui.interrupt.addEventListener("click", () => interruptLocal("button"));
 ui.compose.addEventListener("submit", (event) => {
@@ -520,13 +626,20 @@ function typingInto(target) {
   return target.matches?.('input[type="text"], input[type="number"], textarea, select') ?? false;
 }
 
-/** The space bar is push-to-talk's, except in a text field. */
+/** The space bar is push-to-talk's, except in a text field or the approval dialog. */
 function isTalkKey(event) {
-  return event.code === "Space" && state.mode === "push-to-talk" && !typingInto(event.target);
+  return (
+    event.code === "Space" &&
+    state.mode === "push-to-talk" &&
+    !typingInto(event.target) &&
+    !ui.approval.open
+  );
 }
 
 document.addEventListener("keydown", (event) => {
-  if (event.key === "Escape") interruptLocal("escape");
+  // In the dialog, Escape denies (its cancel event); an interrupt would
+  // cancel the very call the user is deciding about.
+  if (event.key === "Escape" && !ui.approval.open) interruptLocal("escape");
   if (!isTalkKey(event)) return;
   event.preventDefault(); // no page scroll, no button "click"
   if (!event.repeat) pttDown();

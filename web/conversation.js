@@ -1,23 +1,37 @@
 // The conversation as turns, built from the server's chunks. Pure: the page
 // renders the entries; tests feed chunks and read them back.
 //
-// An entry: {id, role: "user"|"agent"|"tool"|"notice", text, final, interrupted}.
+// An entry: {id, role: "user"|"agent"|"tool"|"notice", text, final, interrupted};
+// a tool entry also has `state` (TOOL_STATES) and `result` (text or null).
 // The server opens a turn (`start`) on its first event, and the user's
 // transcript may come after the agent's first words; so a turn keeps its user
 // entry ahead of its agent entry and `onChange` says where a new one goes.
 
 let nextId = 1;
 
+/** A tool call's states, and the words the page shows for them. */
+export const TOOL_STATES = {
+  approval: "waiting for approval",
+  running: "running",
+  done: "done",
+  denied: "denied",
+  error: "error",
+};
+
 export class Conversation {
   /** @param {(entry: object, placement: {isNew: boolean, before?: object}) => void} onChange */
   constructor(onChange = () => {}) {
     this.entries = [];
     this.onChange = onChange;
-    this.turn = null; // {user, agent, tools: Map}
+    this.turn = null; // {user, agent}
+    // toolCallId -> tool entry. Not per turn: a resumed session asks again
+    // about a call the page already shows.
+    this.tools = new Map();
   }
 
-  #add(role, text, { final = true, before } = {}) {
+  #add(role, text, { final = true, before, tool = false } = {}) {
     const entry = { id: `e${nextId++}`, role, text, final, interrupted: false };
+    if (tool) Object.assign(entry, { state: "running", result: null });
     if (before) this.entries.splice(this.entries.indexOf(before), 0, entry);
     else this.entries.push(entry);
     this.onChange(entry, { isNew: true, before });
@@ -29,8 +43,21 @@ export class Conversation {
   }
 
   #openTurn() {
-    this.turn ??= { user: null, agent: null, tools: new Map() };
+    this.turn ??= { user: null, agent: null };
     return this.turn;
+  }
+
+  #toolState(entry, state, result = entry.result) {
+    entry.state = state;
+    entry.result = result;
+    entry.final = state !== "approval" && state !== "running";
+    this.#changed(entry);
+  }
+
+  /** The user answered the call's approval: it runs now, or it will not. */
+  toolAnswered(toolCallId, approved) {
+    const entry = this.tools.get(toolCallId);
+    if (entry) this.#toolState(entry, approved ? "running" : "denied");
   }
 
   /** A typed turn, shown as soon as it is sent. */
@@ -86,24 +113,31 @@ export class Conversation {
         break;
       }
       case "tool-input-available": {
-        const turn = this.#openTurn();
+        this.#openTurn();
+        const known = this.tools.get(chunk.toolCallId);
+        if (known) {
+          // Asked again: the browser is to run it now (or a resumed session repeats it).
+          if (chunk.clientExecutes) this.#toolState(known, "running");
+          break;
+        }
         const args = JSON.stringify(chunk.input ?? {});
-        const entry = this.#add("tool", `${chunk.toolName}(${args})`, { final: false });
-        turn.tools.set(chunk.toolCallId, entry);
+        const entry = this.#add("tool", `${chunk.toolName}(${args})`, { final: false, tool: true });
+        this.tools.set(chunk.toolCallId, entry);
+        break;
+      }
+      case "tool-approval-request": {
+        const entry = this.tools.get(chunk.toolCallId);
+        if (entry) this.#toolState(entry, "approval");
         break;
       }
       case "tool-output-available":
-      case "tool-output-denied": {
-        const entry = this.turn?.tools.get(chunk.toolCallId);
-        const result =
-          chunk.type === "tool-output-denied" ? "denied" : JSON.stringify(chunk.output);
-        if (entry) {
-          entry.text += ` → ${result}`;
-          entry.final = true;
-          this.#changed(entry);
-        } else {
-          this.#add("tool", `tool → ${result}`);
-        }
+      case "tool-output-denied":
+      case "tool-output-error": {
+        const state = { "tool-output-available": "done", "tool-output-denied": "denied" }[chunk.type] ?? "error";
+        const result = chunk.type === "tool-output-error" ? chunk.errorText : JSON.stringify(chunk.output);
+        const entry = this.tools.get(chunk.toolCallId) ?? this.#add("tool", "tool", { tool: true });
+        this.tools.delete(chunk.toolCallId);
+        this.#toolState(entry, state, state === "denied" ? null : result);
         break;
       }
       case "data-interrupted": {

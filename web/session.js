@@ -1,5 +1,7 @@
 // The /ws client (DESIGN §5): negotiation, typed client messages, and the
-// server's chunks turned into events. No Web Audio and no DOM here.
+// server's chunks turned into events. No Web Audio and no DOM here. The demo
+// page uses it directly; web/chat-transport.js builds the AI SDK ChatTransport
+// on it, so both read the socket the same way.
 //
 // Events (CustomEvent, payload in `detail`):
 //   "session"  the data-session chunk's data (sent first: id, rates, history)
@@ -16,7 +18,11 @@ export const SUPPORTED_RATES = [8000, 11025, 16000, 22050, 24000, 32000, 44100, 
 // frames rather than let the conversation fall behind real time.
 const MAX_BUFFERED_BYTES = 128 * 1024;
 
-/** The `start` negotiation message. */
+/**
+ * The `start` negotiation message. Without `inputRate` the server's input
+ * defaults stand (a client that only types); without `outputRate`, its
+ * output rate.
+ */
 export function startMessage({
   inputRate,
   inputFormat = "f32",
@@ -25,11 +31,9 @@ export function startMessage({
   sessionId,
   turnDetection,
 }) {
-  const message = {
-    type: "start",
-    input: { sampleRate: inputRate, format: inputFormat, channels: 1 },
-    output: { sampleRate: outputRate, binary },
-  };
+  const message = { type: "start" };
+  if (inputRate) message.input = { sampleRate: inputRate, format: inputFormat, channels: 1 };
+  message.output = outputRate ? { sampleRate: outputRate, binary } : { binary };
   if (sessionId) message.sessionId = sessionId;
   // "server": the model's voice detection ends turns; "manual": only
   // activity_start/activity_end do (push-to-talk). Omitted: the server's default.
@@ -200,8 +204,30 @@ export class LiveSession extends EventTarget {
     return this.#sendJson({ type: "interrupt" });
   }
 
-  toolApproval(approvalId, approved) {
-    return this.#sendJson({ type: "tool_approval", approvalId, approved });
+  /** The user's answer to a `tool-approval-request`. */
+  toolApproval(approvalId, approved, reason) {
+    const message = { type: "tool_approval", approvalId, approved };
+    if (reason) message.reason = reason;
+    return this.#sendJson(message);
+  }
+
+  /**
+   * The result of a tool the server asked us to run (`clientExecutes`):
+   * `{output}`, or `{errorText}` when it failed.
+   */
+  toolResult(toolCallId, { output, errorText } = {}) {
+    if (errorText !== undefined) {
+      return this.#sendJson({ type: "tool_result", toolCallId, errorText: String(errorText) });
+    }
+    // JSON has no undefined: a tool that returns nothing answers null.
+    return this.#sendJson({ type: "tool_result", toolCallId, output: output ?? null });
+  }
+
+  /** AI SDK UI messages: the server reads the last one (a user turn, or tool answers). */
+  sendChatMessages(messages, { trigger = "submit-message", messageId } = {}) {
+    const message = { type: "message", messages, trigger };
+    if (messageId) message.messageId = messageId;
+    return this.#sendJson(message);
   }
 
   close(code = 1000, reason = "client disconnect") {

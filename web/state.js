@@ -45,7 +45,15 @@ export class PageState {
     this.userEndedAt = -1; // context time the user's last turn ended (speech, release, send)
     this.lastReplyAt = -1; // context time the last reply started playing
 
+    // Tools. The server asks again about pending calls when a session is
+    // resumed, so none of this outlives the socket.
+    this.approvals = []; // [{approvalId, toolCallId, toolName, input}]: the dialog shows the first
+    this.toolCalls = new Map(); // toolCallId -> {toolCallId, toolName, input, running}
+    this.music = { track: "off", ducked: false };
+
     // Measurements, for window.__demo.
+    this.decisions = []; // the user's approval answers: {toolName, approved}
+    this.toolRuns = []; // browser tools run: {toolName, input, output} or {…, errorText}
     this.errors = []; // messages shown to the user
     this.serverErrors = []; // `error` chunks
     this.capture = { frames: 0, sent: 0, voiced: 0, dbfs: -Infinity, speaking: false };
@@ -87,6 +95,9 @@ export class PageState {
     this.socketStats = null;
     this.micOpen = this.muted = this.talking = this.usedPushToTalk = false;
     this.pendingFlushes.clear();
+    this.approvals = [];
+    this.toolCalls.clear();
+    this.music = { track: "off", ducked: false }; // it played in the closed context
     this.capture.dbfs = -Infinity;
     this.capture.speaking = false;
   }
@@ -270,6 +281,77 @@ export class PageState {
     this.showMessage(`Server: ${text}`, "info");
   }
 
+  // ---------------------------------------------------------------- tools
+
+  /**
+   * A tool chunk from the server. Returns the call when the browser is to
+   * run it now (`clientExecutes`), once per call however often it is asked.
+   */
+  toolChunk(chunk) {
+    const id = chunk.toolCallId;
+    switch (chunk.type) {
+      case "tool-input-available": {
+        let call = this.toolCalls.get(id);
+        if (!call) {
+          call = { toolCallId: id, toolName: chunk.toolName, input: chunk.input ?? {}, running: false };
+          this.toolCalls.set(id, call);
+        }
+        if (!chunk.clientExecutes || call.running) return null;
+        call.running = true;
+        return call;
+      }
+      case "tool-approval-request": {
+        if (this.approvals.some((a) => a.approvalId === chunk.approvalId)) return null;
+        const call = this.toolCalls.get(id);
+        this.approvals.push({
+          approvalId: chunk.approvalId,
+          toolCallId: id,
+          toolName: call?.toolName ?? "a tool",
+          input: call?.input ?? {},
+        });
+        return null;
+      }
+      case "tool-output-available":
+      case "tool-output-error":
+      case "tool-output-denied":
+        // Resolved, also without the user (a timeout, a barge-in): no more asking.
+        this.toolCalls.delete(id);
+        this.approvals = this.approvals.filter((a) => a.toolCallId !== id);
+        return null;
+    }
+    return null;
+  }
+
+  /** The approval the dialog asks about, or null. */
+  get approval() {
+    return this.approvals[0] ?? null;
+  }
+
+  /** The user answered; returns the answered request (null if it was gone). */
+  approvalAnswered(approvalId, approved) {
+    const request = this.approvals.find((a) => a.approvalId === approvalId) ?? null;
+    this.approvals = this.approvals.filter((a) => a.approvalId !== approvalId);
+    if (request) this.decisions.push({ toolName: request.toolName, approved });
+    return request;
+  }
+
+  /** A browser tool finished: `result` is {output} or {errorText}. */
+  toolRan(call, result) {
+    this.toolRuns.push({ toolName: call.toolName, input: call.input, ...result });
+  }
+
+  musicChanged(track) {
+    this.music = { ...this.music, track };
+  }
+
+  /** The music ducks while the agent is audible; returns true when that changed. */
+  duckMusic() {
+    const ducked = this.music.track !== "off" && this.agentAudible;
+    if (ducked === this.music.ducked) return false;
+    this.music = { ...this.music, ducked };
+    return true;
+  }
+
   // ---------------------------------------------------------------- view
 
   /**
@@ -293,6 +375,10 @@ export class PageState {
       flushes: () => this.flushes,
       latencies: () => this.latencies,
       released: () => this.released,
+      approval: () => this.approval, // what the approval dialog shows (null: closed)
+      decisions: () => this.decisions,
+      toolRuns: () => this.toolRuns,
+      music: () => this.music,
     };
     const view = { ...probes };
     for (const [name, read] of Object.entries(fields)) {

@@ -69,11 +69,20 @@ def browser(playwright_instance: object, speech_wav: pathlib.Path) -> Iterator[o
 
 @pytest.fixture
 def open_page(browser: object, server_url: str) -> Iterator[Callable[..., object]]:
-    """open_page(query="", viewport=...) -> a loaded page in a fresh context."""
+    """open_page(query="", viewport=..., **context_options) -> a loaded page in
+    a fresh context (context_options go to new_context, e.g. geolocation)."""
     contexts = []
 
-    def opener(query: str = "", *, viewport: dict | None = None, init_script: str | None = None):
-        context = browser.new_context(viewport=viewport or {"width": 820, "height": 900})  # type: ignore[attr-defined]
+    def opener(
+        query: str = "",
+        *,
+        viewport: dict | None = None,
+        init_script: str | None = None,
+        **context_options: object,
+    ):
+        context = browser.new_context(  # type: ignore[attr-defined]
+            viewport=viewport or {"width": 820, "height": 900}, **context_options
+        )
         contexts.append(context)
         if init_script:
             context.add_init_script(init_script)

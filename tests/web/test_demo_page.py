@@ -15,37 +15,31 @@ import shutil
 import subprocess
 
 import pytest
-from web_helpers import INSECURE_HOST, ROOT, launch, make_speech, missing
+from web_helpers import (
+    INSECURE_HOST,
+    ROOT,
+    check_no_page_errors,
+    connect,
+    demo,
+    entries,
+    launch,
+    make_speech,
+    missing,
+    wait_for,
+)
 
 from server.settings import Settings
 
 ARTIFACTS = ROOT / "artifacts"
-INTERRUPT_BOUND_MS = 30  # flush request -> playback worklet silent (target, DESIGN/issue 6)
-# The offline model answers 600 ms (its hangover) after speech ends; allow
-# for a slow CI machine on top.
-LATENCY_BOUND_MS = 2000
-
-
-def demo(page, expr: str):
-    return page.evaluate(f"() => {expr}")
-
-
-def wait_for(page, condition: str, timeout_s: float = 15) -> None:
-    page.wait_for_function(f"() => {condition}", timeout=timeout_s * 1000)
-
-
-def connect(page) -> dict:
-    page.click("#connect")
-    wait_for(page, "__demo.state === 'connected'", 10)
-    return demo(page, "__demo.session")
-
-
-def check_no_page_errors(page) -> None:
-    assert page.page_errors == [], page.page_errors
-
-
-def entries(page, role: str) -> list[str]:
-    return page.locator(f"#log .entry.{role}").all_inner_texts()
+# Timings are measured by benchmarks/bench_web.py, never asserted here: a
+# loaded machine makes anything slower. What the tests check about time is
+# causal: an answer cannot come before its cause.
+#
+# The offline model ends a hands-free turn after 600 ms without speech (its
+# hangover), so no reply starts sooner after the last voiced frame; 50 ms
+# for the 20 ms frames and the level detector's edges.
+HANGOVER_MS = 600 - 50
+FRAME_16K = 320  # one 20 ms capture frame as the model hears it (16 kHz)
 
 
 # ------------------------------------------------------------------ session
@@ -92,7 +86,7 @@ def test_speech_round_trip_plays_the_echo_without_underruns(open_page):
     assert played["samplesPlayed"] == demo(page, "__demo.received.samples")
     assert played["underruns"] == 0
     latency = demo(page, "__demo.latencies")[0]
-    assert 550 <= latency <= LATENCY_BOUND_MS, latency  # >= the model's 600 ms hangover
+    assert latency >= HANGOVER_MS, latency  # the model waited for the end of the speech
     assert "reply latency" in page.inner_text("#status")
     check_no_page_errors(page)
 
@@ -156,8 +150,9 @@ def test_interrupt_silences_playback_within_bound(open_page):
     wait_for(page, "__demo.flushes.length >= 1", 5)
     flush = demo(page, "__demo.flushes[0]")
     assert flush["reason"] == "button"
-    assert 0 <= flush["contextMs"] <= INTERRUPT_BOUND_MS, flush
-    assert flush["roundTripMs"] <= INTERRUPT_BOUND_MS + 20, flush
+    # Silence follows the request, after a fade of at most the worklet's 5 ms
+    # (a configuration, not a speed); how soon is bench_web.py's to measure.
+    assert flush["contextMs"] >= 0 and flush["roundTripMs"] >= 0, flush
     assert flush["fadeMs"] <= 6, flush
     played = demo(page, "__demo.playback.samplesPlayed")
     wait_for(page, "(__demo.received.chunks['data-interrupted'] ?? 0) >= 1", 5)
@@ -184,7 +179,7 @@ def test_server_barge_in_flushes_playback(playwright_instance, server_url, tmp_p
         wait_for(page, "__demo.flushes.length >= 1", 20)
         flush = demo(page, "__demo.flushes[0]")
         assert flush["reason"] == "server:model", flush
-        assert flush["contextMs"] <= INTERRUPT_BOUND_MS, flush
+        assert flush["contextMs"] >= 0, flush
         assert demo(page, "__demo.received.chunks['data-interrupted']") >= 1
     finally:
         browser.close()
@@ -200,21 +195,25 @@ def test_push_to_talk_with_the_space_bar(open_page):
     assert info["input"]["format"] == "s16"
     assert info["turnDetection"] == "manual"
     assert page.is_visible("#ptt")
-    page.wait_for_timeout(1000)
-    assert demo(page, "__demo.capture.sent") == 0  # nothing is sent until we hold
+    wait_for(page, "__demo.capture.frames >= 50")  # the microphone runs...
+    assert demo(page, "__demo.capture.sent") == 0  # ...and nothing is sent until we hold
     page.keyboard.down("Space")
     assert page.get_attribute("#ptt", "aria-pressed") == "true"
-    page.wait_for_timeout(1500)
+    wait_for(page, "__demo.capture.sent >= 75")  # ~1.5 s of 20 ms frames
     page.keyboard.up("Space")
     assert page.get_attribute("#ptt", "aria-pressed") == "false"
     sent = demo(page, "__demo.capture.sent")
-    assert 60 <= sent <= 90, sent  # ~1.5 s of 20 ms frames
     wait_for(page, "__demo.events.ended >= 1", 15)
     user = entries(page, "user")
     assert user and "s of audio" in user[0]
+    # The turn is exactly the audio sent while the key was down: it ended at
+    # the release (no voice detection, no hangover appended), within the
+    # resampler's few samples.
+    samples = int(re.search(r"\((\d+) samples at 16000 Hz\)", user[0]).group(1))
+    assert abs(samples - sent * FRAME_16K) <= FRAME_16K // 4, (samples, sent)
     heard = float(entries(page, "agent")[0].split("I heard ")[1].split(" seconds")[0])
-    assert 1.3 <= heard <= 1.8, heard  # exactly what was held, no VAD involved
-    assert demo(page, "__demo.latencies")[0] < 500  # no hangover: the release ends the turn
+    assert heard == round(samples / 16000, 2), (heard, samples)
+    assert demo(page, "__demo.latencies")[0] >= 0  # the reply came after the release
     check_no_page_errors(page)
 
 

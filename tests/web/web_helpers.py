@@ -133,3 +133,31 @@ def run_server(data_dir: pathlib.Path, *, timeout_s: float = 30) -> Iterator[str
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+# ---------------------------------------------------------------- the page
+
+
+def demo(page, expr: str):
+    """Evaluate ``expr`` in the page (``__demo`` is its read-only test hook)."""
+    return page.evaluate(f"() => {expr}")
+
+
+def wait_for(page, condition: str, timeout_s: float = 15) -> None:
+    """Until ``condition`` holds in the page; the timeout is a guard against a
+    hang, not a speed requirement."""
+    page.wait_for_function(f"() => {condition}", timeout=timeout_s * 1000)
+
+
+def connect(page) -> dict:
+    page.click("#connect")
+    wait_for(page, "__demo.state === 'connected'", 10)
+    return demo(page, "__demo.session")
+
+
+def check_no_page_errors(page) -> None:
+    assert page.page_errors == [], page.page_errors
+
+
+def entries(page, role: str) -> list[str]:
+    return page.locator(f"#log .entry.{role}").all_inner_texts()

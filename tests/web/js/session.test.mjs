@@ -222,11 +222,41 @@ test("Conversation: partial transcripts update in place; tools and interruptions
     [
       ["user", "what time is it"],
       ["user", "hello"],
-      ["tool", 'get_current_time({}) → {"time":"12:00"}'],
+      ["tool", "get_current_time({})"],
       ["agent", "It is noon."],
     ],
   );
+  assert.deepEqual([c.entries[2].state, c.entries[2].result], ["done", '{"time":"12:00"}']);
   assert.equal(c.entries[3].interrupted, true);
+});
+
+test("Conversation: a tool call goes approval -> running -> done, denied or error", () => {
+  const c = new Conversation();
+  const states = () => c.entries.map((e) => [e.state, e.result, e.final]);
+  const ask = (id, name) => {
+    c.apply({ type: "tool-input-available", toolCallId: id, toolName: name, input: { a: 1 } });
+    c.apply({ type: "tool-approval-request", approvalId: `apr-${id}`, toolCallId: id });
+  };
+  c.apply({ type: "start" });
+  ask("c1", "change_bgm");
+  assert.equal(c.entries[0].text, 'change_bgm({"a":1})');
+  assert.deepEqual(states(), [["approval", null, false]]);
+  c.toolAnswered("c1", true);
+  assert.deepEqual(states(), [["running", null, false]]);
+  // The server asks the browser to run it: the same entry, still running.
+  c.apply({ type: "tool-input-available", toolCallId: "c1", toolName: "change_bgm", input: { a: 1 }, clientExecutes: true });
+  assert.equal(c.entries.length, 1);
+  c.apply({ type: "tool-output-available", toolCallId: "c1", output: { track: "jazz" } });
+  assert.deepEqual(states(), [["done", '{"track":"jazz"}', true]]);
+  ask("c2", "process_payment");
+  c.toolAnswered("c2", false);
+  c.apply({ type: "tool-output-denied", toolCallId: "c2" });
+  ask("c3", "get_location");
+  c.apply({ type: "tool-output-error", toolCallId: "c3", errorText: "interrupted by the user" });
+  assert.deepEqual(states().slice(1), [
+    ["denied", null, true],
+    ["error", "interrupted by the user", true],
+  ]);
 });
 
 test("Conversation loads a resumed session's history", () => {

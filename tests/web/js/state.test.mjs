@@ -276,3 +276,64 @@ test("the view reads the state and cannot change it", () => {
   assert.equal(view.state, "error");
   assert.deepEqual(JSON.parse(JSON.stringify(view)).state, "error");
 });
+
+// ---------------------------------------------------------------- tools
+
+const input = (id, name, extra = {}) => ({
+  type: "tool-input-available",
+  toolCallId: id,
+  toolName: name,
+  input: { track: "jazz" },
+  ...extra,
+});
+
+test("an approval request waits in the dialog's queue until answered or resolved", () => {
+  const s = connected();
+  s.toolChunk(input("c1", "change_bgm"));
+  assert.equal(s.toolChunk({ type: "tool-approval-request", approvalId: "a1", toolCallId: "c1" }), null);
+  s.toolChunk(input("c2", "process_payment"));
+  s.toolChunk({ type: "tool-approval-request", approvalId: "a2", toolCallId: "c2" });
+  s.toolChunk({ type: "tool-approval-request", approvalId: "a2", toolCallId: "c2" }); // asked again
+  assert.deepEqual(s.approval, { approvalId: "a1", toolCallId: "c1", toolName: "change_bgm", input: { track: "jazz" } });
+  assert.equal(s.approvalAnswered("a1", true).toolName, "change_bgm");
+  assert.equal(s.approval.approvalId, "a2");
+  // A timeout or a barge-in resolves it without the user: the dialog goes.
+  s.toolChunk({ type: "tool-output-error", toolCallId: "c2", errorText: "interrupted by the user" });
+  assert.equal(s.approval, null);
+  assert.equal(s.approvalAnswered("a2", false), null);
+  assert.deepEqual(s.decisions, [{ toolName: "change_bgm", approved: true }]);
+});
+
+test("the browser runs a tool once, when the server says so", () => {
+  const s = connected();
+  assert.equal(s.toolChunk(input("c1", "change_bgm")), null); // asked to approve first
+  const run = s.toolChunk(input("c1", "change_bgm", { clientExecutes: true }));
+  assert.equal(run.toolName, "change_bgm");
+  assert.equal(s.toolChunk(input("c1", "change_bgm", { clientExecutes: true })), null);
+  s.toolRan(run, { output: { track: "jazz", playing: true } });
+  assert.deepEqual(s.toolRuns, [{ toolName: "change_bgm", input: { track: "jazz" }, output: { track: "jazz", playing: true } }]);
+});
+
+test("the music ducks while the agent is audible, and only when it plays", () => {
+  const s = connected();
+  agentPlaying(s);
+  assert.equal(s.duckMusic(), false); // no music: nothing to duck
+  s.musicChanged("lofi");
+  assert.equal(s.duckMusic(), true);
+  assert.equal(s.music.ducked, true);
+  assert.equal(s.duckMusic(), false); // no change
+  s.playbackEvent({ type: "stats", state: "idle", bufferedSamples: 0 }, 0);
+  assert.equal(s.duckMusic(), true);
+  assert.equal(s.music.ducked, false);
+});
+
+test("closing forgets pending approvals and the music (the server asks again on resume)", () => {
+  const s = connected();
+  s.toolChunk(input("c1", "change_bgm"));
+  s.toolChunk({ type: "tool-approval-request", approvalId: "a1", toolCallId: "c1" });
+  s.musicChanged("jazz");
+  s.closed();
+  assert.equal(s.approval, null);
+  assert.deepEqual(s.music, { track: "off", ducked: false });
+  assert.equal(s.view().approval, null);
+});

@@ -1,0 +1,437 @@
+// web/chat-transport.js driven by the real AI SDK (the `ai` package, pinned in
+// tests/web/js/package.json) against a real server process (offline model).
+//
+// Run from pytest (tests/web/test_ai_sdk.py), which starts `python -m server`
+// and passes its socket URL in AUDIOCORE_WS_URL. Node 20 needs
+// --experimental-websocket for the global WebSocket.
+//
+// Every chunk the transport hands to a chat is checked against the SDK's own
+// uiMessageChunkSchema; the chats use AbstractChat with an in-memory state
+// (AISDK_NOTES §2), as useChat does with React's.
+
+import assert from "node:assert/strict";
+import { after, test } from "node:test";
+
+import {
+  AbstractChat,
+  lastAssistantMessageIsCompleteWithApprovalResponses as approvalsDone,
+  lastAssistantMessageIsCompleteWithToolCalls as toolCallsDone,
+  uiMessageChunkSchema,
+} from "ai";
+
+import { AudiocoreChatTransport, withUserMessage } from "../../../../web/chat-transport.js";
+
+const URL = process.env.AUDIOCORE_WS_URL;
+if (!URL) throw new Error("AUDIOCORE_WS_URL is not set: run this file from pytest (tests/web/test_ai_sdk.py)");
+// What any one wait may take before the test gives up and shows the state:
+// a guard against a hang, not a speed requirement.
+const GIVE_UP_MS = 30_000;
+const SCHEMA = uiMessageChunkSchema();
+
+/** ChatState in memory (AISDK_NOTES §2), telling waiters about every change. */
+class MemoryState {
+  #status = "ready";
+  error = undefined;
+  #messages = [];
+  #listeners = new Set();
+  get status() {
+    return this.#status;
+  }
+  set status(value) {
+    this.#status = value;
+    this.changed();
+  }
+  get messages() {
+    return this.#messages;
+  }
+  set messages(value) {
+    this.#messages = value;
+    this.changed();
+  }
+  pushMessage = (m) => {
+    this.messages = [...this.#messages, structuredClone(m)];
+  };
+  popMessage = () => {
+    this.messages = this.#messages.slice(0, -1);
+  };
+  replaceMessage = (i, m) => {
+    this.messages = this.#messages.with(i, structuredClone(m));
+  };
+  snapshot = (x) => structuredClone(x);
+  changed() {
+    for (const listener of this.#listeners) listener();
+  }
+  listen(listener) {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+}
+
+class Chat extends AbstractChat {}
+
+/** A socket that records what the client sends. */
+function recordingSocket(sent) {
+  return class extends WebSocket {
+    send(data) {
+      if (typeof data === "string") sent.push(JSON.parse(data));
+      super.send(data);
+    }
+  };
+}
+
+/** The transport as a chat sees it, with every chunk checked against the SDK's schema. */
+function validated(transport, seen, invalid) {
+  const check = (stream) =>
+    stream?.pipeThrough(
+      new TransformStream({
+        async transform(chunk, controller) {
+          const result = await SCHEMA.validate(chunk);
+          if (!result.success) invalid.push({ chunk, error: String(result.error) });
+          seen.push(chunk);
+          controller.enqueue(chunk);
+        },
+      }),
+    );
+  return {
+    resumeStreamIsReplay: transport.resumeStreamIsReplay,
+    sendMessages: async (options) => check(await transport.sendMessages(options)),
+    reconnectToStream: async (options) => check(await transport.reconnectToStream(options)),
+  };
+}
+
+const everyChunk = []; // what all the chats were handed
+const invalidChunks = [];
+const transports = [];
+
+/** A chat on its own transport; `options` go to the chat, `transportOptions` to the transport. */
+function newChat({ transportOptions = {}, ...options } = {}) {
+  const sent = [];
+  const state = new MemoryState();
+  const finishes = [];
+  let chat;
+  const transport = new AudiocoreChatTransport({
+    url: URL,
+    WebSocketImpl: recordingSocket(sent),
+    onServerTurn: () => chat.resumeStream(),
+    onUserTranscript: ({ message, beforeMessageId }) => {
+      chat.messages = withUserMessage(chat.messages, message, beforeMessageId);
+    },
+    ...transportOptions,
+  });
+  transports.push(transport);
+  chat = new Chat({
+    state,
+    transport: validated(transport, everyChunk, invalidChunks),
+    onFinish: (event) => {
+      finishes.push(event);
+      state.changed();
+    },
+    ...options,
+  });
+  /** Resolves when `predicate()` holds after a change (checked at once too). */
+  const until = (predicate, what) =>
+    new Promise((resolve, reject) => {
+      const check = () => {
+        if (!predicate()) return;
+        stop();
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        stop();
+        reject(new Error(`gave up waiting for ${what}: ${JSON.stringify(describe(chat), null, 1)}`));
+      }, GIVE_UP_MS);
+      const unlisten = state.listen(check);
+      const stop = () => {
+        clearTimeout(timer);
+        unlisten();
+      };
+      check();
+    });
+  return { chat, transport, sent, finishes, until };
+}
+
+function describe(chat) {
+  return {
+    status: chat.status,
+    error: chat.error?.message,
+    messages: chat.messages.map((m) => ({
+      id: m.id,
+      role: m.role,
+      parts: m.parts.map((p) => (p.state ? `${p.type}/${p.state}` : p.type)),
+    })),
+  };
+}
+
+function toolPart(chat, name) {
+  for (const message of chat.messages.toReversed()) {
+    const part = message.parts.find((p) => p.type === `tool-${name}`);
+    if (part) return { message, part };
+  }
+  return {};
+}
+
+function text(message) {
+  return message.parts
+    .filter((p) => p.type === "text")
+    .map((p) => p.text)
+    .join(" ");
+}
+
+/** The turn has finished (the model's answer is in) and the chat is idle again. */
+const finished = (chat, finishes, count) => () =>
+  finishes.filter((f) => f.finishReason === "stop").length >= count && chat.status === "ready";
+
+after(() => {
+  for (const transport of transports) transport.close();
+});
+
+test("a typed turn: one user message, one assistant message, with the model's metadata", async () => {
+  const { chat, sent, finishes } = newChat();
+  await chat.sendMessage({ text: "hello there" });
+  assert.equal(chat.status, "ready", chat.error?.message);
+  const [user, assistant] = chat.messages;
+  assert.equal(chat.messages.length, 2);
+  assert.equal(user.role, "user");
+  assert.equal(assistant.role, "assistant");
+  assert.match(text(assistant), /^You said: hello there/);
+  assert.equal(assistant.metadata.model, "offline");
+  assert.deepEqual(
+    assistant.parts.map((p) => p.type),
+    ["step-start", "text"],
+  );
+  assert.equal(finishes.at(-1).finishReason, "stop");
+  // The new message only, as an AI SDK `message`: never the history.
+  const turns = sent.filter((m) => m.type === "message");
+  assert.equal(turns.length, 1);
+  assert.deepEqual(turns[0].messages, [
+    { id: user.id, role: "user", parts: [{ type: "text", text: "hello there" }] },
+  ]);
+});
+
+test("approve process_payment through addToolApprovalResponse", async () => {
+  const { chat, sent, finishes, until } = newChat({ sendAutomaticallyWhen: approvalsDone });
+  await chat.sendMessage({ text: "pay 5 EUR to Alice" });
+  const asked = toolPart(chat, "process_payment");
+  assert.equal(asked.part?.state, "approval-requested", JSON.stringify(describe(chat)));
+  assert.deepEqual(asked.part.input, { amount: 5, currency: "EUR", recipient: "Alice" });
+  await chat.addToolApprovalResponse({ id: asked.part.approval.id, approved: true, reason: "fine" });
+  await until(finished(chat, finishes, 1), "the answer after the approval");
+  const { message, part } = toolPart(chat, "process_payment");
+  assert.equal(message.id, asked.message.id, "the continuation keeps the assistant message");
+  assert.equal(chat.messages.length, 2);
+  assert.equal(part.state, "output-available");
+  assert.equal(part.output.success, true);
+  assert.match(part.output.transactionId, /^txn_[0-9a-f]{12}$/);
+  assert.deepEqual(
+    [part.output.amount, part.output.currency, part.output.recipient],
+    [5, "EUR", "Alice"],
+  );
+  assert.match(text(message), new RegExp(`process_payment returned .*${part.output.transactionId}`));
+  assert.deepEqual(
+    message.parts.map((p) => p.type),
+    ["step-start", "tool-process_payment", "step-start", "text"],
+  );
+  // Exactly one answer went out, with its reason.
+  assert.deepEqual(
+    sent.filter((m) => m.type === "tool_approval"),
+    [{ type: "tool_approval", approvalId: asked.part.approval.id, approved: true, reason: "fine" }],
+  );
+  assert.equal(chat.status, "ready");
+});
+
+test("deny process_payment: the part ends output-denied and the model is told", async () => {
+  const { chat, finishes, until } = newChat({ sendAutomaticallyWhen: approvalsDone });
+  await chat.sendMessage({ text: "pay 7 USD to Bob" });
+  const asked = toolPart(chat, "process_payment").part;
+  assert.equal(asked.state, "approval-requested");
+  await chat.addToolApprovalResponse({ id: asked.approval.id, approved: false, reason: "not today" });
+  await until(finished(chat, finishes, 1), "the answer after the denial");
+  const { message, part } = toolPart(chat, "process_payment");
+  assert.equal(part.state, "output-denied");
+  assert.equal(part.approval.approved, false);
+  assert.match(text(message), /"status": "denied"/);
+  assert.match(text(message), /not today/);
+});
+
+// A browser tool that needs approval is answered twice: the approval (the part
+// becomes approval-responded: approvalsDone), then, once the server asks the
+// browser to run it, the result (the part becomes output-available: only
+// toolCallsDone sees that). So the chat continues when either holds.
+const approvalsOrResults = (options) => approvalsDone(options) || toolCallsDone(options);
+
+test("a browser tool: approved, run in onToolCall, answered through addToolOutput", async () => {
+  const position = { latitude: 48.8584, longitude: 2.2945, accuracy: 12 };
+  const runs = [];
+  let chat;
+  const made = newChat({
+    sendAutomaticallyWhen: approvalsOrResults,
+    onToolCall: ({ toolCall }) => {
+      if (!toolCall.clientExecutes) return; // the server runs it, or asks first
+      runs.push(toolCall.toolName);
+      // No await: onToolCall runs inside the chat's job queue (AISDK_NOTES §8.6).
+      chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: position });
+    },
+  });
+  chat = made.chat;
+  await chat.sendMessage({ text: "where am I" });
+  const asked = toolPart(chat, "get_location").part;
+  assert.equal(asked.state, "approval-requested");
+  assert.deepEqual(runs, [], "nothing runs before the approval");
+  await chat.addToolApprovalResponse({ id: asked.approval.id, approved: true });
+  await made.until(finished(chat, made.finishes, 1), "the answer after the location");
+  const { message, part } = toolPart(chat, "get_location");
+  assert.deepEqual(runs, ["get_location"]);
+  assert.equal(part.state, "output-available");
+  assert.deepEqual(part.output, position);
+  assert.match(text(message), /get_location returned .*48\.8584/);
+  assert.equal(chat.messages.length, 2);
+  assert.deepEqual(
+    made.sent.filter((m) => m.type.startsWith("tool_")).map((m) => m.type),
+    ["tool_approval", "tool_result"],
+  );
+  assert.deepEqual(made.sent.find((m) => m.type === "tool_result"), {
+    type: "tool_result",
+    toolCallId: part.toolCallId,
+    output: position,
+  });
+});
+
+test("a browser tool that fails: addToolOutput with output-error reaches the model", async () => {
+  let chat;
+  const made = newChat({
+    sendAutomaticallyWhen: approvalsOrResults,
+    onToolCall: ({ toolCall }) => {
+      if (!toolCall.clientExecutes) return;
+      chat.addToolOutput({
+        state: "output-error",
+        tool: toolCall.toolName,
+        toolCallId: toolCall.toolCallId,
+        errorText: "no audio output",
+      });
+    },
+  });
+  chat = made.chat;
+  await chat.sendMessage({ text: "play lofi" });
+  const asked = toolPart(chat, "change_bgm").part;
+  assert.deepEqual(asked.input, { track: "lofi" });
+  await chat.addToolApprovalResponse({ id: asked.approval.id, approved: true });
+  await made.until(finished(chat, made.finishes, 1), "the answer after the tool error");
+  const { message, part } = toolPart(chat, "change_bgm");
+  assert.equal(part.state, "output-error");
+  assert.equal(part.errorText, "no audio output");
+  assert.match(text(message), /"error": "no audio output"/);
+});
+
+test("a spoken turn reaches the chat through resumeStream, with the user's transcript", async () => {
+  const audio = [];
+  const made = newChat({
+    transportOptions: {
+      live: { inputRate: 16000, inputFormat: "s16", turnDetection: "manual" },
+      onAudio: (a) => audio.push(a),
+    },
+  });
+  const { chat, transport, finishes, until } = made;
+  const info = await transport.connect();
+  assert.equal(info.turnDetection, "manual");
+  // One second of a 440 Hz tone, pushed to talk.
+  const live = transport.live;
+  live.activityStart();
+  for (let frame = 0; frame < 50; frame++) {
+    const samples = new Float32Array(320);
+    for (let i = 0; i < samples.length; i++) {
+      samples[i] = 0.3 * Math.sin((2 * Math.PI * 440 * (frame * 320 + i)) / 16000);
+    }
+    assert.ok(live.sendAudio(samples));
+  }
+  live.activityEnd();
+  await until(finished(chat, finishes, 1), "the spoken turn's answer");
+  const [user, assistant] = chat.messages;
+  assert.equal(chat.messages.length, 2, JSON.stringify(describe(chat)));
+  assert.equal(user.role, "user");
+  assert.equal(user.metadata.source, "voice");
+  assert.match(text(user), /1\.00 s of audio \(16000 samples at 16000 Hz\)/);
+  assert.equal(assistant.role, "assistant");
+  assert.match(text(assistant), /I heard 1\.00 seconds of audio/);
+  // The echo went to the audio callback, never into the chat.
+  const bytes = audio.reduce((n, a) => n + a.bytes.length, 0);
+  assert.ok(bytes >= 24000 * 2, `echo bytes ${bytes}`);
+  assert.equal(audio[0].sampleRate, 24000);
+  // A typed turn after it is a new exchange, not a resend of the transcript.
+  await chat.sendMessage({ text: "and typed" });
+  assert.equal(chat.messages.length, 4);
+  assert.match(text(chat.messages[3]), /^You said: and typed/);
+  assert.equal(
+    made.sent.filter((m) => m.type === "message").length,
+    1,
+    "the spoken words are never sent back",
+  );
+});
+
+test("a resumed session (new transport, same sessionId) is asked again for a pending approval", async () => {
+  const first = newChat({ sendAutomaticallyWhen: approvalsDone });
+  await first.chat.sendMessage({ text: "pay 3 EUR to Carol" });
+  const asked = toolPart(first.chat, "process_payment").part;
+  assert.equal(asked.state, "approval-requested");
+  const closed = new Promise((resolve) => {
+    first.transport.live.addEventListener("closed", resolve, { once: true });
+  });
+  first.transport.close(); // the page went away before the user answered
+  await closed;
+
+  const second = newChat({
+    sendAutomaticallyWhen: approvalsDone,
+    transportOptions: { sessionId: first.transport.sessionId },
+  });
+  const info = await second.transport.connect();
+  assert.equal(info.resumed, true);
+  assert.equal(info.sessionId, first.transport.sessionId);
+  await second.until(
+    () => toolPart(second.chat, "process_payment").part?.state === "approval-requested" &&
+      second.chat.status === "ready",
+    "the pending approval, asked again",
+  );
+  const again = toolPart(second.chat, "process_payment").part;
+  assert.equal(again.approval.id, asked.approval.id);
+  assert.equal(again.toolCallId, asked.toolCallId);
+  assert.deepEqual(again.input, asked.input);
+  await second.chat.addToolApprovalResponse({ id: again.approval.id, approved: true });
+  await second.until(finished(second.chat, second.finishes, 1), "the payment after the resumed approval");
+  const done = toolPart(second.chat, "process_payment").part;
+  assert.equal(done.state, "output-available");
+  assert.equal(done.output.recipient, "Carol");
+  assert.match(done.output.transactionId, /^txn_/);
+});
+
+test("a barge-in while an approval is pending: the rest of the turn arrives through resumeStream", async () => {
+  const { chat, transport, finishes, until } = newChat({ sendAutomaticallyWhen: approvalsDone });
+  await chat.sendMessage({ text: "pay 9 EUR to Dave" });
+  const asked = toolPart(chat, "process_payment");
+  assert.equal(asked.part.state, "approval-requested");
+  // No chat request is open: the server's continuation (the cancelled call,
+  // the model's answer, finish) is the server's own, replayed from the start.
+  transport.live.interrupt();
+  await until(
+    () => finishes.length >= 2 && chat.status === "ready",
+    "the cancelled call's continuation",
+  );
+  const { message, part } = toolPart(chat, "process_payment");
+  assert.equal(message.id, asked.message.id, "the same assistant message, rebuilt");
+  assert.equal(chat.messages.length, 2, JSON.stringify(describe(chat)));
+  assert.equal(part.state, "output-error");
+  assert.equal(part.errorText, "interrupted by the user");
+  assert.match(text(message), /"status": "cancelled"/);
+  assert.deepEqual(
+    message.parts.map((p) => p.type),
+    ["step-start", "tool-process_payment", "step-start", "text"],
+  );
+});
+
+test("every chunk handed to a chat is a valid UIMessageChunk, and no audio is among them", () => {
+  assert.ok(everyChunk.length > 50, `only ${everyChunk.length} chunks`);
+  assert.deepEqual(invalidChunks, []);
+  const types = new Set(everyChunk.map((c) => c.type));
+  assert.ok(!types.has("data-pcm") && !types.has("data-session"), [...types].join(" "));
+  for (const kind of ["start", "tool-approval-request", "tool-output-denied", "tool-output-error", "finish"]) {
+    assert.ok(types.has(kind), `no ${kind} chunk was checked`);
+  }
+});
