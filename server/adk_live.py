@@ -159,11 +159,16 @@ class AdkEventTranslator:
     """Events pass through as they are, but their audio: that goes to the
     pacer, and comes out as events of paced 40 ms frames."""
 
+    message_id: str | None = None  # ADK's events have no messages, nor steps
+
     def __init__(self, speaker: _Speaker) -> None:
         self.turn = 0
         self._speaker = speaker
 
     def begin(self, message_id: str | None = None) -> list[dict[str, Any]]:
+        return []
+
+    def end_step(self) -> list[dict[str, Any]]:
         return []
 
     def translate(self, event: Event) -> list[Outgoing]:

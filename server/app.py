@@ -104,12 +104,13 @@ def api_key_ok(headers: Headers, settings: Settings) -> bool:
     return given is not None and hmac.compare_digest(given.encode(), settings.api_key.encode())
 
 
-# The page loads only its own scripts, worklets, styles and images; it talks
-# to its own server; nobody may frame it.
+# The page loads only its own scripts, worklets, styles and images; nobody
+# may frame it. It talks to its own server, or to the live socket given in
+# its ?server= parameter: WebSockets to any host are allowed, nothing else.
 SECURITY_HEADERS = {
     "content-security-policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
-        "media-src 'self' blob:; connect-src 'self'; worker-src 'self'; "
+        "media-src 'self' blob:; connect-src 'self' ws: wss:; worker-src 'self'; "
         "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     ),
     "x-content-type-options": "nosniff",

@@ -200,9 +200,9 @@ class LiveConnection:
             await self._send_chunk(protocol.error_chunk(opened.notice))
         # Tool calls still waiting for this session's client are asked again.
         self.delegations = self.runtime.delegations.for_session(session.id)
-        replay = self.delegations.attach(self)
+        message_id, replay = self.delegations.attach(self)
         if replay:
-            self.tell_client([*self.translator.begin(), *replay])
+            self.tell_client([*self.translator.begin(message_id), *replay])
         try:
             async with anyio.create_task_group() as group:
                 self._scope = group.cancel_scope
@@ -435,14 +435,21 @@ class LiveConnection:
 
     def _delegate_calls(self, event: Event) -> list[dict[str, Any]]:
         """Hand the event's delegated tool calls to the session's delegations;
-        returns what asks the client about them."""
+        returns what asks the client about them, ending their step and the
+        client's stream."""
         assert self.delegations is not None
         chunks: list[dict[str, Any]] = []
         long_running = event.long_running_tool_ids or set()
+        delegated = False
         for call in event.get_function_calls():
             spec = self.runtime.tools.get(call.name or "")
             if spec is not None and spec.delegated and call.id in long_running:
-                chunks += self.delegations.add(call.id or "", spec, dict(call.args or {}))
+                delegated = True
+                chunks += self.delegations.add(
+                    call.id or "", spec, dict(call.args or {}), self.translator.message_id
+                )
+        if delegated:
+            chunks += [*self.translator.end_step(), protocol.END_OF_STREAM]
         return chunks
 
     def _out_audio(self) -> OutputAudio:

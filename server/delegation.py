@@ -65,29 +65,42 @@ class PendingCall:
     args: dict[str, Any]
     approval_id: str | None  # None: no approval asked (or already given)
     timeout_s: float
+    message_id: str | None = None  # the assistant message the call belongs to
     timer: asyncio.TimerHandle | None = None
     approved: bool = False  # a browser tool, approved: its result is awaited
     running: bool = False  # an approved server tool is running
 
-    def request_chunks(self) -> list[Chunk]:
-        """What asks the client for this call's answer (sent again on resume)."""
+    def ask_chunks(self) -> list[Chunk]:
+        """What asks the client for the call's answer, in the step of the
+        call: its approval request; none for a browser tool that needs no
+        approval (its tool-input-available, ``clientExecutes``, asked)."""
         if self.approval_id is not None:
-            ask = [protocol.tool_approval_request_chunk(self.approval_id, self.call_id)]
-        else:  # a browser tool: run it now
-            ask = [
-                protocol.tool_input_chunk(
-                    self.call_id, self.spec.name, self.args, client_executes=True
-                )
-            ]
-        return [*ask, protocol.finish_step_chunk(), protocol.END_OF_STREAM]
+            return [protocol.tool_approval_request_chunk(self.approval_id, self.call_id)]
+        return []
+
+    def run_now_chunks(self) -> list[Chunk]:
+        """After its approval, a browser tool's cue to run: the call's input
+        again, marked ``clientExecutes``, closing the client's stream."""
+        return [
+            protocol.tool_input_chunk(
+                self.call_id, self.spec.name, self.args, client_executes=True
+            ),
+            protocol.finish_step_chunk(),
+            protocol.END_OF_STREAM,
+        ]
 
     def replay_chunks(self) -> list[Chunk]:
         """The whole call, for a client that did not see it (a resumed session)."""
+        run_now = self.approval_id is None and self.spec.runs_in == "browser"
         return [
             protocol.start_step_chunk(),
             protocol.tool_input_start_chunk(self.call_id, self.spec.name),
-            protocol.tool_input_chunk(self.call_id, self.spec.name, self.args),
-            *self.request_chunks(),
+            protocol.tool_input_chunk(
+                self.call_id, self.spec.name, self.args, client_executes=run_now
+            ),
+            *self.ask_chunks(),
+            protocol.finish_step_chunk(),
+            protocol.END_OF_STREAM,
         ]
 
 
@@ -117,17 +130,20 @@ class SessionDelegations:
         return len(self._calls)
 
     # ------------------------------------------------------------ sinks
-    def attach(self, sink: DelegationSink) -> list[Chunk]:
+    def attach(self, sink: DelegationSink) -> tuple[str | None, list[Chunk]]:
         """``sink`` now holds the session. Returns what asks its client again
         about every call still waiting for an answer (each with a fresh
-        deadline); the caller sends it inside an open turn."""
+        deadline), and the assistant message those calls belong to; the
+        caller sends the chunks in a turn that continues that message."""
         self._sink = sink
         replay: list[Chunk] = []
+        message_id = None
         for call in self._calls.values():
             if not call.running:
                 self._arm(call, call.timeout_s)
                 replay += call.replay_chunks()
-        return replay
+                message_id = message_id or call.message_id
+        return message_id, replay
 
     def detach(self, sink: DelegationSink) -> None:
         """``sink`` let the session go: waiting calls get ``grace_s`` for a
@@ -141,20 +157,25 @@ class SessionDelegations:
         self._check_idle()
 
     # ------------------------------------------------------------ calls
-    def add(self, call_id: str, spec: ToolSpec, args: dict[str, Any]) -> list[Chunk]:
-        """A new delegated call from the model; returns what asks the client."""
+    def add(
+        self, call_id: str, spec: ToolSpec, args: dict[str, Any], message_id: str | None = None
+    ) -> list[Chunk]:
+        """A new delegated call from the model (of assistant message
+        ``message_id``); returns what asks the client, in the call's step.
+        The caller ends the step, and the client's stream, after all calls."""
         call = PendingCall(
             call_id,
             spec,
             args,
             approval_id=protocol.new_id("apr") if spec.approval else None,
             timeout_s=spec.timeout_s or self.timeout_s,
+            message_id=message_id,
         )
         self._calls[call_id] = call
         if call.approval_id is not None:
             self._approvals[call.approval_id] = call
         self._arm(call, call.timeout_s)
-        return call.request_chunks()
+        return call.ask_chunks()
 
     def answer(self, answers: Sequence[ToolApproval | ToolResult]) -> None:
         """Apply the client's answers, in order. An answer to no pending call
@@ -232,7 +253,7 @@ class SessionDelegations:
         elif call.spec.runs_in == "browser":
             call.approved = True
             if call.call_id not in result_follows and self._sink is not None:
-                self._sink.tell_client(call.request_chunks())  # now run it
+                self._sink.tell_client(call.run_now_chunks())
         else:
             call.running = True
             if call.timer is not None:

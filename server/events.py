@@ -7,10 +7,15 @@ the connection can resample and pace it; everything else is a chunk dict.
 Turn rules: ``start`` opens a turn on its first event; ``finish`` closes it on
 ``turn_complete`` (or ``interrupted``) and never without a ``start``. A tool
 call does not end the turn: the function response and the model's second
-response belong to the same message. Each tool call is a step
-(``start-step`` … ``finish-step``): the step of a tool ADK runs ends with its
-output; the step of a delegated tool (approval, browser) is ended by the
-connection once it has asked the client (``server/delegation.py``).
+response belong to the same message.
+
+Steps, as AI SDK's own server makes them: the tool calls of one model
+response are one step (``start-step`` … ``finish-step``); the step of tools
+ADK runs ends with their outputs; the step of delegated tools (approval,
+browser) is ended (``end_step``) by whoever asked the client about them
+(``server/delegation.py``). In a turn that has had a step, whatever the
+model says next is a step too, closed before ``finish``; a turn without
+tools has no steps.
 """
 
 from __future__ import annotations
@@ -46,10 +51,13 @@ class Translator(Protocol):
     """ADK events → what a client is sent (each dialect has one)."""
 
     turn: int  # increments at every TurnEnd
+    message_id: str | None  # the open turn's message, if the dialect has messages
 
     def translate(self, event: Event) -> list[Outgoing]: ...
 
     def begin(self, message_id: str | None = None) -> list[dict[str, Any]]: ...
+
+    def end_step(self) -> list[dict[str, Any]]: ...
 
 
 def audio_rate(mime_type: str | None, default: int = 24_000) -> int:
@@ -95,11 +103,20 @@ class TurnTranslator:
         self._usage: dict[str, int] = {}
         self._transcript = _TextPart()  # output transcription
         self._text = _TextPart()  # model text parts
+        self.message_id: str | None = None  # the open turn's assistant message
+        self._step_open = False
+        self._stepped = False  # the open turn has had a step
 
-    def _open(self, out: list[Outgoing]) -> None:
+    def _open(self, out: list[Outgoing], *, content: bool = False) -> None:
+        """Open the turn if none is; ``content``: what comes is model output,
+        which after a tool step is a step of its own."""
         if not self.in_turn:
             self.in_turn = True
-            out.append(protocol.start_chunk(protocol.new_id("msg")))
+            self.message_id = protocol.new_id("msg")
+            out.append(protocol.start_chunk(self.message_id))
+        if content and self._stepped and not self._step_open:
+            self._step_open = True
+            out.append(protocol.start_step_chunk())
 
     def begin(self, message_id: str | None = None) -> list[dict[str, Any]]:
         """Open a turn now (its ``start``, if none is open): for chunks that
@@ -108,19 +125,35 @@ class TurnTranslator:
         if self.in_turn:
             return []
         self.in_turn = True
-        return [protocol.start_chunk(message_id or protocol.new_id("msg"))]
+        self.message_id = message_id or protocol.new_id("msg")
+        return [protocol.start_chunk(self.message_id)]
+
+    def end_step(self) -> list[dict[str, Any]]:
+        """Close the open step (its ``finish-step``), if one is open."""
+        if not self._step_open:
+            return []
+        self._step_open = False
+        return [protocol.finish_step_chunk()]
+
+    def _begin_step(self, out: list[Outgoing]) -> None:
+        if not self._step_open:
+            self._step_open = self._stepped = True
+            out.append(protocol.start_step_chunk())
 
     def finish(self, reason: protocol.FinishReason = "stop") -> list[Outgoing]:
         """Close the current turn if one is open."""
         out: list[Outgoing] = []
         if self.in_turn:
             self._end_texts(out)
+            out += self.end_step()
             metadata: dict[str, object] = {"model": self._model} if self._model else {}
             if self._usage:
                 metadata["usage"] = dict(self._usage)
             out.append(TurnEnd())
             out.append(protocol.finish_chunk(reason, metadata))
             self.in_turn = False
+            self.message_id = None
+            self._stepped = False
             self._usage = {}
             self.turn += 1
         return out
@@ -144,6 +177,7 @@ class TurnTranslator:
 
     def translate(self, event: Event) -> list[Outgoing]:
         out: list[Outgoing] = []
+        answered = False  # the event holds outputs of tools ADK ran
         if event.error_code or event.error_message:
             out.append(
                 protocol.error_chunk(f"model error {event.error_code}: {event.error_message}")
@@ -153,7 +187,7 @@ class TurnTranslator:
             final = not event.partial
             out.append(protocol.transcript_chunk(event.input_transcription.text, final=final))
         if event.output_transcription and event.output_transcription.text:
-            self._open(out)
+            self._open(out, content=True)
             if event.partial:
                 self._transcript.delta(event.output_transcription.text, out)
             else:
@@ -164,7 +198,7 @@ class TurnTranslator:
                 if part.thought:
                     continue
                 if part.text:
-                    self._open(out)
+                    self._open(out, content=True)
                     if event.partial:
                         self._text.delta(part.text, out)
                     else:
@@ -177,7 +211,7 @@ class TurnTranslator:
                     if data:
                         out.append(ModelAudio(data, audio_rate(part.inline_data.mime_type)))
                 elif part.inline_data and (part.inline_data.mime_type or "").startswith("image/"):
-                    self._open(out)
+                    self._open(out, content=True)
                     out.append(
                         protocol.image_chunk(
                             part.inline_data.mime_type or "", part.inline_data.data or b""
@@ -186,10 +220,10 @@ class TurnTranslator:
                 elif part.function_call:
                     self._open(out)
                     self._end_texts(out)  # later words are a new part, after the tool
+                    self._begin_step(out)
                     call = part.function_call
                     call_id, name = call.id or "", call.name or ""
                     spec = self._tools.get(name)
-                    out.append(protocol.start_step_chunk())
                     out.append(protocol.tool_input_start_chunk(call_id, name))
                     out.append(
                         protocol.tool_input_chunk(
@@ -206,7 +240,9 @@ class TurnTranslator:
                     self._open(out)
                     resp = part.function_response
                     out.append(protocol.tool_output_chunk(resp.id or "", resp.response))
-                    out.append(protocol.finish_step_chunk())
+                    answered = True
+        if answered:
+            out += self.end_step()  # the tools ADK ran: their step is over
         self._count_usage(event)
         if event.interrupted:
             out += self.finish("other")

@@ -92,21 +92,12 @@ def pending_calls(session: Session, tools: dict[str, ToolSpec]) -> dict[str, _Pe
     return calls
 
 
-def ask_chunks(call_id: str, pending: _Pending, *, approved: bool = False) -> list[Chunk]:
-    """What asks the client about a call: its approval, or (an approved
-    browser tool) to run it now. A browser tool that needs no approval was
-    asked by its first ``tool-input-available`` already (``clientExecutes``)."""
-    if pending.spec.approval and not approved:
-        ask = [protocol.tool_approval_request_chunk(APPROVAL_PREFIX + call_id, call_id)]
-    elif approved:
-        ask = [
-            protocol.tool_input_chunk(
-                call_id, pending.spec.name, pending.args, client_executes=True
-            )
-        ]
-    else:
-        ask = []
-    return [*ask, protocol.finish_step_chunk()]
+def run_now_chunks(call_id: str, pending: _Pending) -> list[Chunk]:
+    """An approved browser tool's cue to run: its input, ``clientExecutes``."""
+    return [
+        protocol.tool_input_chunk(call_id, pending.spec.name, pending.args, client_executes=True),
+        protocol.finish_step_chunk(),
+    ]
 
 
 @dataclasses.dataclass
@@ -186,7 +177,7 @@ async def resolve_answers(
                 continue
             respond(call_id, call, output, protocol.tool_output_chunk(call_id, output))
         elif result is None:
-            out.asks += ask_chunks(call_id, call, approved=True)
+            out.asks += run_now_chunks(call_id, call)
         elif result.error_text is not None:
             respond(
                 call_id,
@@ -354,9 +345,11 @@ class ChatEndpoint:
                     for item in translator.translate(event):
                         if not isinstance(item, (ModelAudio, TurnEnd)):
                             yield item
-                    for chunk in _delegated_asks(event, runtime.tools):
+                    asks = _delegated_asks(event, runtime.tools)
+                    if asks is not None:
                         asked = True
-                        yield chunk
+                        for chunk in [*asks, *translator.end_step()]:
+                            yield chunk
         if taken.is_set():
             yield protocol.error_chunk("this chat was resumed by another request")
             return
@@ -365,11 +358,19 @@ class ChatEndpoint:
                 yield item
 
 
-def _delegated_asks(event: Event, tools: dict[str, ToolSpec]) -> list[Chunk]:
-    chunks: list[Chunk] = []
+def _delegated_asks(event: Event, tools: dict[str, ToolSpec]) -> list[Chunk] | None:
+    """The approval requests for the event's delegated calls (a browser tool
+    that needs none was asked by its ``clientExecutes`` input); None if it
+    has no delegated call."""
+    asks: list[Chunk] | None = None
     long_running = event.long_running_tool_ids or set()
     for call in event.get_function_calls():
         spec = tools.get(call.name or "")
         if spec is not None and spec.delegated and call.id in long_running:
-            chunks += ask_chunks(call.id or "", _Pending(spec, dict(call.args or {})))
-    return chunks
+            asks = asks or []
+            if spec.approval:
+                call_id = call.id or ""
+                asks.append(
+                    protocol.tool_approval_request_chunk(APPROVAL_PREFIX + call_id, call_id)
+                )
+    return asks

@@ -181,6 +181,8 @@ def test_reconnecting_client_is_asked_again_and_its_answer_counts(client: TestCl
             "finish-step",
         ]
         assert approval_of(replay) == request
+        # The same assistant message goes on: a client shows the call once.
+        assert replay[0]["messageId"] == first[0]["messageId"]
         approve(ws, request["approvalId"])
         rest = receive_until(ws, "finish")
         assert next(m for m in rest if m["type"] == "tool-output-available")["output"]["success"]

@@ -201,10 +201,39 @@ def test_translator_tool_turn_is_one_message() -> None:
         "tool-input-available",
         "tool-output-available",
         "finish-step",
+        "start-step",  # the answer after the tool is a step of its own
         "text-start",
         "text-delta",
         "text-end",
+        "finish-step",
         "finish",
+    ]
+
+
+def test_translator_puts_one_responses_tool_calls_in_one_step() -> None:
+    t = TurnTranslator()
+    calls = [
+        types.Part(function_call=types.FunctionCall(id=f"adk-{k}", name="get_weather", args={}))
+        for k in (1, 2)
+    ]
+    out = t.translate(_event(content=types.Content(role="model", parts=calls)))
+    responses = [
+        types.Part(
+            function_response=types.FunctionResponse(id=f"adk-{k}", name="get_weather", response={})
+        )
+        for k in (1, 2)
+    ]
+    out += t.translate(_event(content=types.Content(role="user", parts=responses)))
+    assert _types(out) == [
+        "start",
+        "start-step",
+        "tool-input-start",
+        "tool-input-available",
+        "tool-input-start",
+        "tool-input-available",
+        "tool-output-available",
+        "tool-output-available",
+        "finish-step",
     ]
 
 

@@ -102,7 +102,9 @@ def run_server(data_dir: pathlib.Path, *, timeout_s: float = 30) -> Iterator[str
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "server", "--host", "127.0.0.1", "--port", str(port)]
-            + ["--data-dir", str(data_dir), "--model", "offline", "--log-level", "warning"],
+            + ["--data-dir", str(data_dir), "--model", "offline", "--log-level", "warning"]
+            # The insecure-page test reaches the server under another name.
+            + ["--allowed-hosts", INSECURE_HOST],
             cwd=ROOT,
             env=env,
             stdout=log,
