@@ -255,8 +255,10 @@ class TaskManager:
         return await self.status(owner, record.id)
 
     def subscribe(self, owner: str, callback: Callable[[TaskRecord], None]) -> Callable[[], None]:
-        """Call ``callback`` with every changed record of ``owner`` (after it
-        is stored). Returns the function that unsubscribes."""
+        """Call ``callback`` with every changed record of ``owner``, after it
+        is stored and in the order stored (a claim's renewal, which changes
+        nothing shown, is not reported). Returns the function that
+        unsubscribes."""
         state = self._owners.setdefault(owner, _Owner())
         state.subscribers.append(callback)
 
@@ -330,8 +332,9 @@ class TaskManager:
         return renewed  # a renewal changes nothing a subscriber shows
 
     async def delivered(self, owner: str, task_id: str, claimant: str) -> bool:
-        """Mark ``task_id``'s outcome delivered: final, whoever claims next.
-        Idempotent. False if the task has no outcome to deliver."""
+        """Mark ``task_id``'s outcome delivered, for good: no claim returns it
+        again. Idempotent. Taken from any claimant (one whose claim expired
+        has presented it all the same). False if the task has no outcome."""
 
         def mark(ledger: Ledger) -> bool:
             record = ledger.get(task_id)
