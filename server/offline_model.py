@@ -20,7 +20,10 @@ speech. What it does, deterministically:
   demo tools: "what time is it" → ``get_current_time``, "weather in Tokyo"
   → ``get_weather``, "pay 5 EUR to Alice" → ``process_payment``, "play
   jazz" / "stop the music" → ``change_bgm``, "where am I" →
-  ``get_location``; "call NAME {json}" calls any declared tool. A function
+  ``get_location``; "start a task to sum the amount column of sales.csv" →
+  ``start_task``, "what's the status of my task [task_…]" →
+  ``get_task_status``, "cancel my task [task_…]" → ``cancel_task``;
+  "call NAME {json}" calls any declared tool. A function
   response (also a late one, for a delegated tool) produces the final
   answer.
 * Barge-in. It tracks how long its last answer takes to play; speech (or
@@ -54,8 +57,32 @@ OUTPUT_MIME = f"audio/pcm;rate={OUTPUT_RATE}"
 NO_ASR_NOTE = "[offline model: no speech recognition]"
 
 _CALL_TOOL = re.compile(r"^\s*call\s+(\w+)\s*(\{.*\})?\s*$", re.I | re.S)
-# Textual cues for the demo tools: tool, pattern, the call's arguments from the match.
+_TASK_ID = re.compile(r"\btask_[0-9a-f]{8}\b")
+
+
+def _task_id_in(match: re.Match[str]) -> dict[str, Any]:
+    found = _TASK_ID.search(match.string)
+    return {"task_id": found[0]} if found else {}
+
+
+# Textual cues for the demo tools: tool, pattern, the call's arguments from the
+# match. The task cues come first: an objective may mention anything.
 _CUES: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], dict[str, Any]]], ...] = (
+    (
+        "start_task",
+        re.compile(r"\bstart (?:a |another )?(?:background )?task(?: to|:)\s+(.+)", re.I | re.S),
+        lambda m: {"objective": m[1].strip()},
+    ),
+    (
+        "get_task_status",
+        re.compile(r"\b(?:status of|how is|how's|is) (?:my |the |that )?task\b", re.I),
+        _task_id_in,
+    ),
+    (
+        "cancel_task",
+        re.compile(r"\b(?:cancel|stop|abort) (?:my |the |that )?task\b", re.I),
+        _task_id_in,
+    ),
     (
         "get_current_time",
         re.compile(r"\b(what(?:'s| is)? (?:the )?time|current time|time is it)\b", re.I),

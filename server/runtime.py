@@ -9,6 +9,7 @@ import re
 import secrets
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 from google.adk.agents.run_config import RunConfig
 from google.adk.runners import Runner
@@ -22,6 +23,7 @@ from .leases import SessionLeases
 from .metrics import ConnectionMetrics, MetricsTotals
 from .protocol import TurnDetection
 from .settings import Settings
+from .tasks import TaskManager
 from .tools import spec_of
 
 USER_ID = "web"  # no accounts: possession of an unguessable session id is the capability
@@ -79,7 +81,10 @@ class Runtime:
     def __init__(self, settings: Settings, session_service: BaseSessionService | None = None):
         self.settings = settings
         self.session_service = session_service or build_session_service(settings)
-        self.tools = {spec.name: spec for spec in (spec_of(f) for f in DEMO_TOOLS)}
+        # Background tasks: their engine, and the live tools that drive it.
+        self.tasks = TaskManager(settings, self.session_service)
+        tools: list[Callable[..., Any]] = [*DEMO_TOOLS, *self.tasks.live_tools()]
+        self.tools = {spec.name: spec for spec in (spec_of(f) for f in tools)}
         self.agent = build_agent(settings, list(self.tools.values()))
         self.default_turn_detection: TurnDetection = "manual" if settings.push_to_talk else "server"
         self._run_configs = {
@@ -111,6 +116,7 @@ class Runtime:
 
     async def start(self) -> None:
         await self.claims.start()
+        await self.tasks.start()
 
     def run_config_for(self, turn_detection: TurnDetection | None) -> RunConfig:
         """The live run config of a connection that chose ``turn_detection``."""
@@ -171,6 +177,7 @@ class Runtime:
 
     async def close(self) -> None:
         try:
+            await self.tasks.close()  # first: its workers write to the session store
             await self.delegations.close()
             await self.claims.close()
         finally:

@@ -17,6 +17,8 @@ GEMINI_API_LIVE_MODEL = "gemini-2.5-flash-native-audio-preview-09-2025"
 VERTEX_LIVE_MODEL = "gemini-live-2.5-flash-native-audio"
 # The HTTP chat endpoint's text model (the same on both backends).
 CHAT_MODEL = "gemini-2.5-flash"
+# The background tasks' backend agent: a text model too.
+TASK_MODEL = CHAT_MODEL
 OFFLINE_MODEL = "offline"
 
 
@@ -53,7 +55,9 @@ class Settings:
         "You are a friendly voice assistant. Answer briefly. Use the tools: "
         "get_current_time for the time, get_weather for the weather, process_payment "
         "to pay someone (the user approves each payment), change_bgm to change the "
-        "background music, get_location for where the user is."
+        "background music, get_location for where the user is. For work that takes a "
+        "while, start_task starts a background task and answers at once; get_task_status "
+        "and cancel_task follow it up. Keep talking while tasks run."
     )
     data_dir: Path = Path("data")
     # Any ADK async database URL (sqlite+aiosqlite:///..., postgresql+asyncpg://...).
@@ -87,6 +91,18 @@ class Settings:
     # How long a pending tool call waits for its client to resume the session
     # after the socket is gone (then it is cancelled).
     tool_grace_s: float = 30.0
+
+    # Background tasks (server/tasks/).
+    task_model: str | None = None  # the backend agent's Gemini text model; None: TASK_MODEL
+    task_offline_delay_s: float = 1.0  # offline backend model: each step takes this long
+    max_queued_tasks: int = 5  # tasks waiting per owner (besides the running one)
+    max_task_objective_chars: int = 2_000
+    max_task_result_chars: int = 4_000
+    max_task_records: int = 50  # kept per owner; the oldest finished ones go first
+    max_task_steps: int = 30  # model calls in one task's backend run
+    max_delivery_attempts: int = 3  # claims of one outcome before its delivery fails
+    task_timeout_s: float = 600.0  # a backend run longer than this fails
+    task_cancel_grace_s: float = 5.0  # an aborted run that has not stopped is cancelled
 
     # Audio.
     model_input_rate: int = 16_000
@@ -129,6 +145,12 @@ class Settings:
         return self.chat_model or CHAT_MODEL
 
     @property
+    def task_model_name(self) -> str:
+        if self.backend == "offline":
+            return OFFLINE_MODEL
+        return self.task_model or TASK_MODEL
+
+    @property
     def session_db_path(self) -> Path:
         return self.data_dir / "sessions.db"
 
@@ -155,12 +177,18 @@ class Settings:
             found.append(f"workers: expected at least 1, got {self.workers}")
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            limit = field.name.startswith(("max_", "tool_timeout", "send_timeout", "header_"))
+            limit = field.name.startswith(
+                ("max_", "tool_timeout", "send_timeout", "header_", "task_timeout", "task_cancel")
+            )
             if limit and isinstance(value, (int, float)) and not value > 0:
                 found.append(f"{field.name}: expected more than 0, got {value}")
         for origin in self.allowed_origins:
             if origin != "*" and not origin.startswith(("http://", "https://")):
                 found.append(f"allowed_origins: expected http(s)://host[:port], got {origin!r}")
+        if self.task_offline_delay_s < 0:
+            found.append(
+                f"task_offline_delay_s: expected 0 or more, got {self.task_offline_delay_s}"
+            )
         if self.api_key is not None and len(self.api_key) < 16:
             found.append("api_key: expected at least 16 characters")
         try:

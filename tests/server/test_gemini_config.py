@@ -139,15 +139,24 @@ def test_run_live_hands_google_an_audio_config(clean_env, tmp_path: pathlib.Path
     assert config.session_resumption is not None
     declared = {f.name: f for tool in config.tools for f in tool.function_declarations}
     assert sorted(declared) == [
+        "cancel_task",
         "change_bgm",
         "get_current_time",
         "get_location",
+        "get_task_status",
         "get_weather",
         "process_payment",
+        "start_task",
     ]
-    # A tool's session-state parameter is the server's, not the model's.
+    # A tool's session-state parameter is the server's, not the model's;
+    # so is the task tools' tool context.
     payment = declared["process_payment"].parameters_json_schema
     assert sorted(payment["properties"]) == ["amount", "currency", "recipient"]
+    start_task = declared["start_task"].parameters_json_schema
+    assert sorted(start_task["properties"]) == ["objective"]
+    assert start_task["required"] == ["objective"]
+    status = declared["get_task_status"].parameters_json_schema
+    assert sorted(status["properties"]) == ["task_id"] and not status.get("required")
     assert "get_current_time" in config.system_instruction.parts[0].text
     kind, sent = session.sent[0]
     assert kind == "realtime"

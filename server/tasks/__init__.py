@@ -1,0 +1,22 @@
+"""Background tasks: long work that does not block the conversation.
+
+The live agent starts, checks and cancels tasks with three tools
+(``live_tools.py``) that answer at once; a backend agent does the work, one
+task at a time per owner (``backend.py``, ``manager.py``); the records live
+in the session database (``records.py``, ``store.py``); a live connection
+delivers each outcome once, through a renewable claim (``TaskManager``'s
+delivery methods).
+"""
+
+from .live_tools import OWNER_STATE_KEY, owner_from_context, session_owner
+from .manager import TaskManager, TooManyTasks
+from .records import TaskRecord
+
+__all__ = [
+    "OWNER_STATE_KEY",
+    "TaskManager",
+    "TaskRecord",
+    "TooManyTasks",
+    "owner_from_context",
+    "session_owner",
+]

@@ -1,0 +1,130 @@
+"""The live agent's task tools: ordinary server tools that answer at once.
+
+``start_task``, ``get_task_status`` and ``cancel_task`` are built bound to a
+``TaskManager`` (no module state); their signatures and docstrings are what
+the live model is told. They find the task owner in the session state
+(``task_owner``, written by the connection: a stable per-user key, so a new
+voice connection continues the same tasks), else the session's own owner,
+``session_owner(user id, session id)``: session ids are unique per ADK user
+only, and clients of ADK's API choose theirs.
+
+The owner key is a capability: anyone whose session state names it sees and
+cancels its tasks. Clients of ADK's session API write their sessions' state,
+so the key must be unguessable (or ``owner_of`` must not trust such sessions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from google.adk.tools.tool_context import ToolContext
+
+from .records import TaskRecord
+
+if TYPE_CHECKING:
+    from .manager import TaskManager
+
+OWNER_STATE_KEY = "task_owner"
+OwnerOf = Callable[[ToolContext], str]
+
+
+def session_owner(user_id: str, session_id: str) -> str:
+    """The owner of the tasks of a session that names no ``task_owner``."""
+    return f"session:{user_id}:{session_id}"
+
+
+def owner_from_context(tool_context: ToolContext) -> str:
+    """The task owner of the session a tool runs in."""
+    owner = tool_context.state.get(OWNER_STATE_KEY)
+    if isinstance(owner, str) and owner:
+        return owner
+    session = tool_context.session
+    return session_owner(session.user_id, session.id)
+
+
+def describe(record: TaskRecord, tasks: list[TaskRecord]) -> dict[str, Any]:
+    """What the model is told about ``record`` (``tasks``: its owner's tasks)."""
+    found: dict[str, Any] = {
+        "taskId": record.id,
+        "state": record.state,
+        "objective": record.objective,
+    }
+    if record.state == "queued":
+        found["tasksAhead"] = sum(
+            1
+            for t in tasks
+            if t.seq < record.seq and t.state in ("queued", "running", "cancelling")
+        )
+    if record.progress:
+        found["progress"] = dict(record.progress)
+    if record.result is not None:
+        found["result"] = record.result
+    if record.error is not None:
+        found["reason"] = record.error
+    return found
+
+
+def build_live_tools(
+    manager: TaskManager, owner_of: OwnerOf | None = None
+) -> list[Callable[..., Any]]:
+    owner_of = owner_of or owner_from_context
+
+    async def start_task(objective: str, tool_context: ToolContext) -> dict[str, Any]:
+        """Starts a background task and returns at once with its id; the
+        conversation goes on while it runs, and its result is told to the user
+        when it is ready. Use it for work that takes a while, such as adding up
+        a column of a file, counting the words in a file, or waiting.
+
+        Args:
+          objective: What the task should do, in one or two plain sentences.
+        """
+        owner = owner_of(tool_context)
+        try:
+            record = await manager.submit(owner, objective)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            return {"error": str(exc)}
+        found = describe(record, await manager.tasks(owner))
+        ahead = found.get("tasksAhead", 0)
+        found["message"] = (
+            f"Task {record.id} started; the result will be told when it is ready."
+            if not ahead
+            else f"Task {record.id} is queued behind {ahead} other task(s)."
+        )
+        return found
+
+    async def get_task_status(tool_context: ToolContext, task_id: str = "") -> dict[str, Any]:
+        """Returns the state of a background task (queued, running, completed,
+        failed, cancelling or cancelled), what it is doing, and its result.
+
+        Args:
+          task_id: The task's id from start_task; leave it out for the latest task.
+        """
+        owner = owner_of(tool_context)
+        tasks = await manager.tasks(owner)
+        return _found_or_error(await manager.status(owner, task_id or None), task_id, tasks)
+
+    async def cancel_task(tool_context: ToolContext, task_id: str = "") -> dict[str, Any]:
+        """Cancels a background task and returns once it is stopped. A task
+        that already finished is left as it is.
+
+        Args:
+          task_id: The task's id from start_task; leave it out for the latest
+            task that is still queued or running.
+        """
+        owner = owner_of(tool_context)
+        record = await manager.cancel(owner, task_id or None)
+        return _found_or_error(record, task_id, await manager.tasks(owner))
+
+    return [start_task, get_task_status, cancel_task]
+
+
+def _found_or_error(
+    record: TaskRecord | None, task_id: str, tasks: list[TaskRecord]
+) -> dict[str, Any]:
+    if record is not None:
+        return describe(record, tasks)
+    if not task_id:
+        return {"error": "there are no tasks yet"}
+    known = ", ".join(t.id for t in tasks[-10:]) or "none"
+    return {"error": f"no task {task_id!r}; the latest tasks are: {known}"}

@@ -1,0 +1,562 @@
+"""The task engine: a FIFO queue per owner, the backend runs, and delivery.
+
+An *owner* is whoever a task belongs to: a stable per-user key, so a new
+voice connection continues the same tasks and backend context (see
+``live_tools.owner_from_context``). Per owner, one task runs in the backend
+at a time and the others wait in submission order; owners run in parallel.
+
+Every change is a write to the owner's ledger (``store.py``) followed by a
+call to the owner's subscribers with the changed record. The worker of an
+owner exists only while it has queued work.
+
+Cancellation is confirmed: a queued task is cancelled at once; a running one
+becomes ``cancelling``, its backend run is aborted (``run_async``'s
+``abort_signal``; cancelled outright if it does not stop within
+``task_cancel_grace_s``), and only then is it ``cancelled``. ``cancel``
+returns after that.
+
+A task whose run ended (completed or failed) is *delivered* once: a live
+connection claims it (a claim expires unless renewed), presents it, and
+marks it delivered, or postpones it when interrupted. Each claim is one
+attempt; after ``max_delivery_attempts`` the delivery fails, so one bad
+result cannot block the ones after it.
+
+This process is the only one running an owner's tasks (``start`` fails the
+tasks a previous process left running): one server process per database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+from google.adk.agents.invocation_context import LlmCallsLimitExceededError
+from google.adk.sessions import BaseSessionService
+
+from ..settings import Settings
+from .backend import Backend
+from .live_tools import OwnerOf, build_live_tools
+from .records import DELIVERABLE_STATES, TaskRecord, TaskState
+from .store import Ledger, TaskStore
+
+RESTARTED = "the server restarted while this task was running"
+STOPPED = "the server stopped while this task was running"
+MAX_OWNER_CHARS = 512
+MAX_CLAIMANT_CHARS = 256
+
+log = logging.getLogger(__name__)
+
+
+class TooManyTasks(RuntimeError):
+    """The owner already has as many tasks waiting as allowed."""
+
+
+def new_task_id() -> str:
+    return "task_" + secrets.token_hex(4)  # short enough for a model to repeat
+
+
+@dataclasses.dataclass(eq=False)
+class _Run:
+    record: TaskRecord
+    abort: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    stopped: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    task: asyncio.Task[Any] | None = None
+
+
+@dataclasses.dataclass(eq=False)
+class _Owner:
+    worker: asyncio.Task[None] | None = None
+    run: _Run | None = None
+    subscribers: list[Callable[[TaskRecord], None]] = dataclasses.field(default_factory=list)
+
+
+def _check_text(name: str, value: object, limit: int) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected a string, got {type(value).__name__}")
+    if not value or len(value) > limit:
+        raise ValueError(f"{name}: expected 1 to {limit} characters, got {len(value)}")
+    return value
+
+
+class TaskManager:
+    def __init__(
+        self,
+        settings: Settings,
+        session_service: BaseSessionService,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.store = TaskStore(session_service, settings.app_name)
+        self.backend = Backend(settings, session_service)
+        # Wall-clock seconds: timestamps and claim expiry outlive the process.
+        self._clock = clock
+        self._owners: dict[str, _Owner] = {}
+        self._closing = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Seed the task files; fail the tasks a previous process left
+        running, finish its cancellations, free its delivery claims, and
+        start the work still queued."""
+        self.backend.files.seed()
+        for owner in await self.store.owners():
+            now = self._clock()
+
+            def recover(ledger: Ledger, now: float = now) -> bool:
+                for record in ledger.ordered():
+                    if record.state == "running":
+                        ledger.put(
+                            dataclasses.replace(
+                                record,
+                                state="failed",
+                                error=RESTARTED,
+                                finished_at=now,
+                                delivery="pending",
+                            )
+                        )
+                    elif record.state == "cancelling":
+                        ledger.put(dataclasses.replace(record, state="cancelled", finished_at=now))
+                    elif record.delivery == "claimed":
+                        # Its claimant was a connection of the old process.
+                        ledger.put(self._released(record))
+                return any(r.state == "queued" for r in ledger.records.values())
+
+            queued, changed = await self.store.update(owner, recover)
+            self._notify(owner, changed)
+            if queued:
+                self._ensure_worker(owner)
+
+    async def close(self) -> None:
+        """Stop the workers. A running task is aborted and failed ("the
+        server stopped…"); queued tasks stay queued for the next start."""
+        self._closing = True
+        owners = list(self._owners.values())
+        for state in owners:
+            if state.run is not None:
+                state.run.abort.set()
+        workers = [s.worker for s in owners if s.worker is not None]
+        if workers:
+            grace = self.settings.task_cancel_grace_s
+            _, late = await asyncio.wait(workers, timeout=2 * grace + 5)
+            for state in owners:
+                if state.run is not None and state.run.task is not None:
+                    state.run.task.cancel()
+            for worker in late:
+                worker.cancel()
+            if late:
+                await asyncio.wait(late, timeout=grace)
+        await self.backend.close()
+
+    # ------------------------------------------------------------ tasks
+
+    async def submit(self, owner: str, objective: str) -> TaskRecord:
+        """Queue ``objective`` as a new task of ``owner``; returns at once.
+
+        ``ValueError`` for an empty or too long objective, ``TooManyTasks``
+        when ``max_queued_tasks`` already wait.
+        """
+        _check_text("owner", owner, MAX_OWNER_CHARS)
+        if not isinstance(objective, str):
+            raise TypeError(f"objective: expected a string, got {type(objective).__name__}")
+        text = objective.strip()
+        limit = self.settings.max_task_objective_chars
+        if not text:
+            raise ValueError("objective: expected a description of the work, got an empty one")
+        if len(text) > limit:
+            raise ValueError(f"objective: expected at most {limit} characters, got {len(text)}")
+        if self._closing:
+            raise RuntimeError("the task manager is closed")
+        now = self._clock()
+
+        def add(ledger: Ledger) -> TaskRecord:
+            waiting = sum(1 for r in ledger.records.values() if r.state == "queued")
+            if waiting >= self.settings.max_queued_tasks:
+                raise TooManyTasks(
+                    f"{waiting} tasks are already waiting (at most "
+                    f"{self.settings.max_queued_tasks}); cancel one or wait for one to finish"
+                )
+            self._prune(ledger)
+            record = TaskRecord(
+                id=new_task_id(),
+                owner=owner,
+                objective=text,
+                state="queued",
+                created_at=now,
+                started_at=None,
+                finished_at=None,
+                result=None,
+                error=None,
+                progress=None,
+                delivery="none",
+                seq=ledger.take_seq(),
+            )
+            return ledger.put(record)
+
+        record, changed = await self.store.update(owner, add)
+        self._notify(owner, changed)
+        self._ensure_worker(owner)
+        return record
+
+    async def status(self, owner: str, task_id: str | None = None) -> TaskRecord | None:
+        """The task ``task_id`` of ``owner`` (the latest one without an id), or None."""
+        ledger = await self.store.read(owner)
+        return ledger.get(task_id) if task_id else ledger.latest()
+
+    async def tasks(self, owner: str) -> list[TaskRecord]:
+        """The owner's tasks, oldest first."""
+        return (await self.store.read(owner)).ordered()
+
+    async def cancel(self, owner: str, task_id: str | None = None) -> TaskRecord | None:
+        """Cancel ``task_id`` (without an id: the latest task still queued or
+        running, else the latest task). Returns the record once the
+        cancellation is confirmed; a task already finished is returned as it
+        is; None if there is no such task."""
+        now = self._clock()
+
+        def mark(ledger: Ledger) -> TaskRecord | None:
+            if task_id:
+                record = ledger.get(task_id)
+            else:
+                active = [r for r in ledger.ordered() if not r.final]
+                record = active[-1] if active else ledger.latest()
+            if record is None or record.final:
+                return record
+            if record.state == "queued":
+                return ledger.put(dataclasses.replace(record, state="cancelled", finished_at=now))
+            if record.state == "running":
+                return ledger.put(dataclasses.replace(record, state="cancelling"))
+            return record  # cancelling already
+
+        record, changed = await self.store.update(owner, mark)
+        self._notify(owner, changed)
+        if record is None or record.state != "cancelling":
+            return record
+        state = self._owners.get(owner)
+        run = state.run if state is not None else None
+        if run is not None and run.record.id == record.id:
+            run.abort.set()
+            # The worker escalates (abort, then cancel) within two graces and
+            # writes the outcome; waiting longer than that means it is stuck.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(
+                    run.stopped.wait(), 2 * self.settings.task_cancel_grace_s + 5
+                )
+        else:
+            # Not running here (its process is gone): nothing left to stop.
+            await self._finish(owner, record.id, "cancelled", None, None)
+        return await self.status(owner, record.id)
+
+    def subscribe(self, owner: str, callback: Callable[[TaskRecord], None]) -> Callable[[], None]:
+        """Call ``callback`` with every changed record of ``owner``, after it
+        is stored and in the order stored (a claim's renewal, which changes
+        nothing shown, is not reported). Returns the function that
+        unsubscribes."""
+        state = self._owners.setdefault(owner, _Owner())
+        state.subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                state.subscribers.remove(callback)
+            self._forget_if_idle(owner, state)
+
+        return unsubscribe
+
+    def live_tools(self, owner_of: OwnerOf | None = None) -> list[Callable[..., Any]]:
+        """``start_task``, ``get_task_status`` and ``cancel_task`` for the live
+        agent, bound to this manager (``live_tools.py``)."""
+        return build_live_tools(self, owner_of)
+
+    # ------------------------------------------------------------ delivery
+
+    async def claim_delivery(self, owner: str, claimant: str, ttl_s: float) -> TaskRecord | None:
+        """Claim the oldest outcome to deliver (completed or failed, delivery
+        pending, or claimed by a claim that expired) for ``ttl_s`` seconds.
+
+        A claimant that already holds a claim gets that one back, renewed.
+        Returns None when there is nothing to deliver.
+        """
+        _check_text("claimant", claimant, MAX_CLAIMANT_CHARS)
+        self._check_ttl(ttl_s)
+        now = self._clock()
+
+        def claim(ledger: Ledger) -> TaskRecord | None:
+            ordered = ledger.ordered()
+            held = next(
+                (r for r in ordered if r.delivery == "claimed" and r.claimant == claimant), None
+            )
+            if held is not None:
+                return ledger.put(dataclasses.replace(held, claim_expires_at=now + ttl_s))
+            for record in ordered:
+                if record.state not in DELIVERABLE_STATES:
+                    continue
+                if record.delivery == "claimed" and (record.claim_expires_at or 0) <= now:
+                    record = ledger.put(self._released(record))  # its claimant is gone
+                if record.delivery == "pending":
+                    return ledger.put(
+                        dataclasses.replace(
+                            record,
+                            delivery="claimed",
+                            claimant=claimant,
+                            claim_expires_at=now + ttl_s,
+                            attempts=record.attempts + 1,
+                        )
+                    )
+            return None
+
+        record, changed = await self.store.update(owner, claim)
+        self._notify(owner, changed)
+        return record
+
+    async def renew_claim(self, owner: str, task_id: str, claimant: str, ttl_s: float) -> bool:
+        """Extend ``claimant``'s claim on ``task_id`` by ``ttl_s`` from now;
+        False if it does not hold it (any more)."""
+        self._check_ttl(ttl_s)
+        now = self._clock()
+
+        def renew(ledger: Ledger) -> bool:
+            record = ledger.get(task_id)
+            if record is None or record.delivery != "claimed" or record.claimant != claimant:
+                return False
+            ledger.put(dataclasses.replace(record, claim_expires_at=now + ttl_s))
+            return True
+
+        renewed, _ = await self.store.update(owner, renew)
+        return renewed  # a renewal changes nothing a subscriber shows
+
+    async def delivered(self, owner: str, task_id: str, claimant: str) -> bool:
+        """Mark ``task_id``'s outcome delivered, for good: no claim returns it
+        again. Idempotent. Taken from any claimant (one whose claim expired
+        has presented it all the same). False if the task has no outcome."""
+
+        def mark(ledger: Ledger) -> bool:
+            record = ledger.get(task_id)
+            if record is None or record.state not in DELIVERABLE_STATES:
+                return False
+            if record.delivery == "delivered":
+                return True
+            if record.claimant != claimant:
+                # It was presented all the same: record the fact.
+                log.warning(
+                    "task %s delivered by %r, claimed by %r", task_id, claimant, record.claimant
+                )
+            ledger.put(
+                dataclasses.replace(
+                    record, delivery="delivered", claimant=None, claim_expires_at=None
+                )
+            )
+            return True
+
+        done, changed = await self.store.update(owner, mark)
+        self._notify(owner, changed)
+        return done
+
+    async def postpone(self, owner: str, task_id: str, claimant: str) -> bool:
+        """Give the claim on ``task_id`` back (the delivery was interrupted):
+        pending again, or delivery failed past ``max_delivery_attempts``.
+        False if ``claimant`` does not hold the claim."""
+
+        def release(ledger: Ledger) -> bool:
+            record = ledger.get(task_id)
+            if record is None or record.delivery != "claimed" or record.claimant != claimant:
+                return False
+            ledger.put(self._released(record))
+            return True
+
+        done, changed = await self.store.update(owner, release)
+        self._notify(owner, changed)
+        return done
+
+    def _released(self, record: TaskRecord) -> TaskRecord:
+        exhausted = record.attempts >= self.settings.max_delivery_attempts
+        return dataclasses.replace(
+            record,
+            delivery="failed" if exhausted else "pending",
+            claimant=None,
+            claim_expires_at=None,
+        )
+
+    @staticmethod
+    def _check_ttl(ttl_s: float) -> None:
+        if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not ttl_s > 0:
+            raise ValueError(f"ttl_s: expected a number of seconds more than 0, got {ttl_s!r}")
+
+    # ------------------------------------------------------------ workers
+
+    def _ensure_worker(self, owner: str) -> None:
+        state = self._owners.setdefault(owner, _Owner())
+        if state.worker is None and not self._closing:
+            state.worker = asyncio.create_task(self._work(owner, state), name=f"tasks {owner}")
+
+    async def _work(self, owner: str, state: _Owner) -> None:
+        try:
+            while not self._closing:
+                run = await self._take_next(owner, state)
+                if run is None:
+                    return
+                await self._execute(owner, state, run)
+        except Exception:
+            log.exception("the task worker of %r failed; the next submit restarts it", owner)
+        finally:
+            # Reached without an await since the ledger showed nothing queued:
+            # a submit stored after that read sees no worker and starts one.
+            state.worker = None
+            self._forget_if_idle(owner, state)
+
+    async def _take_next(self, owner: str, state: _Owner) -> _Run | None:
+        now = self._clock()
+
+        def take(ledger: Ledger) -> TaskRecord | None:
+            queued = next((r for r in ledger.ordered() if r.state == "queued"), None)
+            if queued is None:
+                return None
+            return ledger.put(dataclasses.replace(queued, state="running", started_at=now))
+
+        record, changed = await self.store.update(owner, take)
+        if record is None:
+            return None
+        # Set before any await: a cancel stored after this write finds the run.
+        state.run = _Run(record)
+        self._notify(owner, changed)
+        return state.run
+
+    async def _execute(self, owner: str, state: _Owner, run: _Run) -> None:
+        try:
+            outcome = await self._run_backend(run)
+            await self._finish(owner, run.record.id, *outcome)
+        finally:
+            state.run = None
+            run.stopped.set()
+
+    async def _run_backend(self, run: _Run) -> tuple[TaskState, str | None, str | None]:
+        """Run the backend for ``run``; its outcome: (state, result, error)."""
+
+        async def progress(tool: str, detail: str) -> None:
+            try:
+                await self._progress(run.record, tool, detail)
+            except Exception:  # progress is a courtesy: never the run's failure
+                log.exception("could not record the progress of task %s", run.record.id)
+
+        task = run.task = asyncio.create_task(self.backend.run(run.record, run.abort, progress))
+        task.add_done_callback(_consume_exception)
+        aborted = asyncio.create_task(run.abort.wait())
+        timeout = self.settings.task_timeout_s
+        try:
+            done, _ = await asyncio.wait(
+                {task, aborted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            aborted.cancel()
+        timed_out = not done
+        if not task.done():
+            # Abort first (ADK seals the backend session), then cancel.
+            grace = self.settings.task_cancel_grace_s
+            run.abort.set()
+            await asyncio.wait({task}, timeout=grace)
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=grace)
+        if self._closing:
+            return "failed", None, STOPPED
+        if timed_out:
+            return "failed", None, f"the task took longer than {timeout:g} seconds"
+        if run.abort.is_set():
+            return "cancelled", None, None
+        if not task.done() or task.cancelled():
+            return "failed", None, "the backend run was stopped"
+        error = task.exception()
+        if isinstance(error, LlmCallsLimitExceededError):
+            steps = self.settings.max_task_steps
+            return "failed", None, f"the task needed more than {steps} model steps"
+        if error is not None:
+            log.error("task %s: the backend failed", run.record.id, exc_info=error)
+            return "failed", None, f"the backend failed ({type(error).__name__})"
+        outcome = task.result()
+        if outcome.failure is not None:
+            return "failed", None, outcome.failure
+        return "completed", outcome.result, None
+
+    async def _progress(self, record: TaskRecord, tool: str, detail: str) -> None:
+        def change(ledger: Ledger) -> None:
+            current = ledger.get(record.id)
+            if current is not None and current.state == "running":
+                ledger.put(dataclasses.replace(current, progress={"tool": tool, "detail": detail}))
+
+        _, changed = await self.store.update(record.owner, change)
+        self._notify(record.owner, changed)
+
+    async def _finish(
+        self, owner: str, task_id: str, outcome: TaskState, result: str | None, error: str | None
+    ) -> None:
+        now = self._clock()
+
+        def finish(ledger: Ledger) -> None:
+            record = ledger.get(task_id)
+            if record is None or record.final:
+                return
+            if record.state == "cancelling" or outcome == "cancelled":
+                # Asked to cancel: whatever the run came to, it is cancelled.
+                ledger.put(dataclasses.replace(record, state="cancelled", finished_at=now))
+                return
+            ledger.put(
+                dataclasses.replace(
+                    record,
+                    state=outcome,
+                    result=result,
+                    error=error,
+                    finished_at=now,
+                    delivery="pending" if outcome in DELIVERABLE_STATES else "none",
+                )
+            )
+
+        _, changed = await self.store.update(owner, finish)
+        self._notify(owner, changed)
+
+    def _prune(self, ledger: Ledger) -> None:
+        """Make room for one more record: drop the oldest settled ones
+        (cancelled, or delivered or given up), then the oldest unheard ones."""
+        excess = len(ledger.records) + 1 - self.settings.max_task_records
+        if excess <= 0:
+            return
+        finished = [r for r in ledger.ordered() if r.final]
+        settled = [
+            r for r in finished if r.state == "cancelled" or r.delivery in ("delivered", "failed")
+        ]
+        unheard = [r for r in finished if r not in settled]
+        for record in (settled + unheard)[:excess]:
+            if record in unheard:
+                log.warning(
+                    "task %s of %r dropped before it was delivered", record.id, record.owner
+                )
+            ledger.drop(record.id)
+
+    # ------------------------------------------------------------ subscribers
+
+    def _notify(self, owner: str, records: list[TaskRecord]) -> None:
+        state = self._owners.get(owner)
+        if state is None:
+            return
+        for record in records:
+            for callback in list(state.subscribers):
+                try:
+                    callback(record)
+                except Exception:
+                    log.exception("a task subscriber of %r failed", owner)
+
+    def _forget_if_idle(self, owner: str, state: _Owner) -> None:
+        idle = state.worker is None and state.run is None and not state.subscribers
+        if idle and self._owners.get(owner) is state:
+            del self._owners[owner]
+
+
+def _consume_exception(task: asyncio.Task[Any]) -> None:
+    # Read here so a run abandoned after the grace never logs "never retrieved".
+    if not task.cancelled():
+        task.exception()

@@ -1,0 +1,109 @@
+"""A background task's record: what it is, where it stands, and whether the
+user has heard its outcome.
+
+States::
+
+    queued ──► running ──► completed | failed
+       │          │
+       │          └──► cancelling ──► cancelled    (the run stopped, then confirmed)
+       └──► cancelled                              (never ran)
+
+Delivery (of a completed or failed task's outcome to the user)::
+
+    none ──► pending ──► claimed ──► delivered
+                ▲           │
+                └───────────┤ postponed, or the claim expired
+                            └──► failed            (past the attempts allowed)
+
+``none`` is every task that has nothing to deliver (yet): queued, running,
+cancelling, cancelled. Records are plain JSON in the ledger's session state
+(``store.py``), so they read back the same from any ADK session database.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal, cast, get_args
+
+TaskState = Literal["queued", "running", "completed", "failed", "cancelling", "cancelled"]
+Delivery = Literal["none", "pending", "claimed", "delivered", "failed"]
+
+TASK_STATES: tuple[TaskState, ...] = get_args(TaskState)
+DELIVERIES: tuple[Delivery, ...] = get_args(Delivery)
+# A task in one of these will not change state again.
+FINAL_STATES: frozenset[TaskState] = frozenset({"completed", "failed", "cancelled"})
+# Work that is still to do or being done.
+ACTIVE_STATES: frozenset[TaskState] = frozenset({"queued", "running", "cancelling"})
+# Outcomes the user should hear.
+DELIVERABLE_STATES: frozenset[TaskState] = frozenset({"completed", "failed"})
+
+MAX_PROGRESS_DETAIL = 160  # characters of a progress detail (a tool's arguments)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, marked with "…" when cut."""
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskRecord:
+    id: str
+    owner: str
+    objective: str
+    state: TaskState
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    result: str | None
+    error: str | None
+    progress: dict[str, str] | None  # {"tool": name, "detail": bounded, user-safe text}
+    delivery: Delivery
+    # Beyond the public shape: the FIFO order within the owner, and the
+    # delivery bookkeeping (a claim is held by ``claimant`` until
+    # ``claim_expires_at``, wall-clock seconds; ``attempts`` counts claims).
+    seq: int = 0
+    attempts: int = 0
+    claimant: str | None = None
+    claim_expires_at: float | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    def chunk(self) -> dict[str, Any]:
+        """The ``data-task`` payload the client sees (reconciled by ``id``)."""
+        return {
+            "id": self.id,
+            "state": self.state,
+            "objective": self.objective,
+            "progress": dict(self.progress) if self.progress else None,
+            "result": self.result,
+            "error": self.error,
+            "delivery": self.delivery,
+        }
+
+    def to_state(self) -> dict[str, Any]:
+        """The record as JSON for the session state."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_state(cls, value: Any) -> TaskRecord:
+        """A record read back from the session state; ``ValueError`` if it is
+        not one (a damaged or foreign entry)."""
+        if not isinstance(value, dict):
+            raise ValueError(f"expected a task record object, got {type(value).__name__}")
+        known = {field.name for field in dataclasses.fields(cls)}
+        try:
+            record = cls(**{k: v for k, v in value.items() if k in known})
+        except TypeError as exc:
+            raise ValueError(f"task record: {exc}") from None
+        if record.state not in TASK_STATES:
+            raise ValueError(f"task record: unknown state {record.state!r}")
+        if record.delivery not in DELIVERIES:
+            raise ValueError(f"task record: unknown delivery {record.delivery!r}")
+        if record.progress is not None:
+            progress = cast(dict[str, Any], record.progress)
+            record = dataclasses.replace(
+                record, progress={str(k): str(v) for k, v in progress.items()}
+            )
+        return record
