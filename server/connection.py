@@ -37,6 +37,8 @@ from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 import anyio
+import anyio.abc
+import numpy as np
 from google.adk.agents.live_request_queue import LiveRequest
 from google.adk.agents.run_config import RunConfig
 from google.adk.events import Event
@@ -48,17 +50,29 @@ from . import protocol
 from .audio import InputAudio, OutputAudio
 from .claims import SessionBusy
 from .delegation import SessionDelegations
+from .delivery import TaskDelivery
 from .dialects import Dialect
 from .events import ModelAudio, TurnEnd
 from .live_queue import BoundedLiveRequestQueue
 from .metrics import ConnectionMetrics
 from .pacer import AudioFrame, OutputPacer
 from .runtime import USER_ID, OpenedSession, Runtime, SessionNotFound, session_history
+from .tasks import OWNER_STATE_KEY, TaskRecord, session_owner
 from .wire import Wire
 
 log = logging.getLogger(__name__)
 
 MODEL_AUDIO_MIME = "audio/pcm;rate={rate}"
+_TASK_CARDS = 10  # the owner's latest tasks shown to a new connection
+# The user is speaking: 16 kHz input louder than -40 dBFS RMS (the offline
+# model's threshold), and for this long after (a pause between words).
+_VOICE_RMS = 32768 * 10 ** (-40 / 20)
+_VOICE_HANGOVER_S = 0.8
+
+
+def _voiced(pcm: bytes) -> bool:
+    samples = np.frombuffer(pcm, "<i2", count=len(pcm) // 2).astype(np.float32)
+    return samples.size > 0 and float(np.sqrt(np.mean(samples * samples))) >= _VOICE_RMS
 
 
 class _Shutdown(Exception):
@@ -132,6 +146,14 @@ class LiveConnection:
         self._sent_audio = False
         self._stop: _Shutdown | None = None
         self._scope: anyio.CancelScope | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+        self._user_key: str | None = None
+        self.delivery: TaskDelivery | None = None
+        # Is the line free (for a task's outcome)? The user's voice until
+        # then (monotonic); push-to-talk held; a user turn not yet answered.
+        self._voice_until = 0.0
+        self._talking = False
+        self._awaiting_answer = False
 
     # ------------------------------------------------------------ lifecycle
     async def run(self) -> None:
@@ -144,6 +166,7 @@ class LiveConnection:
             self.turn_detection = opening.start.turn_detection or self.turn_detection
             self.run_config = opening.run_config
             self.user_id = opening.user_id
+            self._user_key = opening.start.user_key
             async with self.runtime.open_session(
                 opening.start.session_id,
                 self._session_taken,
@@ -203,13 +226,51 @@ class LiveConnection:
         message_id, replay = self.delegations.attach(self)
         if replay:
             self.tell_client([*self.translator.begin(message_id), *replay])
+        # Background tasks: the owner's cards, and their outcomes told here.
+        owner = self._task_owner(session.id)
+        if session.state.get(OWNER_STATE_KEY) != owner:
+            self.queue.send(LiveRequest(state_delta={OWNER_STATE_KEY: owner}))
+        tasks = self.runtime.tasks
+        for record in (await tasks.tasks(owner))[-_TASK_CARDS:]:
+            self._tell(protocol.task_chunk(record.chunk()))
+        self.delivery = TaskDelivery(
+            tasks,
+            owner,
+            self.name,
+            line_free_at=self._line_free_at,
+            playback_ends_at=lambda: self.pacer.playback_ends_at if self.pacer else 0.0,
+            hand_to_model=self._hand_to_model,
+        )
+        unsubscribe = tasks.subscribe(owner, self._task_changed)
         try:
             async with anyio.create_task_group() as group:
                 self._scope = group.cancel_scope
-                for task in (self._receiver(first), self._pump(), self._sender()):
+                self._group = group
+                for task in (
+                    self._receiver(first),
+                    self._pump(),
+                    self._sender(),
+                    self.delivery.run(),
+                ):
                     group.start_soon(self._guard, task, group.cancel_scope)
         finally:
+            unsubscribe()
+            await self.delivery.close()
             self.delegations.detach(self)
+
+    def _task_owner(self, session_id: str) -> str:
+        """Whose background tasks this connection sees: the client's user key,
+        an API user, or else the session's own."""
+        if self._user_key is not None:
+            return f"key:{self._user_key}"
+        if self.user_id != USER_ID:
+            return f"user:{self.user_id}"
+        return session_owner(self.user_id, session_id)
+
+    def _task_changed(self, record: TaskRecord) -> None:
+        self.tell_client([protocol.task_chunk(record.chunk())])
+        if self.delivery is not None:
+            self.delivery.wake()
 
     def _session_taken(self) -> None:
         """Another connection resumes this session: stop (error chunk, 1008)."""
@@ -297,6 +358,9 @@ class LiveConnection:
             self.delegations.answer([msg])
         elif isinstance(msg, protocol.ToolResponse):
             self.delegations.answer_function_response(msg.tool_call_id, msg.response)
+        elif isinstance(msg, protocol.TaskCancel):
+            assert self._group is not None
+            self._group.start_soon(self._cancel_task, msg.task_id)
         elif isinstance(msg, protocol.ChatSubmit):
             self.delegations.answer(msg.answers)
             if msg.text is not None or msg.images:
@@ -310,9 +374,12 @@ class LiveConnection:
             # converter still holds from before.
             self._send_audio_chunks(self._flush_input_audio())
             q.send_activity_start()
+            self._talking = True
         elif isinstance(msg, protocol.ActivityEnd):
             self._send_audio_chunks(self._flush_input_audio())
             q.send_activity_end()
+            self._talking = False
+            self._awaiting_answer = True
         elif isinstance(msg, protocol.AudioControl):
             if msg.action == "stop":  # the microphone is off: end what was said
                 self._send_audio_chunks(self._flush_input_audio())
@@ -333,6 +400,33 @@ class LiveConnection:
             self.queue.send_realtime(types.Blob(mime_type=image.media_type, data=image.data))
         if text is not None:
             self.queue.send_content(types.Content(role="user", parts=[types.Part(text=text)]))
+            self._awaiting_answer = True
+
+    async def _cancel_task(self, task_id: str | None) -> None:
+        """The client's cancel button: confirmed when the task says so (its
+        card); a task that is not there gets an error."""
+        owner = self.delivery.owner if self.delivery else ""
+        if await self.runtime.tasks.cancel(owner, task_id) is None:
+            self._report(f"task_cancel: no task {task_id!r}" if task_id else "task_cancel: no task")
+
+    # ------------------------------------------------------------ background tasks
+    def _line_free_at(self) -> float | None:
+        """When the line is free for a task's outcome: None while the user
+        holds push-to-talk, a turn is on its way or being answered, or a
+        tool call waits for the user; else once the user's voice and the
+        answer's audio have ended."""
+        assert self.pacer is not None and self.delegations is not None
+        if self._talking or self._awaiting_answer or self.delegations.pending:
+            return None
+        if getattr(self.translator, "in_turn", False):
+            return None
+        return max(self._voice_until, self.pacer.playback_ends_at)
+
+    def _hand_to_model(self, text: str) -> None:
+        # Past the queue's bound: the outcome is waited for, not realtime input.
+        content = types.Content(role="user", parts=[types.Part(text=text)])
+        self.queue.send(LiveRequest(content=content))
+        self._awaiting_answer = True
 
     # ------------------------------------------------------------ delegated tools
     # (server/delegation.py's DelegationSink)
@@ -348,6 +442,8 @@ class LiveConnection:
         # Not subject to the queue's bound: the model waits for this answer.
         content = types.Content(role="user", parts=[types.Part(function_response=response)])
         self.queue.send(LiveRequest(content=content, state_delta=state_delta or None))
+        if self.delivery is not None:
+            self.delivery.wake()  # a call less may free the line
 
     async def session_state(self) -> Mapping[str, Any]:
         assert self.session_id is not None
@@ -376,6 +472,8 @@ class LiveConnection:
     def _send_audio_chunks(self, chunks: list[bytes]) -> None:
         mime = MODEL_AUDIO_MIME.format(rate=self.settings.model_input_rate)
         self._sent_audio = bool(chunks)
+        if chunks and _voiced(chunks[-1]):
+            self._voice_until = time.monotonic() + _VOICE_HANGOVER_S
         for chunk in chunks:
             if self.queue.offer_realtime(types.Blob(mime_type=mime, data=chunk)):
                 self._input_overloaded = False
@@ -391,6 +489,8 @@ class LiveConnection:
         self._flushed_at = time.monotonic()
         if self._output_audio is not None:
             self._output_audio.end_turn(discard=True)
+        if self.delivery is not None:
+            self.delivery.interrupted()
         if self.delegations is not None:
             self.delegations.cancel_all(
                 f"interrupted by the {'user' if source == 'client' else 'model'}"
@@ -428,6 +528,9 @@ class LiveConnection:
                 await pacer.put_audio(self._out_audio().end_turn(), received, turn)
                 pacer.end_turn()
                 turn += 1
+                self._awaiting_answer = False
+                if self.delivery is not None:
+                    self.delivery.turn_ended()
             else:
                 await pacer.put_message(item)
         for chunk in self._delegate_calls(event):

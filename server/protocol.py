@@ -15,6 +15,7 @@ import base64
 import binascii
 import dataclasses
 import json
+import re
 import secrets
 from collections.abc import Callable
 from typing import Any, Literal
@@ -39,6 +40,7 @@ SAMPLE_BYTES = {"s16": 2, "f32": 4}
 # or the client's activity_start/activity_end alone ("manual", push-to-talk).
 TURN_DETECTION = ("server", "manual")
 TurnDetection = Literal["server", "manual"]
+USER_KEY = re.compile(r"[A-Za-z0-9_-]{20,100}")
 
 
 class ProtocolError(Exception):
@@ -80,6 +82,9 @@ class Start:
     output: OutputFormat
     session_id: str | None
     turn_detection: TurnDetection | None = None  # None: the server's default
+    # A stable key of the user (kept by the client, as unguessable as a
+    # session id): their background tasks follow them from session to session.
+    user_key: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +185,11 @@ class ToolResponse:
 
 
 @dataclasses.dataclass(frozen=True)
+class TaskCancel:
+    task_id: str | None  # None: the newest task still queued or running
+
+
+@dataclasses.dataclass(frozen=True)
 class Close:
     """The client is done: end the model's run, then the connection."""
 
@@ -199,6 +209,7 @@ ClientMessage = (
     | AudioControl
     | UserContent
     | ToolResponse
+    | TaskCancel
     | Close
 )
 
@@ -298,6 +309,9 @@ def _decode_start(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Star
     session_id = obj.get("sessionId")
     if session_id is not None and not isinstance(session_id, str):
         raise InputError(f"sessionId: expected a string, got {type(session_id).__name__}")
+    user_key = obj.get("userKey")
+    if user_key is not None and (not isinstance(user_key, str) or not USER_KEY.fullmatch(user_key)):
+        raise InputError("userKey: expected 20 to 100 of A-Z a-z 0-9 _ - (a random key)")
     turn_detection = obj.get("turnDetection")
     if turn_detection is not None and turn_detection not in TURN_DETECTION:
         raise InputError(
@@ -308,6 +322,7 @@ def _decode_start(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Star
         OutputFormat(out_rate, binary),
         session_id or None,
         turn_detection,
+        user_key,
     )
 
 
@@ -511,6 +526,11 @@ def _decode_interrupt(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> 
     return Interrupt(_optional_text(obj.get("reason"), "interrupt reason", limits))
 
 
+def _decode_task_cancel(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> TaskCancel:
+    task_id = obj.get("taskId")
+    return TaskCancel(None if task_id is None else _id(task_id, "task_cancel taskId", limits))
+
+
 def _decode_ping(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Ping:
     timestamp = obj.get("timestamp")
     if timestamp is not None and (
@@ -547,6 +567,7 @@ _DECODERS: dict[str, _Decoder] = {
     "message": _decode_message,
     "ping": _decode_ping,
     "audio_control": _decode_audio_control,
+    "task_cancel": _decode_task_cancel,
 }
 
 
@@ -733,6 +754,12 @@ def image_chunk(media_type: str, data: bytes) -> dict[str, Any]:
         "type": "data-image",
         "data": {"mediaType": media_type, "content": base64.b64encode(data).decode("ascii")},
     }
+
+
+def task_chunk(data: dict[str, Any]) -> dict[str, Any]:
+    """A background task's card: one per task id, the latest wins.
+    Transient: task updates arrive between turns, outside any message."""
+    return {"type": "data-task", "id": data["id"], "data": data, "transient": True}
 
 
 def interrupted_chunk(source: str, dropped_ms: int) -> dict[str, Any]:
