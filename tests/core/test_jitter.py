@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 import pytest
+from gated_buffer import gated_buffer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -292,21 +293,38 @@ def test_huge_chunk_refused_atomically():
 
 
 def test_concurrent_use_raises():
+    # What a second thread finds while the first is inside a call: the
+    # worker's push holds the buffer from the moment its chunk is asked for
+    # until this thread has tried everything, so the calls overlap by
+    # construction, not by timing.
     jb = JitterBuffer(RATE)
-    # What a second thread finds while the first is inside a call.
-    jb._lock.acquire()
+    inside, tried = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        inside.set()
+        tried.wait(60)
+
+    chunk = np.arange(FRAME, dtype=np.int16)
+    worker = threading.Thread(target=jb.push, args=(gated_buffer(chunk, hold),))
+    worker.start()
     try:
+        assert inside.wait(60), "the worker never asked for its chunk"
         with pytest.raises(RuntimeError, match="belongs to one stream"):
             jb.pop()
         with pytest.raises(RuntimeError, match="belongs to one stream"):
             jb.push(b"\x00\x00")
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match="belongs to one stream"):
             jb.flush()
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match="belongs to one stream"):
             jb.end_turn()
+        with pytest.raises(RuntimeError, match="belongs to one stream"):
+            jb.played  # noqa: B018 - the property takes the lock too
     finally:
-        jb._lock.release()
-    assert len(jb.pop()) == jb.frame_bytes
+        tried.set()
+        worker.join()
+    # The refused calls changed nothing: the chunk is stored and plays.
+    assert jb.stats["received_samples"] == FRAME
+    assert jb.pop() == chunk.tobytes()
 
 
 def test_two_threads_never_corrupt(rng):

@@ -3,10 +3,10 @@ Resampler used from two threads at once."""
 
 import array
 import threading
-import time
 
 import numpy as np
 import pytest
+from gated_buffer import gated_buffer
 from resample_reference import noise, pcm16_policy, ratio
 
 from audiocore.resample import Resampler, _design, resample
@@ -163,35 +163,36 @@ def test_non_finite_input_spoils_only_its_window(rng, in_rate, out_rate, bad):
 
 
 def test_concurrent_use_raises_instead_of_corrupting():
-    # A large chunk runs without the GIL; meanwhile the stream refuses a
-    # second caller, and the large chunk's output is untouched.
-    big = noise(np.random.default_rng(3), 44100 * 30)
+    # The worker's chunk holds the stream from the moment its buffer is
+    # asked for; the buffer is handed over only once this thread has been
+    # refused, so the calls overlap by construction, not by timing.
+    x = noise(np.random.default_rng(3), 44100)
     stream = Resampler(44100, 16000, quality="high", output="f32")
-    inside = threading.Event()
+    inside, tried = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        inside.set()
+        tried.wait(60)
+
     result = {}
 
     def worker():
-        inside.set()
-        result["out"] = stream.process(big)
+        result["out"] = stream.process(gated_buffer(x, hold))
 
     thread = threading.Thread(target=worker)
     thread.start()
-    inside.wait()
-    time.sleep(0.005)
-    refused = 0
-    while thread.is_alive():
-        try:
+    try:
+        assert inside.wait(60), "the worker never asked for its buffer"
+        with pytest.raises(RuntimeError, match="another thread is inside this Resampler"):
             stream.process(np.zeros(10, np.float32))
-        except RuntimeError as exc:
-            assert "another thread is inside this Resampler" in str(exc)
-            refused += 1
-        for method in (stream.flush, stream.reset):
-            try:
-                method()
-            except RuntimeError:
-                refused += 1
-        time.sleep(0.001)
-    thread.join()
-    assert refused > 0, "the worker never released the GIL"
+        with pytest.raises(RuntimeError, match="another thread is inside this Resampler"):
+            stream.flush()
+        with pytest.raises(RuntimeError, match="another thread is inside this Resampler"):
+            stream.reset()
+    finally:
+        tried.set()
+        thread.join()
+    # The refused calls changed nothing: the chunk's output is a fresh stream's.
     fresh = Resampler(44100, 16000, quality="high", output="f32")
-    assert np.array_equal(result["out"], fresh.process(big))
+    assert np.array_equal(result["out"], fresh.process(x))
+    assert np.array_equal(stream.flush(), fresh.flush())
