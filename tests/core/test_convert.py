@@ -38,7 +38,7 @@ KNOWN = [
 
 
 @pytest.mark.parametrize(("value", "expected"), KNOWN)
-def test_known_answers(path, value, expected):
+def test_known_answers(convert_path, value, expected):
     # Each value at several positions, so vector bodies and tails both see it.
     for n in (1, 9, 40):
         x = np.zeros(n, np.float32)
@@ -48,7 +48,7 @@ def test_known_answers(path, value, expected):
         assert not got[:-1].any()
 
 
-def test_known_answers_reverse(path):
+def test_known_answers_reverse(convert_path):
     pcm = struct.pack("<5h", 0, 1, -1, 32767, -32768)
     assert pcm16_to_float32(pcm).tolist() == [0.0, 2**-15, -(2**-15), 32767 / 32768, -1.0]
 
@@ -80,7 +80,7 @@ def edge_values():
 
 
 @pytest.mark.parametrize("n", LENGTHS)
-def test_matches_reference_random(path, rng, n):
+def test_matches_reference_random(convert_path, rng, n):
     x = (rng.standard_normal(n) * 0.7).astype(np.float32)
     x[rng.random(n) < 0.05] = np.nan
     assert float32_to_pcm16(x) == pcm16_from_f32(x)
@@ -88,13 +88,13 @@ def test_matches_reference_random(path, rng, n):
     np.testing.assert_array_equal(pcm16_to_float32(pcm), f32_from_pcm16(pcm))
 
 
-def test_matches_reference_edges(path):
+def test_matches_reference_edges(convert_path):
     x = edge_values()
     for start in range(0, 33):  # every alignment of the edges in the vectors
         assert float32_to_pcm16(x[start:]) == pcm16_from_f32(x[start:])
 
 
-def test_all_int16_values_round_trip(path):
+def test_all_int16_values_round_trip(convert_path):
     pcm = np.arange(-32768, 32768, dtype=np.int16)
     f = pcm16_to_float32(pcm)
     np.testing.assert_array_equal(f, f32_from_pcm16(pcm.tobytes()))
@@ -107,14 +107,10 @@ def test_all_int16_values_round_trip(path):
 def test_paths_are_bit_identical(rng):
     x = np.concatenate([edge_values(), rng.uniform(-1.2, 1.2, 10_000).astype(np.float32)])
     pcm = rng.integers(-32768, 32768, 10_001, dtype=np.int16)
-    before = _convert._get_path()
     outs = {}
-    try:
-        for p in _convert._paths():
-            _convert._set_path(p)
-            outs[p] = (float32_to_pcm16(x), pcm16_to_float32(pcm).tobytes())
-    finally:
-        _convert._set_path(before)
+    for p in _convert._paths():
+        _convert._set_path(p)
+        outs[p] = (float32_to_pcm16(x), pcm16_to_float32(pcm).tobytes())
     assert len(set(outs.values())) == 1, list(outs)
 
 
@@ -175,19 +171,19 @@ def s16_inputs(values):
 
 
 @pytest.mark.parametrize("kind", list(f32_inputs([0.0, 0.0])))
-def test_input_types_f32(path, kind):
+def test_input_types_f32(convert_path, kind):
     values = [0.25, -0.5, 1.0, np.nan, 0.125, -1.0]
     assert float32_to_pcm16(f32_inputs(values)[kind]) == pcm16_from_f32(values)
 
 
 @pytest.mark.parametrize("kind", list(s16_inputs([0, 0])))
-def test_input_types_s16(path, kind):
+def test_input_types_s16(convert_path, kind):
     values = [0, 1, -1, 32767, -32768, 12345]
     src = s16_inputs(values)[kind]
     np.testing.assert_array_equal(pcm16_to_float32(src), f32_from_pcm16(np.int16(values).tobytes()))
 
 
-def test_unaligned_float_input(path):
+def test_unaligned_float_input(convert_path):
     x = np.linspace(-1, 1, 100, dtype=np.float32)
     for offset in (1, 2, 3):
         raw = memoryview(b"\x00" * offset + x.tobytes())[offset:]
@@ -213,7 +209,7 @@ def test_return_types():
 # out=
 
 
-def test_out_f32_to_s16(path):
+def test_out_f32_to_s16(convert_path):
     x = np.float32([0.5, -0.25, 1.0])
     for out in (
         bytearray(6),
@@ -228,7 +224,7 @@ def test_out_f32_to_s16(path):
     assert tail[3:].tolist() == [7, 7]  # nothing written past the samples
 
 
-def test_out_s16_to_f32(path):
+def test_out_s16_to_f32(convert_path):
     pcm = np.int16([1, -2, 3]).tobytes()
     for out in (np.zeros(3, np.float32), bytearray(12), array.array("f", [0.0] * 5)):
         assert pcm16_to_float32(pcm, out=out) == 3
