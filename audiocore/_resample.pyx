@@ -1,5 +1,5 @@
 # Typed kernels of the streaming resampler: buffers in, buffers out, no
-# defaults and no filter design (those live in resample.py).  process() is
+# defaults and no filter design (those live in resample.py and _filters.py).  process() is
 # called per 20 ms chunk, so it takes the raw buffer protocol (no memoryview
 # objects) and allocates exactly one result object.
 cimport cython
@@ -40,7 +40,7 @@ cdef int64_t _MAX_FRAMES = 1 << 40
 
 cdef int _path = ac_best_path()
 
-# Filter rows must be a multiple of this many taps long (resample.py pads).
+# Filter rows must be a multiple of this many taps long (_filters.py pads).
 _TAP_ALIGN = AC_RESAMPLE_TAP_ALIGN
 
 # The kernels take the buffer checker's format codes as they are.
@@ -73,7 +73,7 @@ def _set_path(str name):
 # support (and none of Cython's module-level pickle helpers to stub).
 @cython.auto_pickle(False)
 cdef class ResamplerCore:
-    """Runs one stream through a polyphase table made by resample.py."""
+    """Runs one stream through a polyphase table made by _filters.py."""
 
     cdef ac_resampler *_r
     cdef object _table  # the borrowed coefficient table, kept alive

@@ -1,6 +1,6 @@
 /* Streaming polyphase FIR resampler (DESIGN §2-3).
  *
- * The filter is designed in Python (audiocore/resample.py) and handed over
+ * The filter is designed in Python (audiocore/_filters.py) and handed over
  * as a phase table; this file only runs it.  Output n sits at input time
  * n * down / up (aligned, like scipy's resample_poly) and needs input up to
  * frame floor((n + delay) * down / up), so it is emitted by the first call

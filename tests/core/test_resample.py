@@ -19,7 +19,8 @@ from resample_reference import (
 )
 
 from audiocore import _resample
-from audiocore.resample import QUALITIES, Resampler, _design, _remez_lowpass, prototype, resample
+from audiocore._filters import QUALITIES, design, prototype, remez_lowpass
+from audiocore.resample import Resampler, resample
 
 RATES = [8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000]
 PAIRS = [(a, b) for a in RATES for b in RATES if a != b]
@@ -32,9 +33,9 @@ def rounding_bound(in_rate, out_rate, quality, peak):
     exact float64 one: (taps + 2) unit roundoffs (summation, coefficient and
     result rounding) times the largest sum of |coefficients| of any phase."""
     up, down = ratio(in_rate, out_rate)
-    design = _design(up, down, quality)
-    rows = np.abs(design.table.reshape(up, design.taps).astype(np.float64)).sum(axis=1)
-    return (design.taps + 2) * UNIT_ROUNDOFF * rows.max() * peak
+    designed = design(up, down, quality)
+    rows = np.abs(designed.table.reshape(up, designed.taps).astype(np.float64)).sum(axis=1)
+    return (designed.taps + 2) * UNIT_ROUNDOFF * rows.max() * peak
 
 
 @pytest.mark.parametrize(("in_rate", "out_rate"), PAIRS)
@@ -275,7 +276,7 @@ def test_remez_matches_scipy(length, passband, stopband, weight):
     # largest weighted error agrees to the grid's resolution and the taps
     # agree closely.
     signal = pytest.importorskip("scipy.signal")
-    ours, _, _ = _remez_lowpass(length, passband, stopband, weight)
+    ours, _, _ = remez_lowpass(length, passband, stopband, weight)
     theirs = signal.remez(
         length, [0, passband, stopband, 0.5], [1, 0], weight=[1, weight], maxiter=100
     )

@@ -9,7 +9,8 @@ import pytest
 from gated_buffer import gated_buffer
 from resample_reference import noise, pcm16_policy, ratio
 
-from audiocore.resample import Resampler, _design, resample
+from audiocore._filters import design
+from audiocore.resample import Resampler, resample
 
 
 @pytest.mark.parametrize(
@@ -138,7 +139,7 @@ def spoiled_outputs(k, frames_out, in_rate, out_rate, stream):
     """Output frames whose filter window (the `taps` frames up to
     floor((n + delay) * in / out)) holds input frame k."""
     up, down = ratio(in_rate, out_rate)
-    taps = _design(up, down, stream.quality).taps
+    taps = design(up, down, stream.quality).taps
     newest = (np.arange(frames_out) + stream.delay) * down // up
     return set(np.flatnonzero((newest >= k) & (newest - taps + 1 <= k)))
 
