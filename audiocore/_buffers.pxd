@@ -14,9 +14,14 @@ from cpython.buffer cimport (
     PyObject_GetBuffer,
 )
 
-cdef enum SampleFormat:
-    F32 = 0
-    S16 = 1
+cdef extern from "pcm.h" nogil:
+    # The C kernels' format codes, under the short names the modules use.
+    enum:
+        F32 "AC_FORMAT_F32"
+        S16 "AC_FORMAT_S16"
+    # Channels per interleaved frame, at most (audiocore.MAX_CHANNELS).
+    enum:
+        AC_MAX_CHANNELS
 
 
 cdef inline str format_name(int fmt):

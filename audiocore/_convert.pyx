@@ -9,19 +9,20 @@ from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.string cimport memcpy
 
-from audiocore._buffers cimport F32, S16, get_samples
+from audiocore._buffers cimport AC_MAX_CHANNELS, F32, S16, get_samples
 from audiocore._cconvert cimport (
-    AC_PATH_COUNT,
-    ac_best_path,
     ac_convert_get_path,
     ac_convert_set_path,
     ac_f32_to_s16,
-    ac_path_name,
-    ac_path_supported,
     ac_s16_to_f32,
 )
+from audiocore._simd cimport ac_best_path, path_index, path_name, supported_paths
 
 import numpy
+
+# Channels per interleaved frame, at most, for every audiocore module (the C
+# kernels' limit, pcm.h); audiocore._validate applies it.
+MAX_CHANNELS = AC_MAX_CHANNELS
 
 # Below this many samples the kernel takes less time than releasing and
 # re-taking the GIL, so small chunks keep it.
@@ -111,22 +112,18 @@ def pcm16_to_float32(src, out=None):
 
 def _paths():
     """Names of the paths this CPU can run, narrowest first."""
-    return [ac_path_name(p).decode() for p in range(AC_PATH_COUNT) if ac_path_supported(p)]
+    return supported_paths()
 
 
 def _get_path():
     """Name of the path in use."""
-    return ac_path_name(ac_convert_get_path()).decode()
+    return path_name(ac_convert_get_path())
 
 
-def _set_path(name):
+def _set_path(str name):
     """Use the named path ("scalar", "sse2", "avx2", "avx512")."""
-    for p in range(AC_PATH_COUNT):
-        if ac_path_name(p).decode() == name:
-            if ac_convert_set_path(p) != 0:
-                raise ValueError(f"path {name!r} is not supported on this CPU")
-            return
-    raise ValueError(f"unknown path {name!r}; expected one of {_paths()}")
+    if ac_convert_set_path(path_index(name)) != 0:
+        raise ValueError(f"path {name!r} has no conversion kernel")
 
 
 ac_convert_set_path(ac_best_path())

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pcm.h"
+
 /* Received-audio runs in TIMELINE mode: 20 ms packets in a 10 s buffer with
  * every other one lost need 250; more than this is refused, not corrupted. */
 #define MAX_SPANS 512
@@ -102,7 +104,7 @@ static void ring_put(ac_jb *jb, int64_t pos, const int16_t *src, int64_t n)
 
 ac_jb *ac_jb_new(const ac_jb_config *cfg)
 {
-    if (cfg->rate < 1000 || cfg->channels < 1 || cfg->channels > 64 || cfg->frame < 8 ||
+    if (cfg->rate < 1000 || cfg->channels < 1 || cfg->channels > AC_MAX_CHANNELS || cfg->frame < 8 ||
         cfg->capacity < 4 * (int64_t)cfg->frame || cfg->start_level < 0 || cfg->resume_level < 0 ||
         (cfg->mode != AC_JB_STREAM && cfg->mode != AC_JB_TIMELINE))
         return NULL;
@@ -294,7 +296,7 @@ static float conceal_next(ac_jb *jb, float *dst)
 
 static void conceal(ac_jb *jb, int16_t *out, int64_t *pos, int64_t n0, int64_t n)
 {
-    float v[64];
+    float v[AC_MAX_CHANNELS];
     if (!jb->conceal_active) {
         start_conceal(jb, out, n0);
         jb->st.concealment_events++;
@@ -314,7 +316,7 @@ static void conceal(ac_jb *jb, int16_t *out, int64_t *pos, int64_t n0, int64_t n
  * how many sample frames were written. */
 static int64_t fade_out(ac_jb *jb, int16_t *out, int64_t *pos, int64_t n0, int64_t n)
 {
-    float v[64];
+    float v[AC_MAX_CHANNELS];
     int64_t k = n0;
     for (; k < n0 + n && jb->fade_left > 0; k++) {
         float f = (float)jb->fade_left-- / (float)(jb->fade_len + 1);
@@ -332,7 +334,7 @@ static int64_t fade_out(ac_jb *jb, int16_t *out, int64_t *pos, int64_t n0, int64
 /* Cross-fades from the running concealment into source audio at read. */
 static void merge(ac_jb *jb, int16_t *out, int64_t *pos, int64_t n0, int64_t m)
 {
-    float v[64];
+    float v[AC_MAX_CHANNELS];
     int16_t *x = jb->tmp;
     ring_get(jb, jb->read, m, x);
     for (int64_t k = 0; k < m; k++) {

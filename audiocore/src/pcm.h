@@ -1,6 +1,7 @@
-/* The PCM policy (DESIGN §2), once, for every kernel that reads or writes
- * PCM16: f32 -> s16 clips to [-1, 1], scales by 32767 in float32, rounds
- * half to even, NaN -> 0; s16 -> f32 multiplies by 1/32768.
+/* Samples as every kernel sees them (DESIGN §2), once: the format codes,
+ * the channel limit, and the PCM policy: f32 -> s16 clips to [-1, 1],
+ * scales by 32767 in float32, rounds half to even, NaN -> 0; s16 -> f32
+ * multiplies by 1/32768.
  *
  * Every path below computes the same float32 product and rounds it with the
  * current rounding mode (round-half-even unless the embedding process
@@ -11,6 +12,17 @@
 #include <stdint.h>
 
 #include "simd.h"
+
+enum ac_sample_format {
+    AC_FORMAT_F32 = 0, /* float32 in native byte order */
+    AC_FORMAT_S16 = 1  /* int16, little-endian */
+};
+
+/* Interleaved frames hold at most this many channels, in every kernel and
+ * in the Python API (audiocore's MAX_CHANNELS).  Voice is mono or stereo;
+ * 64 also holds mic arrays and ambisonics up to 7th order, and bounds the
+ * frame of float scratch the jitter core keeps on the stack. */
+#define AC_MAX_CHANNELS 64
 
 #define AC_PCM16_SCALE 32767.0f
 #define AC_PCM16_INV 0.000030517578125f /* 1/32768, exact in float32 */

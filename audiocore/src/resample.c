@@ -323,6 +323,7 @@ ac_resampler *ac_resampler_new(const float *coefs, int up, int down, int taps, i
      * buffered (see compact()); the Python design guarantees it. */
     if (coefs == NULL || up < 1 || down < 1 || taps < AC_RESAMPLE_TAP_ALIGN ||
         taps % AC_RESAMPLE_TAP_ALIGN != 0 || delay < 0 || channels < 1 ||
+        channels > AC_MAX_CHANNELS ||
         (int64_t)taps * up <= down || (in_format != AC_FORMAT_F32 && in_format != AC_FORMAT_S16) ||
         (out_format != AC_FORMAT_F32 && out_format != AC_FORMAT_S16))
         return NULL;
