@@ -9,7 +9,6 @@ turns (played position, flushed turn ids) and owns the defaults.
 from __future__ import annotations
 
 import math
-import operator
 import threading
 import time
 from collections import deque
@@ -18,6 +17,14 @@ from typing import TYPE_CHECKING
 
 from audiocore import _jitter
 from audiocore._jitter import JitterCore
+from audiocore._validate import (
+    check_channels,
+    check_choice,
+    check_int,
+    check_rate,
+    check_real,
+    check_time,
+)
 
 if TYPE_CHECKING:
     from audiocore._typing import SampleBuffer
@@ -25,8 +32,9 @@ if TYPE_CHECKING:
 __all__ = ["PROFILES", "JitterBuffer"]
 
 PROFILES = ("generator", "reliable", "packet")
-MAX_SAMPLE_RATE = 384_000
-MAX_CHANNELS = 32
+# The concealment's pitch search (2.5 to 15 ms lags) needs this many samples
+# a second; the C core refuses less.
+MIN_SAMPLE_RATE = 1000
 MAX_FRAME_MS = 200
 MAX_BUFFER_MS = 600_000  # ten minutes: an upper bound on any capacity
 # How many flushed turn ids are remembered for rejecting their late chunks.
@@ -43,38 +51,6 @@ _QUANTILE = 0.90
 _FORGET = 0.995
 
 
-def _check_int(name: str, value: object, lo: int, hi: int, what: str = "an integer") -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name}: expected {what}, got bool")
-    try:
-        result = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"{name}: expected {what}, got {type(value).__name__}") from None
-    if not lo <= result <= hi:
-        raise ValueError(f"{name}: expected {what} from {lo} to {hi}, got {result}")
-    return result
-
-
-def _check_real(name: str, value: object, lo: float, hi: float, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name}: expected {what}, got {type(value).__name__}")
-    result = float(value)
-    if not lo <= result <= hi:  # also refuses NaN
-        raise ValueError(f"{name}: expected {what} from {lo:g} to {hi:g}, got {value!r}")
-    return result
-
-
-def _check_time(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
-            f"{name}: expected seconds on a monotonic clock (float), got {type(value).__name__}"
-        )
-    result = float(value)
-    if not math.isfinite(result):
-        raise ValueError(f"{name}: expected a finite time in seconds, got {value!r}")
-    return result
-
-
 class JitterBuffer:
     """Jitter/playout buffer for one audio stream; returns steady PCM16 frames.
 
@@ -84,7 +60,9 @@ class JitterBuffer:
     C-contiguous buffer of int16 samples (bytes, bytearray, memoryview, numpy,
     array.array; raw bytes are little-endian pairs), read without copying.
     Times (`arrival`, `now`) are seconds on the caller's monotonic clock,
-    default `time.monotonic()`.
+    default `time.monotonic()`.  `sample_rate` is 1 kHz to
+    `audiocore.MAX_SAMPLE_RATE` (1 MHz), `channels` 1 to
+    `audiocore.MAX_CHANNELS` (64).
 
     Profiles (the source decides, not the consumer):
 
@@ -169,12 +147,10 @@ class JitterBuffer:
         capacity_ms: float | None = None,
         high_water_ms: float | None = None,
     ) -> None:
-        rate = _check_int("sample_rate", sample_rate, 1000, MAX_SAMPLE_RATE, "a sample rate in Hz")
-        channels = _check_int("channels", channels, 1, MAX_CHANNELS)
-        frame_ms = _check_real("frame_ms", frame_ms, 1, MAX_FRAME_MS, "a frame length in ms")
-        if not isinstance(profile, str) or profile not in PROFILES:
-            expected = ", ".join(repr(p) for p in PROFILES)
-            raise ValueError(f"profile: expected one of {expected}, got {profile!r}")
+        rate = check_rate("sample_rate", sample_rate, MIN_SAMPLE_RATE)
+        channels = check_channels(channels)
+        frame_ms = check_real("frame_ms", frame_ms, 1, MAX_FRAME_MS, "a frame length in ms")
+        check_choice("profile", profile, PROFILES)
         exact = rate * frame_ms / 1000
         frame = round(exact)
         if abs(exact - frame) > 1e-9:
@@ -190,7 +166,7 @@ class JitterBuffer:
         def ms(name: str, value: float | None, lo: float, hi: float) -> float | None:
             if value is None:
                 return None
-            return _check_real(name, value, lo, hi, "a duration in ms")
+            return check_real(name, value, lo, hi, "a duration in ms")
 
         preroll = ms("preroll_ms", preroll_ms, 0, frame_ms)
         target = ms("target_ms", target_ms, 0, MAX_BUFFER_MS)
@@ -450,19 +426,19 @@ class JitterBuffer:
         `capacity_ms`.
         """
         if seq is not None:
-            seq = _check_int("seq", seq, 0, 0xFFFF, "a 16-bit sequence number")
+            seq = check_int("seq", seq, 0, 0xFFFF, "a 16-bit sequence number")
         if timestamp is not None:
-            timestamp = _check_int("timestamp", timestamp, 0, 0xFFFFFFFF, "a 32-bit timestamp")
+            timestamp = check_int("timestamp", timestamp, 0, 0xFFFFFFFF, "a 32-bit timestamp")
         if self._profile == "packet":
             if seq is None and timestamp is None:
                 raise ValueError("packet profile: expected seq and/or timestamp, got neither")
-            when = time.monotonic() if arrival is None else _check_time("arrival", arrival)
+            when = time.monotonic() if arrival is None else check_time("arrival", arrival)
         else:
             if seq is not None or timestamp is not None:
                 raise ValueError(
                     f"seq/timestamp: not used by the {self._profile!r} profile (in-order input)"
                 )
-            when = math.nan if arrival is None else _check_time("arrival", arrival)
+            when = math.nan if arrival is None else check_time("arrival", arrival)
         if turn is not None and not isinstance(turn, Hashable):
             raise TypeError(f"turn: expected a hashable id, got {type(turn).__name__}")
         if not isinstance(final, bool):
@@ -498,7 +474,7 @@ class JitterBuffer:
         there is nothing to play).  `now` is accepted for a uniform interface
         and checked; the core is driven by the pop cadence itself."""
         if now is not None:
-            _check_time("now", now)
+            check_time("now", now)
         if not self._lock.acquire(False):
             raise self._busy()
         try:
@@ -522,7 +498,7 @@ class JitterBuffer:
         heard), and reject later chunks of every turn seen so far.  Returns
         the played position of the current turn in samples (per channel).
         O(1); the fade is produced by the following ``pop()`` calls."""
-        fade = _check_real("fade_ms", fade_ms, 0, 1000, "a fade length in ms")
+        fade = check_real("fade_ms", fade_ms, 0, 1000, "a fade length in ms")
         if not self._lock.acquire(False):
             raise self._busy()
         try:

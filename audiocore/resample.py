@@ -10,13 +10,13 @@ frame around it.
 from __future__ import annotations
 
 import math
-import operator
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 import numpy as np
 
 from audiocore._filters import QUALITIES, design
 from audiocore._resample import ResamplerCore
+from audiocore._validate import check_channels, check_choice, check_rate
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -29,32 +29,7 @@ _Output = TypeVar("_Output", bound="bytes | npt.NDArray[np.float32]")
 
 __all__ = ["QUALITIES", "Resampler", "resample"]
 
-MAX_SAMPLE_RATE = 1_000_000
-MAX_CHANNELS = 1024
 _FORMATS = ("f32", "s16")
-
-
-def _check_rate(name: str, value: object) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name}: expected an integer sample rate in Hz, got bool")
-    try:
-        rate = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(
-            f"{name}: expected an integer sample rate in Hz, got {type(value).__name__}"
-        ) from None
-    if not 1 <= rate <= MAX_SAMPLE_RATE:
-        raise ValueError(
-            f"{name}: expected a sample rate from 1 to {MAX_SAMPLE_RATE} Hz, got {rate}"
-        )
-    return rate
-
-
-def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        expected = " or ".join(repr(c) for c in choices)
-        raise ValueError(f"{name}: expected {expected}, got {value!r}")
-    return value
 
 
 class Resampler(ResamplerCore, Generic[_Output]):
@@ -67,7 +42,10 @@ class Resampler(ResamplerCore, Generic[_Output]):
     ``output="f32"``.  Conversion is fused into the filter, so float32 at
     48 kHz becomes PCM16 at 16 kHz in one pass.  ``flush()`` returns the tail
     and finishes the stream; ``process`` or ``flush`` after it raise
-    `RuntimeError` until ``reset()`` starts a new stream.
+    `RuntimeError` until ``reset()`` starts a new stream.  Rates are 1 Hz to
+    `audiocore.MAX_SAMPLE_RATE` (1 MHz) with a ratio whose filter table fits
+    (`ValueError` says when it does not); `channels` is 1 to
+    `audiocore.MAX_CHANNELS` (64).
 
     Timing.  The output is aligned with the input, like a one-shot
     ``scipy.signal.resample_poly``: output frame n is the signal at input
@@ -157,15 +135,12 @@ class Resampler(ResamplerCore, Generic[_Output]):
         input: str = "f32",
         output: str = "s16",
     ) -> None:
-        in_rate = _check_rate("in_rate", in_rate)
-        out_rate = _check_rate("out_rate", out_rate)
-        if isinstance(channels, bool) or not isinstance(channels, int):
-            raise TypeError(f"channels: expected an integer, got {type(channels).__name__}")
-        if not 1 <= channels <= MAX_CHANNELS:
-            raise ValueError(f"channels: expected 1 to {MAX_CHANNELS}, got {channels}")
-        _check_choice("quality", quality, tuple(QUALITIES))
-        _check_choice("input", input, _FORMATS)
-        _check_choice("output", output, _FORMATS)
+        in_rate = check_rate("in_rate", in_rate)
+        out_rate = check_rate("out_rate", out_rate)
+        channels = check_channels(channels)
+        check_choice("quality", quality, tuple(QUALITIES))
+        check_choice("input", input, _FORMATS)
+        check_choice("output", output, _FORMATS)
         common = math.gcd(in_rate, out_rate)
         up, down = out_rate // common, in_rate // common
         try:

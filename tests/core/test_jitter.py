@@ -96,7 +96,11 @@ def max_step(x):
 @pytest.mark.parametrize(
     "kwargs, exc, match",
     [
-        ({"sample_rate": True}, TypeError, "sample_rate: expected a sample rate in Hz, got bool"),
+        (
+            {"sample_rate": True},
+            TypeError,
+            "sample_rate: expected an integer sample rate in Hz, got bool",
+        ),
         ({"sample_rate": 24000.0}, TypeError, "got float"),
         ({"sample_rate": "24000"}, TypeError, "got str"),
         ({"sample_rate": 0}, ValueError, "from 1000 to"),

@@ -33,7 +33,7 @@ from audiocore.resample import Resampler, resample
         ({"quality": "best"}, ValueError, r"quality: expected 'voice' or 'high', got 'best'"),
         ({"input": "f64"}, ValueError, r"input: expected 'f32' or 's16', got 'f64'"),
         ({"output": None}, ValueError, r"output: expected 'f32' or 's16', got None"),
-        ({"channels": 0}, ValueError, r"channels: expected 1 to 1024, got 0"),
+        ({"channels": 0}, ValueError, r"channels: expected an integer from 1 to 64, got 0"),
         ({"channels": 2.0}, TypeError, r"channels: expected an integer, got float"),
         (
             {"in_rate": 48000, "out_rate": 47999},
