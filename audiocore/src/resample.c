@@ -44,8 +44,8 @@ static inline size_t format_size(int format)
     return format == AC_FORMAT_S16 ? 2 : 4;
 }
 
-/* Loads and stores through memcpy: a buffer handed over from Python may
- * start at any byte (a memoryview slice of bytes). */
+/* Loads and stores through memcpy (and pcm.h for PCM16): a buffer handed
+ * over from Python may start at any byte (a memoryview slice of bytes). */
 static inline float load_f32(const unsigned char *p)
 {
     float v;
@@ -53,21 +53,12 @@ static inline float load_f32(const unsigned char *p)
     return v;
 }
 
-static inline int16_t load_s16(const unsigned char *p)
-{
-    int16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 static inline void store_output(const ac_resampler *r, unsigned char *out, int64_t index, float y)
 {
-    if (r->out_format == AC_FORMAT_S16) {
-        int16_t s = ac_pcm16_from_f32(y);
-        memcpy(out + (size_t)index * r->channels * 2, &s, 2);
-    } else {
+    if (r->out_format == AC_FORMAT_S16)
+        ac_store_s16le(out + (size_t)index * r->channels * 2, ac_pcm16_from_f32(y));
+    else
         memcpy(out + (size_t)index * r->channels * 4, &y, 4);
-    }
 }
 
 /* ---- kernels ----------------------------------------------------------
@@ -134,7 +125,7 @@ static AC_ALWAYS_INLINE void store_group(const ac_resampler *r, unsigned char *o
         int16_t tmp[8];
         _mm_storeu_si128((__m128i *)tmp, v);
         for (int q = 0; q < valid; q++)
-            memcpy(o + (size_t)q * stride * 2, &tmp[q], 2);
+            ac_store_s16le(o + (size_t)q * stride * 2, tmp[q]);
     } else {
         unsigned char *o = out + (size_t)i * stride * 4;
         if (valid == GROUP && stride == 1) {
@@ -429,7 +420,7 @@ static void stage(ac_resampler *r, const unsigned char *in, int64_t frames)
         } else {
             const unsigned char *src = in + (size_t)ch * 2;
             for (int64_t f = 0; f < frames; f++)
-                dst[f] = ac_f32_from_pcm16(load_s16(src + (size_t)f * channels * 2));
+                dst[f] = ac_f32_from_pcm16(ac_load_s16le(src + (size_t)f * channels * 2));
         }
     }
     r->fill += frames;
@@ -466,13 +457,11 @@ static void passthrough(const ac_resampler *r, const unsigned char *in, int64_t 
     if (r->in_format == r->out_format) {
         memcpy(out, in, n * format_size(r->in_format));
     } else if (r->in_format == AC_FORMAT_F32) {
-        for (size_t i = 0; i < n; i++) {
-            int16_t s = ac_pcm16_from_f32(load_f32(in + 4 * i));
-            memcpy(out + 2 * i, &s, 2);
-        }
+        for (size_t i = 0; i < n; i++)
+            ac_store_s16le(out + 2 * i, ac_pcm16_from_f32(load_f32(in + 4 * i)));
     } else {
         for (size_t i = 0; i < n; i++) {
-            float y = ac_f32_from_pcm16(load_s16(in + 2 * i));
+            float y = ac_f32_from_pcm16(ac_load_s16le(in + 2 * i));
             memcpy(out + 4 * i, &y, 4);
         }
     }
