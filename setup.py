@@ -16,7 +16,12 @@ DEBUG = os.environ.get("AUDIOCORE_DEBUG") == "1"
 # One extension per concern; every one links the shared SIMD dispatch.
 EXTENSIONS = {
     "audiocore._convert": ["audiocore/src/convert.c"],
-    "audiocore._jitter": ["audiocore/src/jitter.c"],
+    "audiocore._jitter": [
+        "audiocore/src/jitter.c",
+        "audiocore/src/jb_ring.c",
+        "audiocore/src/jb_conceal.c",
+        "audiocore/src/jb_delay.c",
+    ],
     "audiocore._resample": ["audiocore/src/resample.c"],
 }
 
