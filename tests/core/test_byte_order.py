@@ -25,12 +25,26 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from audiocore import _resample, float32_to_pcm16, pcm16_to_float32
+from audiocore import _jitter, _resample, float32_to_pcm16, pcm16_to_float32
 from audiocore._filters import design
+from audiocore._jitter import JitterCore
 from audiocore.resample import Resampler
 
 SOURCES = Path(__file__).resolve().parents[2] / "audiocore" / "src"
 F32, S16 = 0, 1  # pcm.h's enum ac_sample_format
+
+
+class JitterConfig(ctypes.Structure):
+    _fields_ = [  # jitter.h's ac_jb_config
+        ("rate", ctypes.c_int),
+        ("channels", ctypes.c_int),
+        ("frame", ctypes.c_int),
+        ("mode", ctypes.c_int),
+        ("capacity", ctypes.c_int64),
+        ("start_level", ctypes.c_int64),
+        ("resume_level", ctypes.c_int64),
+        ("drop_on_overflow", ctypes.c_int),
+    ]
 
 
 def swapped(pcm: bytes) -> bytes:
@@ -87,6 +101,20 @@ def swapping_build(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
         ctypes.c_void_p,
     ]
     lib.ac_resampler_flush.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.ac_jb_new.restype = ctypes.c_void_p
+    lib.ac_jb_new.argtypes = [ctypes.POINTER(JitterConfig)]
+    lib.ac_jb_free.argtypes = [ctypes.c_void_p]
+    lib.ac_jb_push.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_double,
+    ]
+    lib.ac_jb_pop.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.ac_jb_end_turn.argtypes = [ctypes.c_void_p]
+    lib.ac_jb_flush.argtypes = [ctypes.c_void_p, ctypes.c_int64]
     return lib
 
 
@@ -160,3 +188,49 @@ def test_resampler_swaps(swapping_build, rng, in_rate, out_rate, input, output, 
         swapped(data) if input == "s16" else data,
     )
     assert (swapped(got) if output == "s16" else got) == want
+
+
+@pytest.mark.parametrize("mode", ["stream", "timeline"])
+@pytest.mark.parametrize("channels", [1, 2])
+def test_jitter_core_swaps(swapping_build, rng, mode, channels):
+    # Pushes with stalls (concealment, then a cross-fade back), a turn end
+    # and a flush fade: every way a sample reaches the output.
+    rate, frame = 16000, 320
+    cfg = (rate, channels, frame, getattr(_jitter, mode.upper()), 16000, frame, frame, False)
+    reference = JitterCore(*cfg)
+    lib = swapping_build
+    jb = lib.ac_jb_new(ctypes.byref(JitterConfig(*cfg)))
+    assert jb
+    try:
+        t = np.arange(40 * frame)
+        tone = (8000 * np.sin(2 * np.pi * 180 * t / rate)).astype(np.int16)
+        source = np.repeat(tone[:, None], channels, axis=1) + rng.integers(
+            -300, 300, (len(t), channels), dtype=np.int16
+        )
+        script = ["push", "push", "pop", "pop", "pop", "pop", "push", "pop", "pop", "push"]
+        script += ["end", "pop", "pop", "pop", "push", "pop", "flush", "pop", "pop"]
+        packet = 0
+        for step in script:
+            if step == "push":
+                chunk = source[packet * frame : (packet + 1) * frame].tobytes()
+                seq = packet if mode == "timeline" else -1
+                reference.push(chunk, seq, -1, float("nan"))
+                lib.ac_jb_push(jb, swapped(chunk), frame, seq, -1, float("nan"))
+                packet += 1
+            elif step == "pop":
+                want_pos = np.empty(frame, np.int64)
+                want = reference.pop(want_pos)
+                got = ctypes.create_string_buffer(2 * frame * channels)
+                got_pos = np.empty(frame, np.int64)
+                lib.ac_jb_pop(jb, got, got_pos.ctypes.data)
+                assert swapped(got.raw) == want
+                assert np.array_equal(got_pos, want_pos)
+            elif step == "end":
+                reference.end_turn()
+                lib.ac_jb_end_turn(jb)
+            else:
+                reference.flush(80)
+                lib.ac_jb_flush(jb, 80)
+        assert reference.stats()["concealed"] > 0 and reference.stats()["blended"] > 0
+    finally:
+        lib.ac_jb_free(jb)
