@@ -88,16 +88,19 @@ static void fir_scalar(const ac_resampler *r, const float *buf, int64_t j, int p
 
 #if AC_X86_64
 
-/* Window and filter row of the next GROUP outputs; past the end of the run
- * the group is padded with copies of its first output, computed and not
- * stored, so a lone output is summed exactly as it would be in a group. */
+/* Window and filter row of the next GROUP outputs (`left` >= 1 of them
+ * remain in the run); past the end of the run the group is padded with
+ * copies of its first output, computed and not stored, so a lone output is
+ * summed exactly as it would be in a group. */
 static AC_ALWAYS_INLINE int next_group(const ac_resampler *r, const float *buf, int64_t *j,
                                        int *phase, int64_t left, const float **x,
                                        const float **h)
 {
     int valid = left < GROUP ? (int)left : GROUP;
     for (int q = 0; q < GROUP; q++) {
-        if (q < valid) {
+        /* Output 0 always exists; saying so (q == 0) also shows the
+         * compiler that the copies below read a set pointer. */
+        if (q == 0 || q < valid) {
             x[q] = buf + *j - (r->taps - 1);
             h[q] = r->coefs + (size_t)*phase * r->taps;
             *j += r->advance[*phase];
