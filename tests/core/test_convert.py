@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import f32_from_pcm16, pcm16_from_f32
 
+import audiocore
 from audiocore import _convert, float32_to_pcm16, pcm16_to_float32
 
 F32_MIN_DENORMAL = np.float32(1e-45)
@@ -374,20 +375,25 @@ def test_property_s16_round_trip(raw):
     assert np.all(np.abs(back - orig) <= 1)
 
 
-def run_with_simd(value):
+def run_with_simd(value, cwd):
+    # The child imports the audiocore under test, not whatever its working
+    # directory holds (in an unpacked sdist, the uncompiled sources).
     code = "import audiocore; from audiocore import _convert; print(_convert._get_path())"
-    env = {**os.environ, "AUDIOCORE_SIMD": value}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    package_root = os.path.dirname(os.path.dirname(audiocore.__file__))
+    env = {**os.environ, "AUDIOCORE_SIMD": value, "PYTHONPATH": package_root}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip(), done.stderr
 
 
 @pytest.mark.parametrize("name", _convert._paths())
-def test_environment_caps_the_path(name):
-    assert run_with_simd(name) == (name, "")
+def test_environment_caps_the_path(name, tmp_path):
+    assert run_with_simd(name, tmp_path) == (name, "")
 
 
-def test_environment_typo_warns_and_uses_the_best_path():
-    path, err = run_with_simd("avx9000")
+def test_environment_typo_warns_and_uses_the_best_path(tmp_path):
+    path, err = run_with_simd("avx9000", tmp_path)
     assert path == _convert._paths()[-1]
     assert "AUDIOCORE_SIMD='avx9000' is not one of" in err
