@@ -156,6 +156,14 @@ cdef class JitterCore:
         return ac_jb_ready(self._jb())
 
     @property
+    def frames_ready(self) -> int:
+        return ac_jb_frames_ready(self._jb())
+
+    @property
+    def received(self) -> int:
+        return ac_jb_get_stats(self._jb()).received
+
+    @property
     def target(self) -> int:
         return ac_jb_target(self._jb())
 

@@ -56,11 +56,12 @@ class JitterBuffer:
 
     ``push(pcm, ...)`` stores audio as it arrives; ``pop()`` returns exactly
     one frame (``frame_ms`` of interleaved PCM16 `bytes`) each time the
-    consumer needs one, concealing what is missing.  `pcm` is any
-    C-contiguous buffer of int16 samples (bytes, bytearray, memoryview, numpy,
-    array.array; raw bytes are little-endian pairs), read without copying.
-    Times (`arrival`, `now`) are seconds on the caller's monotonic clock,
-    default `time.monotonic()`.  `sample_rate` is 1 kHz to
+    consumer needs one, concealing what is missing: the pop cadence is the
+    consumer's clock.  `pcm` is any C-contiguous buffer of int16 samples
+    (bytes, bytearray, memoryview, numpy, array.array; raw bytes are
+    little-endian pairs), read without copying.  `arrival` times are seconds
+    on the caller's monotonic clock, default `time.monotonic()`.
+    `sample_rate` is 1 kHz to
     `audiocore.MAX_SAMPLE_RATE` (1 MHz), `channels` 1 to
     `audiocore.MAX_CHANNELS` (64).
 
@@ -105,7 +106,17 @@ class JitterBuffer:
     labels.  ``flush()`` ends playback at once and makes every turn seen so
     far rejected: their later chunks are dropped (``push`` returns False,
     counted in ``stats["rejected_packets"]``).  Without turn ids the caller
-    must stop pushing stale audio itself.
+    must stop pushing stale audio itself.  `turn_open`, `turn_samples` and
+    `turn_played` describe the turn being pushed.
+
+    Positions.  Source audio is numbered in samples (per channel) from the
+    first one stored: `write_position` is one past the newest, and
+    `read_position` the next to play, so in the in-order profiles
+    ``write_position - read_position`` samples are queued.  A consumer that
+    keeps other things in order with the audio (messages after the audio
+    pushed before them) can tag them with `write_position` and release them
+    once `read_position` reaches it: the buffer is the one account of what
+    is queued, including across ``flush()``.
 
     Serving model audio (the server's use)::
 
@@ -209,6 +220,7 @@ class JitterBuffer:
         # over, oldest first; ids of flushed turns.
         self._turns: deque[tuple[Hashable, int]] = deque()
         self._turn_open = False
+        self._turn_samples = 0  # stored in the open turn
         self._anonymous = 0
         self._recent: deque[Hashable] = deque(maxlen=_FLUSHED_TURNS)  # since the last flush
         self._flushed: deque[Hashable] = deque(maxlen=_FLUSHED_TURNS)
@@ -343,8 +355,56 @@ class JitterBuffer:
 
     @property
     def frames_ready(self) -> int:
-        """Whole frames that ``pop()`` can return now without concealing."""
-        return self._core.ready // self._frame
+        """How many ``pop()`` calls in a row, from now, return source audio:
+        whole frames, and the last, partial frame of an ended turn (padded
+        with silence).  0 while the next ``pop()`` would conceal (the source
+        stalled mid-turn), fade out after a flush, or wait for the audio it
+        needs to start (`preroll_ms`, `target_ms`)."""
+        return self._core.frames_ready
+
+    @property
+    def write_position(self) -> int:
+        """One past the newest sample stored, in samples per channel: for
+        the in-order profiles, how many have been stored since the buffer
+        was made (refused and rejected chunks do not count).  For `packet`,
+        the unwrapped timestamp of the newest packet's end (its origin is
+        arbitrary; only differences mean something)."""
+        return self._core.write_pos
+
+    @property
+    def read_position(self) -> int:
+        """The source sample ``pop()`` plays next, on the same scale as
+        `write_position`.  Everything before it has been played, cross-faded
+        or dropped: ``flush()`` moves it to `write_position`, as does
+        dropping on overflow (`reliable`) and time compression past it."""
+        return self._core.read_pos
+
+    @property
+    def turn_open(self) -> bool:
+        """A turn has begun (a chunk of it was pushed) and not ended: no
+        ``end_turn()``, ``final=True``, chunk of another turn id (in-order
+        profiles) or ``flush()`` since."""
+        return self._turn_open
+
+    @property
+    def turn_samples(self) -> int:
+        """Samples (per channel) stored in the open turn; 0 when no turn is
+        open."""
+        return self._turn_samples if self._turn_open else 0
+
+    @property
+    def turn_played(self) -> int:
+        """Samples (per channel) of the open turn played so far; 0 when no
+        turn is open or it has not started playing (the previous turn's tail
+        may still be playing)."""
+        if not self._lock.acquire(False):
+            raise self._busy()
+        try:
+            if not self._turn_open or self._turns[-1][1] < 0:
+                return 0
+            return max(0, self._core.read_pos - self._turns[-1][1])
+        finally:
+            self._lock.release()
 
     @property
     def backpressure(self) -> bool:
@@ -451,10 +511,11 @@ class JitterBuffer:
                 self._rejected_packets += 1
                 return False
             self._begin_turn(turn)
-            start = self._core.write_pos
+            start, stored = self._core.write_pos, self._core.received
             result = self._core.push(
                 pcm, -1 if seq is None else seq, -1 if timestamp is None else timestamp, when
             )
+            self._turn_samples += self._core.received - stored
             if result == _jitter.FULL and self._profile == "generator":
                 raise BufferError(
                     f"jitter buffer full: {self.buffered_ms:.0f} ms buffered; wait until "
@@ -469,12 +530,10 @@ class JitterBuffer:
         finally:
             self._lock.release()
 
-    def pop(self, now: float | None = None) -> bytes:
+    def pop(self) -> bytes:
         """Exactly one frame of PCM16 `bytes` (silence or concealment when
-        there is nothing to play).  `now` is accepted for a uniform interface
-        and checked; the core is driven by the pop cadence itself."""
-        if now is not None:
-            check_time("now", now)
+        there is nothing to play).  Call it once per frame period of the
+        consumer: the calls are the buffer's playout clock."""
         if not self._lock.acquire(False):
             raise self._busy()
         try:
@@ -545,6 +604,7 @@ class JitterBuffer:
         self._turns.append((turn, -1))
         self._recent.append(turn)
         self._turn_open = True
+        self._turn_samples = 0
 
     def _end_turn(self) -> None:
         if self._turn_open:

@@ -252,3 +252,17 @@ int64_t ac_jb_ready(ac_jb *jb)
     int64_t len;
     return ac_ring_probe(&jb->src, &len) == AC_SRC_DATA ? len : 0;
 }
+
+int64_t ac_jb_frames_ready(ac_jb *jb)
+{
+    int64_t len;
+    if (ac_ring_probe(&jb->src, &len) != AC_SRC_DATA || ac_conceal_fading(&jb->dsp))
+        return 0;
+    /* What pop() would decide; with audio at the read position, asking
+     * whether playout can start changes nothing. */
+    if (!jb->playing ? !ac_ring_can_start(&jb->src, jb->target)
+                     : jb->dsp.active && !ac_ring_can_resume(&jb->src, len))
+        return 0;
+    int64_t tail = ac_ring_at_turn_end(&jb->src, len) ? jb->cfg.frame - 1 : 0;
+    return (len + tail) / jb->cfg.frame;
+}

@@ -111,6 +111,11 @@ int64_t ac_jb_read_pos(const ac_jb *jb);   /* next source position to play */
 int64_t ac_jb_write_pos(const ac_jb *jb);  /* one past the newest stored sample */
 int64_t ac_jb_level(const ac_jb *jb);      /* buffered span, sample frames */
 int64_t ac_jb_ready(ac_jb *jb);            /* contiguous samples at the read position */
+/* How many pop()s in a row, from now, play source audio: whole frames of
+ * `ready`, and the partial last frame of an ended turn (pop pads it with
+ * silence); 0 while the next pop() would conceal, fade or wait for the
+ * start level. */
+int64_t ac_jb_frames_ready(ac_jb *jb);
 int64_t ac_jb_target(const ac_jb *jb);     /* target level, sample frames */
 int ac_jb_playing(const ac_jb *jb);        /* a turn plays, or a flush fade is due */
 
