@@ -169,8 +169,9 @@ def read_wav(buf: SampleBuffer) -> WavInfo:
     total = len(mv)
     if total < 12:
         raise ValueError(f"not a WAV file: {total} bytes is shorter than a RIFF header")
-    if mv[0:4] != b"RIFF" or mv[8:12] != b"WAVE":
-        raise ValueError(f"not a RIFF/WAVE file: it starts with {bytes(mv[0:12])!r}")
+    head = bytes(mv[0:12])
+    if head[0:4] != b"RIFF" or head[8:12] != b"WAVE":
+        raise ValueError(f"not a RIFF/WAVE file: it starts with {head!r}")
     (riff_size,) = struct.unpack_from("<I", mv, 4)
     end = total
     riff_known = riff_size not in (0, _STREAMING)
