@@ -220,7 +220,7 @@ class JitterBuffer:
         # over, oldest first; ids of flushed turns.
         self._turns: deque[tuple[Hashable, int]] = deque()
         self._turn_open = False
-        self._turn_samples = 0  # stored in the open turn
+        self._turn_received = 0  # the core's received count when the open turn began
         self._anonymous = 0
         self._recent: deque[Hashable] = deque(maxlen=_FLUSHED_TURNS)  # since the last flush
         self._flushed: deque[Hashable] = deque(maxlen=_FLUSHED_TURNS)
@@ -390,7 +390,8 @@ class JitterBuffer:
     def turn_samples(self) -> int:
         """Samples (per channel) stored in the open turn; 0 when no turn is
         open."""
-        return self._turn_samples if self._turn_open else 0
+        # Everything stored since the turn began is the turn's.
+        return self._core.received - self._turn_received if self._turn_open else 0
 
     @property
     def turn_played(self) -> int:
@@ -511,18 +512,18 @@ class JitterBuffer:
                 self._rejected_packets += 1
                 return False
             self._begin_turn(turn)
-            start, stored = self._core.write_pos, self._core.received
+            # The turn's first chunk fixes where it starts.
+            first = self._turns[-1][1] < 0
+            start = self._core.write_pos if first else 0
             result = self._core.push(
                 pcm, -1 if seq is None else seq, -1 if timestamp is None else timestamp, when
             )
-            self._turn_samples += self._core.received - stored
             if result == _jitter.FULL and self._profile == "generator":
                 raise BufferError(
                     f"jitter buffer full: {self.buffered_ms:.0f} ms buffered; wait until "
                     f"backpressure clears (pop() drains it) before pushing more"
                 )
-            if self._turns and self._turns[-1][1] < 0:
-                # The turn's first chunk fixes where it starts.
+            if first:
                 self._turns[-1] = (self._turns[-1][0], self._first_position(start))
             if final:
                 self._end_turn()
@@ -604,7 +605,7 @@ class JitterBuffer:
         self._turns.append((turn, -1))
         self._recent.append(turn)
         self._turn_open = True
-        self._turn_samples = 0
+        self._turn_received = self._core.received
 
     def _end_turn(self) -> None:
         if self._turn_open:
