@@ -69,10 +69,10 @@ class Design(NamedTuple):
 
 # The longest filter one Remez exchange designs here: up to this length the
 # exchange below converges from its start for every band layout and ripple
-# this module asks for (tests compare it with scipy.signal.remez), in tens
-# of milliseconds.  Longer filters are built from shorter ones, whose
-# stages aim at _STAGE taps: short enough that the length search costs a
-# few milliseconds a step.
+# this module asks for (tests compare it with scipy.signal.remez).  Longer
+# filters are built from shorter ones, whose stages aim at _STAGE taps:
+# short enough that each step of the length search is cheap (design times
+# are in benchmarks/README.md).
 _REMEZ_MAX = 701
 _STAGE = 241
 
@@ -273,8 +273,9 @@ def _lowpass(
     designed K times wider, so K times shorter, and i, designed by this
     same function, removes g's images at multiples of 1/K.  Each stage is
     equiripple; the product is the direct design's length plus i's, 1-3%
-    more, and takes milliseconds where one exchange over thousands of taps
-    would take seconds and, from any start we know, not converge."""
+    more, and is designed in a small fraction of the time one exchange over
+    thousands of taps would take (which, from any start we know, does not
+    converge either)."""
     estimate = _length_estimate(stopband - passband, ripple, rejection)
     if estimate <= 0.95 * longest:
         direct = _shortest(passband, stopband, ripple, rejection)

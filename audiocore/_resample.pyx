@@ -27,8 +27,9 @@ import numpy as np
 cdef object _empty = np.empty
 cdef object _float32 = np.dtype(np.float32)
 
-# Below this many multiply-adds a call is a couple of microseconds and
-# dropping the GIL would cost more than it frees.
+# Below this many multiply-adds a call is short enough that dropping the GIL
+# would cost more than it frees (a mono 20 ms chunk at the usual rates stays
+# below it).
 cdef int64_t _NOGIL_WORK = 1 << 17
 # Keeps frames * up, and output sizes in bytes, far from int64 overflow.
 cdef int64_t _MAX_FRAMES = 1 << 40

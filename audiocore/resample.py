@@ -65,8 +65,8 @@ class Resampler(ResamplerCore, Generic[_Output]):
     so they may differ by float rounding: on every path an output is within
     ``(taps + 2) * 2**-24 * sum(|filter row|) * peak input`` of the exact
     sum, so two paths differ by at most twice that (5e-5 of full scale at
-    "voice", 1.9e-4 at "high" for the usual ratios; about 1e-7 in practice,
-    and at most 1 LSB in PCM16 output).
+    "voice", 1.9e-4 at "high" for the usual ratios; in practice rounding
+    noise far below it, and at most 1 LSB in PCM16 output).
 
     Quality ``"voice"`` (default): flat within 0.1 dB up to 0.875 x the
     Nyquist frequency of the lower rate, and at least 96 dB below anything
