@@ -66,6 +66,25 @@ cdef object _convert_into(kernel_fn kernel, Py_buffer *src, Py_ssize_t n, object
     return n
 
 
+cdef object _convert(kernel_fn kernel, object src, int src_fmt, object out, int out_fmt):
+    """Both public functions: `src` converted into `out` (returning the
+    sample count), or into a new bytes (s16) or float32 array (f32)."""
+    cdef Py_buffer sv
+    cdef Py_ssize_t n = get_samples(src, &sv, src_fmt, False, "src")
+    try:
+        if out is not None:
+            return _convert_into(kernel, &sv, n, out, out_fmt)
+        if out_fmt == S16:
+            result = PyBytes_FromStringAndSize(NULL, 2 * n)
+            _run(kernel, sv.buf, PyBytes_AS_STRING(result), n)
+        else:
+            result = _empty(n, _float32)
+            _convert_into(kernel, &sv, n, result, F32)
+        return result
+    finally:
+        PyBuffer_Release(&sv)
+
+
 def float32_to_pcm16(src, out=None):
     """Convert float32 samples to PCM16 (signed 16-bit little-endian).
 
@@ -75,16 +94,7 @@ def float32_to_pcm16(src, out=None):
     with `out` (a writable int16 or byte buffer with room for the result)
     writes into it and returns the number of samples written.
     """
-    cdef Py_buffer sv
-    cdef Py_ssize_t n = get_samples(src, &sv, F32, False, "src")
-    try:
-        if out is not None:
-            return _convert_into(ac_f32_to_s16, &sv, n, out, S16)
-        result = PyBytes_FromStringAndSize(NULL, 2 * n)
-        _run(ac_f32_to_s16, sv.buf, PyBytes_AS_STRING(result), n)
-        return result
-    finally:
-        PyBuffer_Release(&sv)
+    return _convert(ac_f32_to_s16, src, F32, out, S16)
 
 
 def pcm16_to_float32(src, out=None):
@@ -96,16 +106,7 @@ def pcm16_to_float32(src, out=None):
     `out` (a writable float32 or byte buffer with room for the result)
     writes into it and returns the number of samples written.
     """
-    cdef Py_buffer sv
-    cdef Py_ssize_t n = get_samples(src, &sv, S16, False, "src")
-    try:
-        if out is not None:
-            return _convert_into(ac_s16_to_f32, &sv, n, out, F32)
-        result = _empty(n, _float32)
-        _convert_into(ac_s16_to_f32, &sv, n, result, F32)
-        return result
-    finally:
-        PyBuffer_Release(&sv)
+    return _convert(ac_s16_to_f32, src, S16, out, F32)
 
 
 # Instruction-set paths, for tests and benchmarks: every path gives the same
