@@ -4,17 +4,24 @@ PCM conversion, streaming resampling, jitter/playout buffering and WAV
 framing, zero-copy on any buffer.  Formats: "s16" is signed 16-bit
 little-endian PCM (the wire format), "f32" is float32 in [-1, 1] (the compute
 format).  PCM16 output is `bytes`, float32 output a numpy float32 array.
+
+Limits, the same in every function: interleaved audio has 1 to
+`MAX_CHANNELS` (64) channels; sample rates are 1 Hz to `MAX_SAMPLE_RATE`
+(1 MHz; the jitter buffer needs at least 1 kHz).
 """
 
 import os as _os
 import warnings as _warnings
 
 from audiocore._convert import float32_to_pcm16, pcm16_to_float32
+from audiocore._validate import MAX_CHANNELS, MAX_SAMPLE_RATE
 from audiocore.jitter import JitterBuffer
 from audiocore.resample import Resampler, resample
 from audiocore.wav import WavInfo, read_wav, to_wav, wav_header
 
 __all__ = [
+    "MAX_CHANNELS",
+    "MAX_SAMPLE_RATE",
     "JitterBuffer",
     "Resampler",
     "WavInfo",

@@ -3,8 +3,9 @@
 # A buffer is taken as it is (bytes, bytearray, memoryview, numpy array,
 # array.array, ...): typed buffers must hold the expected element type, raw
 # byte buffers are read as packed little-endian samples.  This runs on every
-# call, so it uses the raw buffer protocol instead of typed memoryviews
-# (which cost a few hundred nanoseconds per argument).
+# call, so it uses the raw buffer protocol instead of typed memoryviews,
+# whose setup per argument costs more than converting a 20 ms chunk
+# (benchmarks/README.md has the per-call figures).
 
 from cpython.buffer cimport (
     PyBUF_C_CONTIGUOUS,
@@ -14,9 +15,14 @@ from cpython.buffer cimport (
     PyObject_GetBuffer,
 )
 
-cdef enum SampleFormat:
-    F32 = 0
-    S16 = 1
+cdef extern from "pcm.h" nogil:
+    # The C kernels' format codes, under the short names the modules use.
+    enum:
+        F32 "AC_FORMAT_F32"
+        S16 "AC_FORMAT_S16"
+    # Channels per interleaved frame, at most (audiocore.MAX_CHANNELS).
+    enum:
+        AC_MAX_CHANNELS
 
 
 cdef inline str format_name(int fmt):

@@ -1,11 +1,5 @@
 # C declarations of the conversion kernels (audiocore/src/convert.h).
 
-cdef extern from "simd.h" nogil:
-    int ac_path_supported(int path)
-    int ac_best_path()
-    const char *ac_path_name(int path)
-    int AC_PATH_COUNT
-
 cdef extern from "convert.h" nogil:
     int ac_convert_set_path(int path)
     int ac_convert_get_path()

@@ -1,5 +1,5 @@
 # C declarations of the jitter buffer core (audiocore/src/jitter.h).
-from libc.stdint cimport int16_t, int64_t
+from libc.stdint cimport int64_t
 
 
 cdef extern from "jitter.h" nogil:
@@ -51,9 +51,9 @@ cdef extern from "jitter.h" nogil:
 
     ac_jb *ac_jb_new(const ac_jb_config *cfg)
     void ac_jb_free(ac_jb *jb)
-    int ac_jb_push(ac_jb *jb, const int16_t *pcm, int64_t n, int64_t seq, int64_t timestamp,
+    int ac_jb_push(ac_jb *jb, const void *pcm, int64_t n, int64_t seq, int64_t timestamp,
                    double arrival)
-    void ac_jb_pop(ac_jb *jb, int16_t *out, int64_t *positions)
+    void ac_jb_pop(ac_jb *jb, void *out, int64_t *positions)
     int ac_jb_end_turn(ac_jb *jb)
     void ac_jb_flush(ac_jb *jb, int64_t fade)
     void ac_jb_set_timescale(ac_jb *jb, int64_t acc_on, int64_t acc_off, int64_t exp_on,
@@ -65,5 +65,6 @@ cdef extern from "jitter.h" nogil:
     int64_t ac_jb_write_pos(const ac_jb *jb)
     int64_t ac_jb_level(const ac_jb *jb)
     int64_t ac_jb_ready(ac_jb *jb)
+    int64_t ac_jb_frames_ready(ac_jb *jb)
     int64_t ac_jb_target(const ac_jb *jb)
     int ac_jb_playing(const ac_jb *jb)

@@ -5,6 +5,8 @@ import numpy.typing as npt
 
 from audiocore._typing import SampleBuffer
 
+MAX_CHANNELS: int
+
 @overload
 def float32_to_pcm16(src: SampleBuffer, out: None = None) -> bytes: ...
 @overload

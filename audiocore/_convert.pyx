@@ -1,27 +1,29 @@
 """Float32 <-> PCM16 conversion (DESIGN §2: the PCM policy).
 
-These two functions are the public API as they stand: a Python wrapper
-would double the cost of a 20 ms chunk, so the argument checks live here,
-before the GIL is released.
+These two functions are the public API as they stand: a Python frame
+around them would cost about as much as converting a 20 ms chunk
+(benchmarks/README.md), so the argument checks live here, before the GIL
+is released.
 """
 
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.string cimport memcpy
 
-from audiocore._buffers cimport F32, S16, get_samples
+from audiocore._buffers cimport AC_MAX_CHANNELS, F32, S16, get_samples
 from audiocore._cconvert cimport (
-    AC_PATH_COUNT,
-    ac_best_path,
     ac_convert_get_path,
     ac_convert_set_path,
     ac_f32_to_s16,
-    ac_path_name,
-    ac_path_supported,
     ac_s16_to_f32,
 )
+from audiocore._simd cimport ac_best_path, path_index, path_name, supported_paths
 
 import numpy
+
+# Channels per interleaved frame, at most, for every audiocore module (the C
+# kernels' limit, pcm.h); audiocore._validate applies it.
+MAX_CHANNELS = AC_MAX_CHANNELS
 
 # Below this many samples the kernel takes less time than releasing and
 # re-taking the GIL, so small chunks keep it.
@@ -64,6 +66,25 @@ cdef object _convert_into(kernel_fn kernel, Py_buffer *src, Py_ssize_t n, object
     return n
 
 
+cdef object _convert(kernel_fn kernel, object src, int src_fmt, object out, int out_fmt):
+    """Both public functions: `src` converted into `out` (returning the
+    sample count), or into a new bytes (s16) or float32 array (f32)."""
+    cdef Py_buffer sv
+    cdef Py_ssize_t n = get_samples(src, &sv, src_fmt, False, "src")
+    try:
+        if out is not None:
+            return _convert_into(kernel, &sv, n, out, out_fmt)
+        if out_fmt == S16:
+            result = PyBytes_FromStringAndSize(NULL, 2 * n)
+            _run(kernel, sv.buf, PyBytes_AS_STRING(result), n)
+        else:
+            result = _empty(n, _float32)
+            _convert_into(kernel, &sv, n, result, F32)
+        return result
+    finally:
+        PyBuffer_Release(&sv)
+
+
 def float32_to_pcm16(src, out=None):
     """Convert float32 samples to PCM16 (signed 16-bit little-endian).
 
@@ -73,16 +94,7 @@ def float32_to_pcm16(src, out=None):
     with `out` (a writable int16 or byte buffer with room for the result)
     writes into it and returns the number of samples written.
     """
-    cdef Py_buffer sv
-    cdef Py_ssize_t n = get_samples(src, &sv, F32, False, "src")
-    try:
-        if out is not None:
-            return _convert_into(ac_f32_to_s16, &sv, n, out, S16)
-        result = PyBytes_FromStringAndSize(NULL, 2 * n)
-        _run(ac_f32_to_s16, sv.buf, PyBytes_AS_STRING(result), n)
-        return result
-    finally:
-        PyBuffer_Release(&sv)
+    return _convert(ac_f32_to_s16, src, F32, out, S16)
 
 
 def pcm16_to_float32(src, out=None):
@@ -94,16 +106,7 @@ def pcm16_to_float32(src, out=None):
     `out` (a writable float32 or byte buffer with room for the result)
     writes into it and returns the number of samples written.
     """
-    cdef Py_buffer sv
-    cdef Py_ssize_t n = get_samples(src, &sv, S16, False, "src")
-    try:
-        if out is not None:
-            return _convert_into(ac_s16_to_f32, &sv, n, out, F32)
-        result = _empty(n, _float32)
-        _convert_into(ac_s16_to_f32, &sv, n, result, F32)
-        return result
-    finally:
-        PyBuffer_Release(&sv)
+    return _convert(ac_s16_to_f32, src, S16, out, F32)
 
 
 # Instruction-set paths, for tests and benchmarks: every path gives the same
@@ -111,22 +114,18 @@ def pcm16_to_float32(src, out=None):
 
 def _paths():
     """Names of the paths this CPU can run, narrowest first."""
-    return [ac_path_name(p).decode() for p in range(AC_PATH_COUNT) if ac_path_supported(p)]
+    return supported_paths()
 
 
 def _get_path():
     """Name of the path in use."""
-    return ac_path_name(ac_convert_get_path()).decode()
+    return path_name(ac_convert_get_path())
 
 
-def _set_path(name):
+def _set_path(str name):
     """Use the named path ("scalar", "sse2", "avx2", "avx512")."""
-    for p in range(AC_PATH_COUNT):
-        if ac_path_name(p).decode() == name:
-            if ac_convert_set_path(p) != 0:
-                raise ValueError(f"path {name!r} is not supported on this CPU")
-            return
-    raise ValueError(f"unknown path {name!r}; expected one of {_paths()}")
+    if ac_convert_set_path(path_index(name)) != 0:
+        raise ValueError(f"path {name!r} has no conversion kernel")
 
 
 ac_convert_set_path(ac_best_path())

@@ -1,18 +1,8 @@
-# C declarations of the resampling kernels (audiocore/src/resample.h) and
-# the SIMD dispatch they share with every other kernel module.
+# C declarations of the resampling kernels (audiocore/src/resample.h).
 from libc.stdint cimport int64_t
 
 
-cdef extern from "simd.h" nogil:
-    int AC_PATH_COUNT
-    int ac_path_supported(int path)
-    int ac_best_path()
-    const char *ac_path_name(int path)
-
-
 cdef extern from "resample.h" nogil:
-    int AC_FORMAT_F32
-    int AC_FORMAT_S16
     int AC_RESAMPLE_TAP_ALIGN
 
     ctypedef struct ac_resampler:

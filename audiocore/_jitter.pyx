@@ -4,7 +4,7 @@
 cimport cython
 from cpython.buffer cimport PyBuffer_Release
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport int16_t, int64_t
+from libc.stdint cimport int64_t
 
 from audiocore._buffers cimport S16, get_samples
 from audiocore._cjitter cimport *
@@ -91,8 +91,7 @@ cdef class JitterCore:
         cdef int result
         cdef Py_ssize_t n = self._frames(pcm, &view)
         try:
-            result = ac_jb_push(self._jb(), <const int16_t *>view.buf, n, seq, timestamp,
-                                arrival)
+            result = ac_jb_push(self._jb(), view.buf, n, seq, timestamp, arrival)
         finally:
             PyBuffer_Release(&view)
         return result
@@ -113,7 +112,7 @@ cdef class JitterCore:
             if positions.shape[0] != self.frame:
                 raise ValueError(f"positions must hold {self.frame} items")
             pos = &positions[0]
-        ac_jb_pop(self._jb(), <int16_t *>PyBytes_AS_STRING(out), pos)
+        ac_jb_pop(self._jb(), PyBytes_AS_STRING(out), pos)
         return out
 
     def end_turn(self) -> int:
@@ -155,6 +154,14 @@ cdef class JitterCore:
     @property
     def ready(self) -> int:
         return ac_jb_ready(self._jb())
+
+    @property
+    def frames_ready(self) -> int:
+        return ac_jb_frames_ready(self._jb())
+
+    @property
+    def received(self) -> int:
+        return ac_jb_get_stats(self._jb()).received
 
     @property
     def target(self) -> int:

@@ -1,7 +1,7 @@
 # Typed kernels of the streaming resampler: buffers in, buffers out, no
-# defaults and no filter design (those live in resample.py).  process() is
-# called per 20 ms chunk, so it takes the raw buffer protocol (no memoryview
-# objects) and allocates exactly one result object.
+# defaults and no filter design (those live in resample.py and _filters.py).
+# process() is called per 20 ms chunk, so it takes the raw buffer protocol
+# (no memoryview objects) and allocates exactly one result object.
 cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
@@ -9,13 +9,7 @@ from libc.stdint cimport int64_t
 
 from audiocore._buffers cimport F32, S16, get_samples
 from audiocore._cresample cimport (
-    AC_FORMAT_F32,
-    AC_FORMAT_S16,
-    AC_PATH_COUNT,
     AC_RESAMPLE_TAP_ALIGN,
-    ac_best_path,
-    ac_path_name,
-    ac_path_supported,
     ac_resampler,
     ac_resampler_flush,
     ac_resampler_flush_frames,
@@ -26,54 +20,47 @@ from audiocore._cresample cimport (
     ac_resampler_process_frames,
     ac_resampler_reset,
 )
+from audiocore._simd cimport ac_best_path, path_index, path_name, supported_paths
 
 import numpy as np
 
 cdef object _empty = np.empty
 cdef object _float32 = np.dtype(np.float32)
 
-# Below this many multiply-adds a call is a couple of microseconds and
-# dropping the GIL would cost more than it frees.
+# Below this many multiply-adds a call is short enough that dropping the GIL
+# would cost more than it frees (a mono 20 ms chunk at the usual rates stays
+# below it).
 cdef int64_t _NOGIL_WORK = 1 << 17
 # Keeps frames * up, and output sizes in bytes, far from int64 overflow.
 cdef int64_t _MAX_FRAMES = 1 << 40
 
 cdef int _path = ac_best_path()
 
-# Filter rows must be a multiple of this many taps long (resample.py pads).
+# Filter rows must be a multiple of this many taps long (_filters.py pads).
 _TAP_ALIGN = AC_RESAMPLE_TAP_ALIGN
-
-# The kernels take the buffer checker's format codes as they are.
-assert F32 == AC_FORMAT_F32 and S16 == AC_FORMAT_S16
 
 
 def _get_path():
     """Name of the SIMD path new Resamplers use ("sse2", "avx2", ...)."""
-    return ac_path_name(_path).decode()
+    return path_name(_path)
 
 
 def _paths():
     """Names of the paths this CPU can run, narrowest first."""
-    return [ac_path_name(p).decode() for p in range(AC_PATH_COUNT) if ac_path_supported(p)]
+    return supported_paths()
 
 
 def _set_path(str name):
     """Forces the SIMD path of Resamplers created from now on (for tests)."""
     global _path
-    for p in range(AC_PATH_COUNT):
-        if ac_path_name(p).decode() == name:
-            if not ac_path_supported(p):
-                raise ValueError(f"path {name!r} is not supported on this CPU")
-            _path = p
-            return
-    raise ValueError(f"unknown path {name!r}; expected one of {_paths()}")
+    _path = path_index(name)
 
 
 # A stream's state is a C pointer and its point is being live: no pickling
 # support (and none of Cython's module-level pickle helpers to stub).
 @cython.auto_pickle(False)
 cdef class ResamplerCore:
-    """Runs one stream through a polyphase table made by resample.py."""
+    """Runs one stream through a polyphase table made by _filters.py."""
 
     cdef ac_resampler *_r
     cdef object _table  # the borrowed coefficient table, kept alive
@@ -125,7 +112,7 @@ cdef class ResamplerCore:
     @property
     def _path(self):
         """The SIMD path this stream runs on, fixed at construction."""
-        return None if self._r == NULL else ac_path_name(ac_resampler_path(self._r)).decode()
+        return None if self._r == NULL else path_name(ac_resampler_path(self._r))
 
     cdef int _enter(self, str what) except -1:
         if self._r == NULL:

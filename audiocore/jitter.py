@@ -9,7 +9,6 @@ turns (played position, flushed turn ids) and owns the defaults.
 from __future__ import annotations
 
 import math
-import operator
 import threading
 import time
 from collections import deque
@@ -18,6 +17,14 @@ from typing import TYPE_CHECKING
 
 from audiocore import _jitter
 from audiocore._jitter import JitterCore
+from audiocore._validate import (
+    check_channels,
+    check_choice,
+    check_int,
+    check_rate,
+    check_real,
+    check_time,
+)
 
 if TYPE_CHECKING:
     from audiocore._typing import SampleBuffer
@@ -25,8 +32,9 @@ if TYPE_CHECKING:
 __all__ = ["PROFILES", "JitterBuffer"]
 
 PROFILES = ("generator", "reliable", "packet")
-MAX_SAMPLE_RATE = 384_000
-MAX_CHANNELS = 32
+# The concealment's pitch search (2.5 to 15 ms lags) needs this many samples
+# a second; the C core refuses less.
+MIN_SAMPLE_RATE = 1000
 MAX_FRAME_MS = 200
 MAX_BUFFER_MS = 600_000  # ten minutes: an upper bound on any capacity
 # How many flushed turn ids are remembered for rejecting their late chunks.
@@ -43,48 +51,19 @@ _QUANTILE = 0.90
 _FORGET = 0.995
 
 
-def _check_int(name: str, value: object, lo: int, hi: int, what: str = "an integer") -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name}: expected {what}, got bool")
-    try:
-        result = operator.index(value)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"{name}: expected {what}, got {type(value).__name__}") from None
-    if not lo <= result <= hi:
-        raise ValueError(f"{name}: expected {what} from {lo} to {hi}, got {result}")
-    return result
-
-
-def _check_real(name: str, value: object, lo: float, hi: float, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name}: expected {what}, got {type(value).__name__}")
-    result = float(value)
-    if not lo <= result <= hi:  # also refuses NaN
-        raise ValueError(f"{name}: expected {what} from {lo:g} to {hi:g}, got {value!r}")
-    return result
-
-
-def _check_time(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
-            f"{name}: expected seconds on a monotonic clock (float), got {type(value).__name__}"
-        )
-    result = float(value)
-    if not math.isfinite(result):
-        raise ValueError(f"{name}: expected a finite time in seconds, got {value!r}")
-    return result
-
-
 class JitterBuffer:
     """Jitter/playout buffer for one audio stream; returns steady PCM16 frames.
 
     ``push(pcm, ...)`` stores audio as it arrives; ``pop()`` returns exactly
     one frame (``frame_ms`` of interleaved PCM16 `bytes`) each time the
-    consumer needs one, concealing what is missing.  `pcm` is any
-    C-contiguous buffer of int16 samples (bytes, bytearray, memoryview, numpy,
-    array.array; raw bytes are little-endian pairs), read without copying.
-    Times (`arrival`, `now`) are seconds on the caller's monotonic clock,
-    default `time.monotonic()`.
+    consumer needs one, concealing what is missing: the pop cadence is the
+    consumer's clock.  `pcm` is any C-contiguous buffer of int16 samples
+    (bytes, bytearray, memoryview, numpy, array.array; raw bytes are
+    little-endian pairs), read without copying.  `arrival` times are seconds
+    on the caller's monotonic clock, default `time.monotonic()`.
+    `sample_rate` is 1 kHz to
+    `audiocore.MAX_SAMPLE_RATE` (1 MHz), `channels` 1 to
+    `audiocore.MAX_CHANNELS` (64).
 
     Profiles (the source decides, not the consumer):
 
@@ -127,7 +106,17 @@ class JitterBuffer:
     labels.  ``flush()`` ends playback at once and makes every turn seen so
     far rejected: their later chunks are dropped (``push`` returns False,
     counted in ``stats["rejected_packets"]``).  Without turn ids the caller
-    must stop pushing stale audio itself.
+    must stop pushing stale audio itself.  `turn_open`, `turn_samples` and
+    `turn_played` describe the turn being pushed.
+
+    Positions.  Source audio is numbered in samples (per channel) from the
+    first one stored: `write_position` is one past the newest, and
+    `read_position` the next to play, so in the in-order profiles
+    ``write_position - read_position`` samples are queued.  A consumer that
+    keeps other things in order with the audio (messages after the audio
+    pushed before them) can tag them with `write_position` and release them
+    once `read_position` reaches it: the buffer is the one account of what
+    is queued, including across ``flush()``.
 
     Serving model audio (the server's use)::
 
@@ -169,12 +158,10 @@ class JitterBuffer:
         capacity_ms: float | None = None,
         high_water_ms: float | None = None,
     ) -> None:
-        rate = _check_int("sample_rate", sample_rate, 1000, MAX_SAMPLE_RATE, "a sample rate in Hz")
-        channels = _check_int("channels", channels, 1, MAX_CHANNELS)
-        frame_ms = _check_real("frame_ms", frame_ms, 1, MAX_FRAME_MS, "a frame length in ms")
-        if not isinstance(profile, str) or profile not in PROFILES:
-            expected = ", ".join(repr(p) for p in PROFILES)
-            raise ValueError(f"profile: expected one of {expected}, got {profile!r}")
+        rate = check_rate("sample_rate", sample_rate, MIN_SAMPLE_RATE)
+        channels = check_channels(channels)
+        frame_ms = check_real("frame_ms", frame_ms, 1, MAX_FRAME_MS, "a frame length in ms")
+        check_choice("profile", profile, PROFILES)
         exact = rate * frame_ms / 1000
         frame = round(exact)
         if abs(exact - frame) > 1e-9:
@@ -190,7 +177,7 @@ class JitterBuffer:
         def ms(name: str, value: float | None, lo: float, hi: float) -> float | None:
             if value is None:
                 return None
-            return _check_real(name, value, lo, hi, "a duration in ms")
+            return check_real(name, value, lo, hi, "a duration in ms")
 
         preroll = ms("preroll_ms", preroll_ms, 0, frame_ms)
         target = ms("target_ms", target_ms, 0, MAX_BUFFER_MS)
@@ -233,6 +220,7 @@ class JitterBuffer:
         # over, oldest first; ids of flushed turns.
         self._turns: deque[tuple[Hashable, int]] = deque()
         self._turn_open = False
+        self._turn_received = 0  # the core's received count when the open turn began
         self._anonymous = 0
         self._recent: deque[Hashable] = deque(maxlen=_FLUSHED_TURNS)  # since the last flush
         self._flushed: deque[Hashable] = deque(maxlen=_FLUSHED_TURNS)
@@ -367,8 +355,57 @@ class JitterBuffer:
 
     @property
     def frames_ready(self) -> int:
-        """Whole frames that ``pop()`` can return now without concealing."""
-        return self._core.ready // self._frame
+        """How many ``pop()`` calls in a row, from now, return source audio:
+        whole frames, and the last, partial frame of an ended turn (padded
+        with silence).  0 while the next ``pop()`` would conceal (the source
+        stalled mid-turn), fade out after a flush, or wait for the audio it
+        needs to start (`preroll_ms`, `target_ms`)."""
+        return self._core.frames_ready
+
+    @property
+    def write_position(self) -> int:
+        """One past the newest sample stored, in samples per channel: for
+        the in-order profiles, how many have been stored since the buffer
+        was made (refused and rejected chunks do not count).  For `packet`,
+        the unwrapped timestamp of the newest packet's end (its origin is
+        arbitrary; only differences mean something)."""
+        return self._core.write_pos
+
+    @property
+    def read_position(self) -> int:
+        """The source sample ``pop()`` plays next, on the same scale as
+        `write_position`.  Everything before it has been played, cross-faded
+        or dropped: ``flush()`` moves it to `write_position`, as does
+        dropping on overflow (`reliable`) and time compression past it."""
+        return self._core.read_pos
+
+    @property
+    def turn_open(self) -> bool:
+        """A turn has begun (a chunk of it was pushed) and not ended: no
+        ``end_turn()``, ``final=True``, chunk of another turn id (in-order
+        profiles) or ``flush()`` since."""
+        return self._turn_open
+
+    @property
+    def turn_samples(self) -> int:
+        """Samples (per channel) stored in the open turn; 0 when no turn is
+        open."""
+        # Everything stored since the turn began is the turn's.
+        return self._core.received - self._turn_received if self._turn_open else 0
+
+    @property
+    def turn_played(self) -> int:
+        """Samples (per channel) of the open turn played so far; 0 when no
+        turn is open or it has not started playing (the previous turn's tail
+        may still be playing)."""
+        if not self._lock.acquire(False):
+            raise self._busy()
+        try:
+            if not self._turn_open or self._turns[-1][1] < 0:
+                return 0
+            return max(0, self._core.read_pos - self._turns[-1][1])
+        finally:
+            self._lock.release()
 
     @property
     def backpressure(self) -> bool:
@@ -450,19 +487,19 @@ class JitterBuffer:
         `capacity_ms`.
         """
         if seq is not None:
-            seq = _check_int("seq", seq, 0, 0xFFFF, "a 16-bit sequence number")
+            seq = check_int("seq", seq, 0, 0xFFFF, "a 16-bit sequence number")
         if timestamp is not None:
-            timestamp = _check_int("timestamp", timestamp, 0, 0xFFFFFFFF, "a 32-bit timestamp")
+            timestamp = check_int("timestamp", timestamp, 0, 0xFFFFFFFF, "a 32-bit timestamp")
         if self._profile == "packet":
             if seq is None and timestamp is None:
                 raise ValueError("packet profile: expected seq and/or timestamp, got neither")
-            when = time.monotonic() if arrival is None else _check_time("arrival", arrival)
+            when = time.monotonic() if arrival is None else check_time("arrival", arrival)
         else:
             if seq is not None or timestamp is not None:
                 raise ValueError(
                     f"seq/timestamp: not used by the {self._profile!r} profile (in-order input)"
                 )
-            when = math.nan if arrival is None else _check_time("arrival", arrival)
+            when = math.nan if arrival is None else check_time("arrival", arrival)
         if turn is not None and not isinstance(turn, Hashable):
             raise TypeError(f"turn: expected a hashable id, got {type(turn).__name__}")
         if not isinstance(final, bool):
@@ -475,7 +512,9 @@ class JitterBuffer:
                 self._rejected_packets += 1
                 return False
             self._begin_turn(turn)
-            start = self._core.write_pos
+            # The turn's first chunk fixes where it starts.
+            first = self._turns[-1][1] < 0
+            start = self._core.write_pos if first else 0
             result = self._core.push(
                 pcm, -1 if seq is None else seq, -1 if timestamp is None else timestamp, when
             )
@@ -484,8 +523,7 @@ class JitterBuffer:
                     f"jitter buffer full: {self.buffered_ms:.0f} ms buffered; wait until "
                     f"backpressure clears (pop() drains it) before pushing more"
                 )
-            if self._turns and self._turns[-1][1] < 0:
-                # The turn's first chunk fixes where it starts.
+            if first:
                 self._turns[-1] = (self._turns[-1][0], self._first_position(start))
             if final:
                 self._end_turn()
@@ -493,12 +531,10 @@ class JitterBuffer:
         finally:
             self._lock.release()
 
-    def pop(self, now: float | None = None) -> bytes:
+    def pop(self) -> bytes:
         """Exactly one frame of PCM16 `bytes` (silence or concealment when
-        there is nothing to play).  `now` is accepted for a uniform interface
-        and checked; the core is driven by the pop cadence itself."""
-        if now is not None:
-            _check_time("now", now)
+        there is nothing to play).  Call it once per frame period of the
+        consumer: the calls are the buffer's playout clock."""
         if not self._lock.acquire(False):
             raise self._busy()
         try:
@@ -522,7 +558,7 @@ class JitterBuffer:
         heard), and reject later chunks of every turn seen so far.  Returns
         the played position of the current turn in samples (per channel).
         O(1); the fade is produced by the following ``pop()`` calls."""
-        fade = _check_real("fade_ms", fade_ms, 0, 1000, "a fade length in ms")
+        fade = check_real("fade_ms", fade_ms, 0, 1000, "a fade length in ms")
         if not self._lock.acquire(False):
             raise self._busy()
         try:
@@ -569,6 +605,7 @@ class JitterBuffer:
         self._turns.append((turn, -1))
         self._recent.append(turn)
         self._turn_open = True
+        self._turn_received = self._core.received
 
     def _end_turn(self) -> None:
         if self._turn_open:

@@ -7,19 +7,24 @@ every read is bounds-checked by construction.
 
 from __future__ import annotations
 
-import operator
 import struct
-from typing import TYPE_CHECKING, NamedTuple, SupportsIndex
+from typing import TYPE_CHECKING, NamedTuple
 
 from audiocore._convert import _check_samples
+from audiocore._validate import (
+    MAX_CHANNELS,
+    MAX_SAMPLE_RATE,
+    check_channels,
+    check_choice,
+    check_int,
+    check_rate,
+)
 
 if TYPE_CHECKING:
     from audiocore._typing import SampleBuffer
 
 __all__ = ["WavInfo", "read_wav", "to_wav", "wav_header"]
 
-MAX_SAMPLE_RATE = 1_000_000
-MAX_CHANNELS = 1024
 # A chunk size of 0 or 0xFFFFFFFF marks a header written before its length
 # was known (a stream); the data then runs to the end of the buffer.
 _STREAMING = 0xFFFFFFFF
@@ -42,22 +47,8 @@ class WavInfo(NamedTuple):
     data: memoryview
 
 
-def _whole(value: SupportsIndex, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name}: expected int, got bool")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name}: expected int, got {type(value).__name__}") from None
-    if not low <= number <= high:
-        raise ValueError(f"{name}: expected {low}..{high}, got {number}")
-    return number
-
-
 def _writable_format(format: object) -> tuple[int, int]:
-    if format not in _WRITABLE:
-        raise ValueError(f"format: expected 's16' or 'f32', got {format!r}")
-    return _WRITABLE[format]  # type: ignore[index]
+    return _WRITABLE[check_choice("format", format, tuple(_WRITABLE))]
 
 
 def wav_header(
@@ -68,9 +59,11 @@ def wav_header(
     "s16" gives the canonical 44-byte PCM header; "f32" an IEEE-float header
     with the `fact` chunk that non-PCM formats carry.  `data_bytes=None`
     writes a streaming header (sizes 0xFFFFFFFF) for data of unknown length.
+    `sample_rate` is 1 Hz to `audiocore.MAX_SAMPLE_RATE` (1 MHz), `channels`
+    1 to `audiocore.MAX_CHANNELS` (64).
     """
-    rate = _whole(sample_rate, "sample_rate", 1, MAX_SAMPLE_RATE)
-    nch = _whole(channels, "channels", 1, MAX_CHANNELS)
+    rate = check_rate("sample_rate", sample_rate)
+    nch = check_channels(channels)
     tag, size = _writable_format(format)
     block = nch * size
     if tag == _PCM:
@@ -81,7 +74,9 @@ def wav_header(
     if data_bytes is None:
         riff_size = data_size = frames = _STREAMING
     else:
-        data_size = _whole(data_bytes, "data_bytes", 0, _STREAMING - 1 - head_bytes)
+        data_size = check_int(
+            "data_bytes", data_bytes, 0, _STREAMING - 1 - head_bytes, "a byte count"
+        )
         if data_size % block:
             raise ValueError(
                 f"data_bytes: expected a whole number of {block}-byte frames, got {data_size}"
@@ -106,10 +101,11 @@ def to_wav(pcm: SampleBuffer, sample_rate: int, *, channels: int = 1, format: st
     """A whole WAV file: header plus `pcm` (interleaved samples).
 
     `pcm` is any C-contiguous buffer of int16 samples for "s16" or float32
-    samples for "f32" (or raw bytes holding them).
+    samples for "f32" (or raw bytes holding them).  Limits as for
+    `wav_header`.
     """
     _, size = _writable_format(format)
-    nch = _whole(channels, "channels", 1, MAX_CHANNELS)
+    nch = check_channels(channels)
     samples = _check_samples(pcm, format, "pcm")
     if samples % nch:
         raise ValueError(
@@ -158,7 +154,9 @@ def read_wav(buf: SampleBuffer) -> WavInfo:
     (32/64-bit: "f32", "f64"), WAVE_FORMAT_EXTENSIBLE included; skips other
     chunks.  A data size of 0 or 0xFFFFFFFF (a streaming header) means the
     samples run to the end of the buffer, cut to whole frames.  Raises
-    ValueError saying what is wrong with a malformed file; never reads past
+    ValueError saying what is wrong with a malformed file, or with one
+    beyond audiocore's limits (more than `audiocore.MAX_CHANNELS`, 64,
+    channels or a rate above `audiocore.MAX_SAMPLE_RATE`); never reads past
     the buffer.
     """
     try:
@@ -171,8 +169,9 @@ def read_wav(buf: SampleBuffer) -> WavInfo:
     total = len(mv)
     if total < 12:
         raise ValueError(f"not a WAV file: {total} bytes is shorter than a RIFF header")
-    if mv[0:4] != b"RIFF" or mv[8:12] != b"WAVE":
-        raise ValueError(f"not a RIFF/WAVE file: it starts with {bytes(mv[0:12])!r}")
+    head = bytes(mv[0:12])
+    if head[0:4] != b"RIFF" or head[8:12] != b"WAVE":
+        raise ValueError(f"not a RIFF/WAVE file: it starts with {head!r}")
     (riff_size,) = struct.unpack_from("<I", mv, 4)
     end = total
     riff_known = riff_size not in (0, _STREAMING)
@@ -224,9 +223,9 @@ def _parse_fmt(fmt: memoryview) -> tuple[int, int, str, int]:
         raise ValueError(f"fmt chunk is {len(fmt)} bytes, expected at least 16")
     tag, nch, rate, _byte_rate, block, bits = struct.unpack_from("<HHIIHH", fmt)
     if not 1 <= nch <= MAX_CHANNELS:
-        raise ValueError(f"fmt chunk says {nch} channels, expected 1..{MAX_CHANNELS}")
+        raise ValueError(f"fmt chunk says {nch} channels, expected 1 to {MAX_CHANNELS}")
     if not 1 <= rate <= MAX_SAMPLE_RATE:
-        raise ValueError(f"fmt chunk says {rate} Hz, expected 1..{MAX_SAMPLE_RATE}")
+        raise ValueError(f"fmt chunk says {rate} Hz, expected 1 to {MAX_SAMPLE_RATE}")
     if block == 0 or block % nch:
         raise ValueError(f"fmt chunk's block align {block} does not fit {nch} channels")
     fmt_name = _format_of(tag, block // nch, bits, fmt)

@@ -11,8 +11,10 @@ ride out network jitter, small enough that a barge-in flush is heard at once.
 The jitter buffer frames the audio, pads a turn's tail to a whole frame,
 conceals when the model stalls mid-turn (only once the client is about to run
 dry: the lead is the jitter allowance), and on ``flush`` drops what is
-buffered and rejects late chunks of the interrupted turn. Non-audio chunks
-carry the audio position they follow and leave once that audio has.
+buffered and rejects late chunks of the interrupted turn. It is also the one
+account of what is queued: non-audio chunks carry its ``write_position`` when
+they were queued and leave once its ``read_position`` has reached it, and the
+pacer keeps no count of its own.
 """
 
 from __future__ import annotations
@@ -79,38 +81,37 @@ class OutputPacer:
             # Room above the high-water mark for the chunk that crosses it.
             capacity_ms=max_audio_s * 1000 + 10_000,
         )
-        self._frame = self._jb.frame_samples
-        self._frame_s = self._frame / sample_rate
+        self._frame_s = self._jb.frame_samples / sample_rate
         self._lead = lead_s
         self._max_messages = max_messages
         self._clock = clock
-        self._messages: deque[tuple[int, dict[str, Any]]] = deque()  # (audio position, chunk)
-        self._arrivals: deque[tuple[int, float]] = deque()  # (audio position, received at)
-        self._pushed = 0  # samples stored so far, tail padding included
-        self._released = 0  # of those, samples sent
-        self._turn_samples = 0  # stored in the open turn
-        self._turn_playing = False  # the open turn has sent audio
+        # Positions are the jitter buffer's (samples): a chunk goes once the
+        # audio queued before it has; a frame's arrival is that of the chunk
+        # holding its last sample.
+        self._messages: deque[tuple[int, dict[str, Any]]] = deque()  # (write position, chunk)
+        self._arrivals: deque[tuple[int, float]] = deque()  # (write position, received at)
         self._waiter: asyncio.Future[None] | None = None  # the consumer, asleep
         self._room = asyncio.Event()
         self._room.set()
         self._play_end = 0.0
-        # When the last audio frame returned by get() was due: the later of its
-        # arrival and the pacing deadline. Its send time minus this is the
-        # delay the server added beyond the intended pacing.
+        # When the last audio frame returned by get_nowait() was due: the
+        # later of its arrival and the pacing deadline. Its send time minus
+        # this is the delay the server added beyond the intended pacing.
         self.last_due = 0.0
         self.stats = PacerStats()
 
     # ------------------------------------------------------------ producers
     @property
     def buffered_seconds(self) -> float:
-        return (self._pushed - self._released) / self._rate
+        """Audio queued and not yet released."""
+        return (self._jb.write_position - self._jb.read_position) / self._rate
 
     def put_message_nowait(self, chunk: dict[str, Any]) -> bool:
         """Queue a chunk after the audio queued so far; False (dropped) if
         ``max_messages`` are already waiting."""
         if len(self._messages) >= self._max_messages:
             return False
-        self._messages.append((self._pushed, chunk))
+        self._messages.append((self._jb.write_position, chunk))
         self._wake()
         return True
 
@@ -133,20 +134,14 @@ class OutputPacer:
         if not self._jb.push(pcm, turn=turn):
             self.stats.rejected_chunks += 1
             return
-        n = len(pcm) // 2
-        self._pushed += n
-        self._turn_samples += n
-        self._arrivals.append((self._pushed, self._clock() if received_at is None else received_at))
+        arrival = self._clock() if received_at is None else received_at
+        self._arrivals.append((self._jb.write_position, arrival))
         self._wake()
 
     def end_turn(self) -> None:
         """The model's turn is over: its tail plays, padded to a whole frame."""
-        if self._turn_samples:
-            self._jb.end_turn()
-            self._pushed += -self._turn_samples % self._frame
-            self._turn_samples = 0
-            self._turn_playing = False
-            self._wake()
+        self._jb.end_turn()
+        self._wake()
 
     def flush(self, notice: dict[str, Any] | None = None) -> int:
         """Barge-in: drop every queued audio frame now; ``notice`` goes out next.
@@ -155,11 +150,10 @@ class OutputPacer:
         the number of samples dropped. Queued non-audio chunks keep their
         order behind the notice.
         """
-        dropped = self._pushed - self._released
-        self._jb.flush(fade_ms=0)  # the client drops its buffer on data-interrupted
-        self._released = self._pushed
-        self._turn_samples = 0
-        self._turn_playing = False
+        dropped = self._jb.write_position - self._jb.read_position
+        # The client drops its buffer on data-interrupted: no fade. Every
+        # queued chunk's position is now behind the read position.
+        self._jb.flush(fade_ms=0)
         self._arrivals.clear()
         if notice is not None:
             self._messages.appendleft((0, notice))
@@ -196,14 +190,6 @@ class OutputPacer:
         await self._room.wait()
 
     # ------------------------------------------------------------ consumer
-    async def get(self) -> AudioFrame | dict[str, Any]:
-        """The next item, once it is due."""
-        while True:
-            await self.wait_due()
-            item = self.get_nowait()
-            if item is not None:
-                return item
-
     async def wait_due(self) -> None:
         """Until an item is due (``get_nowait`` will return it), without taking it."""
         while True:
@@ -217,30 +203,27 @@ class OutputPacer:
         due, _ = self._next()
         if not due:
             return None
-        if self._messages and self._messages[0][0] <= self._released:
+        if self._message_due():
             self._room.set()
             return self._messages.popleft()[1]
-        real = self._real_frame_ready()
+        real = self._jb.frames_ready > 0  # a frame of audio, or a turn's padded tail
         return self._release(self._jb.pop(), self._clock(), real)
 
-    def _real_frame_ready(self) -> bool:
-        # A whole frame of audio, or the padded tail of a finished turn.
-        return self._pushed > self._released and (
-            self._jb.frames_ready > 0 or not self._turn_samples
-        )
+    def _message_due(self) -> bool:
+        return bool(self._messages) and self._messages[0][0] <= self._jb.read_position
 
     def _next(self) -> tuple[bool, float | None]:
         """(due now, else how long to sleep: None until woken)."""
-        if self._messages and self._messages[0][0] <= self._released:
+        if self._message_due():
             return True, 0.0
         now = self._clock()
-        if self._real_frame_ready():
+        if self._jb.frames_ready:
             wait = self._play_end - self._lead - now
         else:
             # A stall mid-turn: conceal only while the client is still
             # playing this turn and about to run dry (never before its first
             # frame), so the lead stays the jitter allowance.
-            stalled = self._turn_playing and bool(self._turn_samples) and self._jb.playing
+            stalled = self._jb.turn_played > 0
             if not (stalled and self._play_end >= now):
                 until_dry = self._play_end - now - _TIMER_SLACK_S
                 return False, until_dry if stalled and until_dry > 0 else None
@@ -252,9 +235,7 @@ class OutputPacer:
     def _release(self, pcm: bytes, now: float, real: bool) -> AudioFrame:
         queued_at = now
         if real:
-            self._turn_playing = bool(self._turn_samples)
-            self._released = end = min(self._pushed, self._released + self._frame)
-            # The frame's arrival is that of the chunk holding its last sample.
+            end = self._jb.read_position
             arrivals = self._arrivals
             while arrivals and arrivals[0][0] < end:
                 arrivals.popleft()

@@ -7,8 +7,9 @@
 
 typedef void (*convert_fn)(const void *, void *, ptrdiff_t);
 
-/* The scalar loops go through memcpy so that unaligned pointers are legal
- * C; compilers turn each memcpy into a single load or store. */
+/* The scalar loops go through memcpy and pcm.h's PCM16 loads and stores,
+ * so that unaligned pointers are legal C and a big-endian host swaps;
+ * compilers turn each into a single load or store. */
 
 static void f32_to_s16_scalar(const void *src, void *dst, ptrdiff_t n)
 {
@@ -17,11 +18,7 @@ static void f32_to_s16_scalar(const void *src, void *dst, ptrdiff_t n)
     for (ptrdiff_t i = 0; i < n; i++) {
         float x;
         memcpy(&x, s + 4 * i, 4);
-        int16_t y = ac_pcm16_from_f32(x);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        y = (int16_t)__builtin_bswap16((uint16_t)y);
-#endif
-        memcpy(d + 2 * i, &y, 2);
+        ac_store_s16le(d + 2 * i, ac_pcm16_from_f32(x));
     }
 }
 
@@ -30,12 +27,7 @@ static void s16_to_f32_scalar(const void *src, void *dst, ptrdiff_t n)
     const unsigned char *s = src;
     unsigned char *d = dst;
     for (ptrdiff_t i = 0; i < n; i++) {
-        int16_t x;
-        memcpy(&x, s + 2 * i, 2);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        x = (int16_t)__builtin_bswap16((uint16_t)x);
-#endif
-        float y = ac_f32_from_pcm16(x);
+        float y = ac_f32_from_pcm16(ac_load_s16le(s + 2 * i));
         memcpy(d + 4 * i, &y, 4);
     }
 }

@@ -4,7 +4,12 @@
  * No policy lives here beyond mechanisms with knobs: the Python layer
  * (audiocore/jitter.py) picks the mode, thresholds and defaults per
  * profile.  Positions and lengths are in sample frames (one sample per
- * channel); audio is interleaved int16 in native byte order. */
+ * channel); audio in and out is interleaved little-endian PCM16, at any
+ * alignment.
+ *
+ * The parts, each with its header: jb_ring (the source: ring, turn ends,
+ * timeline), jb_conceal (concealment, fades, time-scaling), jb_delay (the
+ * arrival-delay estimator); jitter.c plays them. */
 #ifndef AUDIOCORE_JITTER_H
 #define AUDIOCORE_JITTER_H
 
@@ -69,14 +74,14 @@ void ac_jb_free(ac_jb *jb);
 /* STREAM: appends n sample frames.  TIMELINE: stores them at `timestamp`
  * (32-bit, wraps); `seq` is the 16-bit sequence number or -1.  `arrival`
  * (seconds) feeds the delay estimator when finite. */
-int ac_jb_push(ac_jb *jb, const int16_t *pcm, int64_t n, int64_t seq, int64_t timestamp,
+int ac_jb_push(ac_jb *jb, const void *pcm, int64_t n, int64_t seq, int64_t timestamp,
                double arrival);
 
-/* Writes exactly one frame (frame * channels int16) to `out`, and for each
+/* Writes exactly one frame (frame * channels PCM16) to `out`, and for each
  * sample frame its source position to `positions` (may be NULL): >= 0
  * verbatim, -1 synthesized, <= -2 source -(p + 2) cross-faded with
  * synthesized audio. */
-void ac_jb_pop(ac_jb *jb, int16_t *out, int64_t *positions);
+void ac_jb_pop(ac_jb *jb, void *out, int64_t *positions);
 
 /* Ends the current turn/stream at the last pushed sample: the tail plays,
  * padded with silence to a whole frame. */
@@ -106,6 +111,11 @@ int64_t ac_jb_read_pos(const ac_jb *jb);   /* next source position to play */
 int64_t ac_jb_write_pos(const ac_jb *jb);  /* one past the newest stored sample */
 int64_t ac_jb_level(const ac_jb *jb);      /* buffered span, sample frames */
 int64_t ac_jb_ready(ac_jb *jb);            /* contiguous samples at the read position */
+/* How many pop()s in a row, from now, play source audio: whole frames of
+ * `ready`, and the partial last frame of an ended turn (pop pads it with
+ * silence); 0 while the next pop() would conceal, fade or wait for the
+ * start level. */
+int64_t ac_jb_frames_ready(ac_jb *jb);
 int64_t ac_jb_target(const ac_jb *jb);     /* target level, sample frames */
 int ac_jb_playing(const ac_jb *jb);        /* a turn plays, or a flush fade is due */
 

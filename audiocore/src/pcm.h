@@ -1,6 +1,7 @@
-/* The PCM policy (DESIGN §2), once, for every kernel that reads or writes
- * PCM16: f32 -> s16 clips to [-1, 1], scales by 32767 in float32, rounds
- * half to even, NaN -> 0; s16 -> f32 multiplies by 1/32768.
+/* Samples as every kernel sees them (DESIGN §2), once: the format codes,
+ * the channel limit, PCM16's byte order, and the PCM policy: f32 -> s16
+ * clips to [-1, 1], scales by 32767 in float32, rounds half to even,
+ * NaN -> 0; s16 -> f32 multiplies by 1/32768.
  *
  * Every path below computes the same float32 product and rounds it with the
  * current rounding mode (round-half-even unless the embedding process
@@ -8,9 +9,79 @@
 #ifndef AUDIOCORE_PCM_H
 #define AUDIOCORE_PCM_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "simd.h"
+
+enum ac_sample_format {
+    AC_FORMAT_F32 = 0, /* float32 in native byte order */
+    AC_FORMAT_S16 = 1  /* int16, little-endian */
+};
+
+/* Interleaved frames hold at most this many channels, in every kernel and
+ * in the Python API (audiocore's MAX_CHANNELS).  Voice is mono or stereo;
+ * 64 also holds mic arrays and ambisonics up to 7th order, and bounds the
+ * frame of float scratch the jitter core keeps on the stack. */
+#define AC_MAX_CHANNELS 64
+
+/* ---- PCM16 byte order ----------------------------------------------------
+ * Every kernel reads and writes PCM16 through these, so a big-endian host
+ * swaps at exactly the places where samples cross to or from a caller's
+ * buffer.  They take byte pointers: a caller's buffer may start at any byte.
+ * (The x86-64 vector paths load little-endian lanes directly; simd.h.) */
+
+static inline uint16_t ac_pcm16_order(uint16_t u)
+{
+#if AC_PCM16_SWAP
+    return (uint16_t)((u >> 8) | (u << 8));
+#else
+    return u;
+#endif
+}
+
+/* One sample at `p` (little-endian) in native order. */
+static inline int16_t ac_load_s16le(const void *p)
+{
+    uint16_t u;
+    memcpy(&u, p, sizeof u);
+    return (int16_t)ac_pcm16_order(u);
+}
+
+/* Stores `v` at `p` in little-endian order. */
+static inline void ac_store_s16le(void *p, int16_t v)
+{
+    uint16_t u = ac_pcm16_order((uint16_t)v);
+    memcpy(p, &u, sizeof u);
+}
+
+/* `n` little-endian samples at `src` into native int16 at `dst`; `dst` may
+ * be `src` (then the samples are reordered in place). */
+static inline void ac_load_s16le_n(int16_t *dst, const void *src, size_t n)
+{
+#if AC_PCM16_SWAP
+    for (size_t i = 0; i < n; i++)
+        dst[i] = ac_load_s16le((const unsigned char *)src + 2 * i);
+#else
+    if ((const void *)dst != src)
+        memcpy(dst, src, n * sizeof(int16_t));
+#endif
+}
+
+/* `n` native int16 at `src` to little-endian at `dst`; `dst` may be `src`. */
+static inline void ac_store_s16le_n(void *dst, const int16_t *src, size_t n)
+{
+#if AC_PCM16_SWAP
+    for (size_t i = 0; i < n; i++)
+        ac_store_s16le((unsigned char *)dst + 2 * i, src[i]);
+#else
+    if (dst != (const void *)src)
+        memcpy(dst, src, n * sizeof(int16_t));
+#endif
+}
+
+/* ---- the PCM policy ---------------------------------------------------- */
 
 #define AC_PCM16_SCALE 32767.0f
 #define AC_PCM16_INV 0.000030517578125f /* 1/32768, exact in float32 */

@@ -44,8 +44,8 @@ static inline size_t format_size(int format)
     return format == AC_FORMAT_S16 ? 2 : 4;
 }
 
-/* Loads and stores through memcpy: a buffer handed over from Python may
- * start at any byte (a memoryview slice of bytes). */
+/* Loads and stores through memcpy (and pcm.h for PCM16): a buffer handed
+ * over from Python may start at any byte (a memoryview slice of bytes). */
 static inline float load_f32(const unsigned char *p)
 {
     float v;
@@ -53,21 +53,12 @@ static inline float load_f32(const unsigned char *p)
     return v;
 }
 
-static inline int16_t load_s16(const unsigned char *p)
-{
-    int16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
 static inline void store_output(const ac_resampler *r, unsigned char *out, int64_t index, float y)
 {
-    if (r->out_format == AC_FORMAT_S16) {
-        int16_t s = ac_pcm16_from_f32(y);
-        memcpy(out + (size_t)index * r->channels * 2, &s, 2);
-    } else {
+    if (r->out_format == AC_FORMAT_S16)
+        ac_store_s16le(out + (size_t)index * r->channels * 2, ac_pcm16_from_f32(y));
+    else
         memcpy(out + (size_t)index * r->channels * 4, &y, 4);
-    }
 }
 
 /* ---- kernels ----------------------------------------------------------
@@ -97,16 +88,19 @@ static void fir_scalar(const ac_resampler *r, const float *buf, int64_t j, int p
 
 #if AC_X86_64
 
-/* Window and filter row of the next GROUP outputs; past the end of the run
- * the group is padded with copies of its first output, computed and not
- * stored, so a lone output is summed exactly as it would be in a group. */
+/* Window and filter row of the next GROUP outputs (`left` >= 1 of them
+ * remain in the run); past the end of the run the group is padded with
+ * copies of its first output, computed and not stored, so a lone output is
+ * summed exactly as it would be in a group. */
 static AC_ALWAYS_INLINE int next_group(const ac_resampler *r, const float *buf, int64_t *j,
                                        int *phase, int64_t left, const float **x,
                                        const float **h)
 {
     int valid = left < GROUP ? (int)left : GROUP;
     for (int q = 0; q < GROUP; q++) {
-        if (q < valid) {
+        /* Output 0 always exists; saying so (q == 0) also shows the
+         * compiler that the copies below read a set pointer. */
+        if (q == 0 || q < valid) {
             x[q] = buf + *j - (r->taps - 1);
             h[q] = r->coefs + (size_t)*phase * r->taps;
             *j += r->advance[*phase];
@@ -134,7 +128,7 @@ static AC_ALWAYS_INLINE void store_group(const ac_resampler *r, unsigned char *o
         int16_t tmp[8];
         _mm_storeu_si128((__m128i *)tmp, v);
         for (int q = 0; q < valid; q++)
-            memcpy(o + (size_t)q * stride * 2, &tmp[q], 2);
+            ac_store_s16le(o + (size_t)q * stride * 2, tmp[q]);
     } else {
         unsigned char *o = out + (size_t)i * stride * 4;
         if (valid == GROUP && stride == 1) {
@@ -323,6 +317,7 @@ ac_resampler *ac_resampler_new(const float *coefs, int up, int down, int taps, i
      * buffered (see compact()); the Python design guarantees it. */
     if (coefs == NULL || up < 1 || down < 1 || taps < AC_RESAMPLE_TAP_ALIGN ||
         taps % AC_RESAMPLE_TAP_ALIGN != 0 || delay < 0 || channels < 1 ||
+        channels > AC_MAX_CHANNELS ||
         (int64_t)taps * up <= down || (in_format != AC_FORMAT_F32 && in_format != AC_FORMAT_S16) ||
         (out_format != AC_FORMAT_F32 && out_format != AC_FORMAT_S16))
         return NULL;
@@ -428,7 +423,7 @@ static void stage(ac_resampler *r, const unsigned char *in, int64_t frames)
         } else {
             const unsigned char *src = in + (size_t)ch * 2;
             for (int64_t f = 0; f < frames; f++)
-                dst[f] = ac_f32_from_pcm16(load_s16(src + (size_t)f * channels * 2));
+                dst[f] = ac_f32_from_pcm16(ac_load_s16le(src + (size_t)f * channels * 2));
         }
     }
     r->fill += frames;
@@ -465,13 +460,11 @@ static void passthrough(const ac_resampler *r, const unsigned char *in, int64_t 
     if (r->in_format == r->out_format) {
         memcpy(out, in, n * format_size(r->in_format));
     } else if (r->in_format == AC_FORMAT_F32) {
-        for (size_t i = 0; i < n; i++) {
-            int16_t s = ac_pcm16_from_f32(load_f32(in + 4 * i));
-            memcpy(out + 2 * i, &s, 2);
-        }
+        for (size_t i = 0; i < n; i++)
+            ac_store_s16le(out + 2 * i, ac_pcm16_from_f32(load_f32(in + 4 * i)));
     } else {
         for (size_t i = 0; i < n; i++) {
-            float y = ac_f32_from_pcm16(load_s16(in + 2 * i));
+            float y = ac_f32_from_pcm16(ac_load_s16le(in + 2 * i));
             memcpy(out + 4 * i, &y, 4);
         }
     }

@@ -1,6 +1,6 @@
 /* Streaming polyphase FIR resampler (DESIGN §2-3).
  *
- * The filter is designed in Python (audiocore/resample.py) and handed over
+ * The filter is designed in Python (audiocore/_filters.py) and handed over
  * as a phase table; this file only runs it.  Output n sits at input time
  * n * down / up (aligned, like scipy's resample_poly) and needs input up to
  * frame floor((n + delay) * down / up), so it is emitted by the first call
@@ -13,10 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum ac_sample_format {
-    AC_FORMAT_F32 = 0, /* float32, native (little-endian) order */
-    AC_FORMAT_S16 = 1  /* int16 little-endian */
-};
+#include "pcm.h" /* enum ac_sample_format, AC_MAX_CHANNELS */
 
 /* Row lengths are a multiple of this, so vector loops need no remainder. */
 #define AC_RESAMPLE_TAP_ALIGN 16
@@ -28,7 +25,8 @@ typedef struct ac_resampler ac_resampler;
  * so row p dotted with the `taps` newest input frames gives one output.
  * The table is borrowed and must outlive the resampler.  `delay` is the
  * look-ahead in output frames (the prototype's centre is delay * down).
- * Returns NULL when out of memory or when the arguments are inconsistent. */
+ * `channels` is 1 to AC_MAX_CHANNELS.  Returns NULL when out of memory or
+ * when the arguments are inconsistent. */
 ac_resampler *ac_resampler_new(const float *coefs, int up, int down, int taps, int delay,
                                int channels, int in_format, int out_format, int path);
 void ac_resampler_free(ac_resampler *r);

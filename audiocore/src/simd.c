@@ -37,6 +37,8 @@ static int msvc_supports(int path)
 
 int ac_path_supported(int path)
 {
+    if (AC_PCM16_SWAP && path != AC_PATH_SCALAR)
+        return 0;
     switch (path) {
     case AC_PATH_SCALAR:
         return 1;

@@ -24,6 +24,18 @@ enum ac_path {
 #define AC_X86_64 0
 #endif
 
+/* PCM16 is little-endian on the wire (DESIGN §2): a big-endian host swaps
+ * its bytes where a kernel reads or writes it (pcm.h).  Every MSVC target is
+ * little-endian.  A build may force AC_PCM16_SWAP=1 on a little-endian host:
+ * the tests do, to run the swapping code here (tests/core/test_byte_order.py). */
+#ifndef AC_PCM16_SWAP
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define AC_PCM16_SWAP 1
+#else
+#define AC_PCM16_SWAP 0
+#endif
+#endif
+
 #if defined(__GNUC__) || defined(__clang__)
 #define AC_TARGET(isa) __attribute__((target(isa)))
 #else
@@ -34,7 +46,8 @@ enum ac_path {
 #define AC_TARGET_AVX2 AC_TARGET("avx2,fma")
 #define AC_TARGET_AVX512 AC_TARGET("avx512f,avx512bw,avx512vl,avx2,fma")
 
-/* Nonzero when this CPU (and OS) can run `path`. */
+/* Nonzero when this CPU (and OS) can run `path`.  The vector paths load and
+ * store PCM16 as little-endian lanes, so a swapping build has none. */
 int ac_path_supported(int path);
 
 /* The widest supported path, capped by the AUDIOCORE_SIMD environment

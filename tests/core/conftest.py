@@ -3,7 +3,7 @@ import zlib
 
 import pytest
 
-from audiocore import _convert
+from audiocore import _convert, _resample
 
 SEED = int(os.environ.get("AUDIOCORE_SEED", "20261130"))
 
@@ -17,13 +17,29 @@ def pytest_report_header(config):
     ]
 
 
+@pytest.fixture(autouse=True)
+def _restore_simd_paths():
+    """Every test leaves both kernels' instruction-set paths as it found
+    them, also when it fails: a path is process-wide state."""
+    convert, resample = _convert._get_path(), _resample._get_path()
+    yield
+    _convert._set_path(convert)
+    _resample._set_path(resample)
+
+
 @pytest.fixture(params=_convert._paths())
-def path(request):
-    """Run the test once on every instruction-set path this CPU has."""
-    before = _convert._get_path()
+def convert_path(request):
+    """Run the test once on every conversion path this CPU has."""
     _convert._set_path(request.param)
-    yield request.param
-    _convert._set_path(before)
+    return request.param
+
+
+@pytest.fixture(params=_resample._paths())
+def resample_path(request):
+    """Run the test once on every resampling path this CPU has (for
+    Resamplers created from then on)."""
+    _resample._set_path(request.param)
+    return request.param
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import f32_from_pcm16, pcm16_from_f32
 
+import audiocore
 from audiocore import _convert, float32_to_pcm16, pcm16_to_float32
 
 F32_MIN_DENORMAL = np.float32(1e-45)
@@ -38,7 +39,7 @@ KNOWN = [
 
 
 @pytest.mark.parametrize(("value", "expected"), KNOWN)
-def test_known_answers(path, value, expected):
+def test_known_answers(convert_path, value, expected):
     # Each value at several positions, so vector bodies and tails both see it.
     for n in (1, 9, 40):
         x = np.zeros(n, np.float32)
@@ -48,7 +49,7 @@ def test_known_answers(path, value, expected):
         assert not got[:-1].any()
 
 
-def test_known_answers_reverse(path):
+def test_known_answers_reverse(convert_path):
     pcm = struct.pack("<5h", 0, 1, -1, 32767, -32768)
     assert pcm16_to_float32(pcm).tolist() == [0.0, 2**-15, -(2**-15), 32767 / 32768, -1.0]
 
@@ -80,7 +81,7 @@ def edge_values():
 
 
 @pytest.mark.parametrize("n", LENGTHS)
-def test_matches_reference_random(path, rng, n):
+def test_matches_reference_random(convert_path, rng, n):
     x = (rng.standard_normal(n) * 0.7).astype(np.float32)
     x[rng.random(n) < 0.05] = np.nan
     assert float32_to_pcm16(x) == pcm16_from_f32(x)
@@ -88,13 +89,13 @@ def test_matches_reference_random(path, rng, n):
     np.testing.assert_array_equal(pcm16_to_float32(pcm), f32_from_pcm16(pcm))
 
 
-def test_matches_reference_edges(path):
+def test_matches_reference_edges(convert_path):
     x = edge_values()
     for start in range(0, 33):  # every alignment of the edges in the vectors
         assert float32_to_pcm16(x[start:]) == pcm16_from_f32(x[start:])
 
 
-def test_all_int16_values_round_trip(path):
+def test_all_int16_values_round_trip(convert_path):
     pcm = np.arange(-32768, 32768, dtype=np.int16)
     f = pcm16_to_float32(pcm)
     np.testing.assert_array_equal(f, f32_from_pcm16(pcm.tobytes()))
@@ -107,14 +108,10 @@ def test_all_int16_values_round_trip(path):
 def test_paths_are_bit_identical(rng):
     x = np.concatenate([edge_values(), rng.uniform(-1.2, 1.2, 10_000).astype(np.float32)])
     pcm = rng.integers(-32768, 32768, 10_001, dtype=np.int16)
-    before = _convert._get_path()
     outs = {}
-    try:
-        for p in _convert._paths():
-            _convert._set_path(p)
-            outs[p] = (float32_to_pcm16(x), pcm16_to_float32(pcm).tobytes())
-    finally:
-        _convert._set_path(before)
+    for p in _convert._paths():
+        _convert._set_path(p)
+        outs[p] = (float32_to_pcm16(x), pcm16_to_float32(pcm).tobytes())
     assert len(set(outs.values())) == 1, list(outs)
 
 
@@ -175,19 +172,19 @@ def s16_inputs(values):
 
 
 @pytest.mark.parametrize("kind", list(f32_inputs([0.0, 0.0])))
-def test_input_types_f32(path, kind):
+def test_input_types_f32(convert_path, kind):
     values = [0.25, -0.5, 1.0, np.nan, 0.125, -1.0]
     assert float32_to_pcm16(f32_inputs(values)[kind]) == pcm16_from_f32(values)
 
 
 @pytest.mark.parametrize("kind", list(s16_inputs([0, 0])))
-def test_input_types_s16(path, kind):
+def test_input_types_s16(convert_path, kind):
     values = [0, 1, -1, 32767, -32768, 12345]
     src = s16_inputs(values)[kind]
     np.testing.assert_array_equal(pcm16_to_float32(src), f32_from_pcm16(np.int16(values).tobytes()))
 
 
-def test_unaligned_float_input(path):
+def test_unaligned_float_input(convert_path):
     x = np.linspace(-1, 1, 100, dtype=np.float32)
     for offset in (1, 2, 3):
         raw = memoryview(b"\x00" * offset + x.tobytes())[offset:]
@@ -213,7 +210,7 @@ def test_return_types():
 # out=
 
 
-def test_out_f32_to_s16(path):
+def test_out_f32_to_s16(convert_path):
     x = np.float32([0.5, -0.25, 1.0])
     for out in (
         bytearray(6),
@@ -228,7 +225,7 @@ def test_out_f32_to_s16(path):
     assert tail[3:].tolist() == [7, 7]  # nothing written past the samples
 
 
-def test_out_s16_to_f32(path):
+def test_out_s16_to_f32(convert_path):
     pcm = np.int16([1, -2, 3]).tobytes()
     for out in (np.zeros(3, np.float32), bytearray(12), array.array("f", [0.0] * 5)):
         assert pcm16_to_float32(pcm, out=out) == 3
@@ -378,20 +375,25 @@ def test_property_s16_round_trip(raw):
     assert np.all(np.abs(back - orig) <= 1)
 
 
-def run_with_simd(value):
+def run_with_simd(value, cwd):
+    # The child imports the audiocore under test, not whatever its working
+    # directory holds (in an unpacked sdist, the uncompiled sources).
     code = "import audiocore; from audiocore import _convert; print(_convert._get_path())"
-    env = {**os.environ, "AUDIOCORE_SIMD": value}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    package_root = os.path.dirname(os.path.dirname(audiocore.__file__))
+    env = {**os.environ, "AUDIOCORE_SIMD": value, "PYTHONPATH": package_root}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip(), done.stderr
 
 
 @pytest.mark.parametrize("name", _convert._paths())
-def test_environment_caps_the_path(name):
-    assert run_with_simd(name) == (name, "")
+def test_environment_caps_the_path(name, tmp_path):
+    assert run_with_simd(name, tmp_path) == (name, "")
 
 
-def test_environment_typo_warns_and_uses_the_best_path():
-    path, err = run_with_simd("avx9000")
+def test_environment_typo_warns_and_uses_the_best_path(tmp_path):
+    path, err = run_with_simd("avx9000", tmp_path)
     assert path == _convert._paths()[-1]
     assert "AUDIOCORE_SIMD='avx9000' is not one of" in err

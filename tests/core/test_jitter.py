@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 import pytest
+from gated_buffer import gated_buffer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -95,7 +96,11 @@ def max_step(x):
 @pytest.mark.parametrize(
     "kwargs, exc, match",
     [
-        ({"sample_rate": True}, TypeError, "sample_rate: expected a sample rate in Hz, got bool"),
+        (
+            {"sample_rate": True},
+            TypeError,
+            "sample_rate: expected an integer sample rate in Hz, got bool",
+        ),
         ({"sample_rate": 24000.0}, TypeError, "got float"),
         ({"sample_rate": "24000"}, TypeError, "got str"),
         ({"sample_rate": 0}, ValueError, "from 1000 to"),
@@ -243,12 +248,10 @@ def test_seq_refused_for_in_order_profiles(profile):
         jb.push(bytes(960), timestamp=1)
 
 
-@pytest.mark.parametrize(
-    "now, exc", [(float("nan"), ValueError), ("1", TypeError), (True, TypeError)]
-)
-def test_pop_bad_now(now, exc):
-    with pytest.raises(exc, match="now"):
-        JitterBuffer(RATE).pop(now)
+def test_pop_takes_no_clock():
+    # The pop cadence is the playout clock; there is no `now` to pass.
+    with pytest.raises(TypeError):
+        JitterBuffer(RATE).pop(1.0)
 
 
 @pytest.mark.parametrize(
@@ -292,21 +295,38 @@ def test_huge_chunk_refused_atomically():
 
 
 def test_concurrent_use_raises():
+    # What a second thread finds while the first is inside a call: the
+    # worker's push holds the buffer from the moment its chunk is asked for
+    # until this thread has tried everything, so the calls overlap by
+    # construction, not by timing.
     jb = JitterBuffer(RATE)
-    # What a second thread finds while the first is inside a call.
-    jb._lock.acquire()
+    inside, tried = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        inside.set()
+        tried.wait(60)
+
+    chunk = np.arange(FRAME, dtype=np.int16)
+    worker = threading.Thread(target=jb.push, args=(gated_buffer(chunk, hold),))
+    worker.start()
     try:
+        assert inside.wait(60), "the worker never asked for its chunk"
         with pytest.raises(RuntimeError, match="belongs to one stream"):
             jb.pop()
         with pytest.raises(RuntimeError, match="belongs to one stream"):
             jb.push(b"\x00\x00")
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match="belongs to one stream"):
             jb.flush()
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match="belongs to one stream"):
             jb.end_turn()
+        with pytest.raises(RuntimeError, match="belongs to one stream"):
+            jb.played  # noqa: B018 - the property takes the lock too
     finally:
-        jb._lock.release()
-    assert len(jb.pop()) == jb.frame_bytes
+        tried.set()
+        worker.join()
+    # The refused calls changed nothing: the chunk is stored and plays.
+    assert jb.stats["received_samples"] == FRAME
+    assert jb.pop() == chunk.tobytes()
 
 
 def test_two_threads_never_corrupt(rng):
@@ -462,6 +482,107 @@ def test_generator_turns_in_a_row(rng):
     np.testing.assert_array_equal(out[:700], a)
     assert not out[700 : 2 * FRAME].any()
     np.testing.assert_array_equal(out[2 * FRAME : 2 * FRAME + 900], b)
+
+
+# -- positions, turns and readiness: what a consumer can ask ------------------
+
+
+def test_positions_count_what_is_stored_and_played(rng):
+    jb = JitterBuffer(RATE)
+    assert (jb.write_position, jb.read_position) == (0, 0)
+    jb.push(noise(rng, 700))
+    jb.push(noise(rng, 300))
+    assert (jb.write_position, jb.read_position) == (1000, 0)
+    jb.pop()
+    assert (jb.write_position, jb.read_position) == (1000, FRAME)
+    jb.pop()  # runs dry after 40 samples: the rest is concealment
+    jb.pop()
+    assert jb.read_position == 1000
+    with pytest.raises(BufferError):
+        jb.push(np.zeros(RATE * 61, np.int16))  # refused: not stored, not counted
+    assert jb.write_position == 1000
+    jb.push(noise(rng, 500), turn="b")
+    assert jb.flush() == 1000  # of the turn heard last: "b" has not started
+    assert jb.read_position == jb.write_position == 1500
+    assert not jb.push(noise(rng, 10), turn="b")  # rejected: not counted
+    assert jb.write_position == 1500
+
+
+def test_turn_state_follows_the_open_turn(rng):
+    jb = JitterBuffer(RATE)
+    assert (jb.turn_open, jb.turn_samples, jb.turn_played) == (False, 0, 0)
+    jb.push(noise(rng, 700), turn="a")
+    jb.push(noise(rng, 100), turn="a")
+    assert (jb.turn_open, jb.turn_samples, jb.turn_played) == (True, 800, 0)
+    jb.pop()
+    assert jb.turn_played == FRAME
+    jb.push(noise(rng, 900), turn="b")  # a new id ends "a"
+    assert (jb.turn_open, jb.turn_samples, jb.turn_played) == (True, 900, 0)
+    jb.pop()  # the rest of "a" (320 samples), padded
+    assert jb.turn_played == 0  # "b" has not started; the tail of "a" played
+    jb.pop()
+    assert jb.turn_played == FRAME
+    jb.end_turn()
+    assert (jb.turn_open, jb.turn_samples, jb.turn_played) == (False, 0, 0)
+    jb.push(noise(rng, 200), turn="c", final=True)
+    assert not jb.turn_open
+    jb.push(noise(rng, 200), turn="d")
+    jb.flush()
+    assert (jb.turn_open, jb.turn_samples, jb.turn_played) == (False, 0, 0)
+
+
+def test_turn_samples_count_what_packets_store(rng):
+    jb = JitterBuffer(RATE, profile="packet")
+    jb.push(noise(rng, FRAME), seq=1, turn="x")
+    jb.push(noise(rng, FRAME), seq=1, turn="x")  # duplicate: not stored
+    jb.push(noise(rng, FRAME), seq=2, turn="x")
+    assert jb.turn_samples == 2 * FRAME
+
+
+def test_frames_ready_counts_the_tail_of_an_ended_turn(rng):
+    jb = JitterBuffer(RATE)
+    jb.push(noise(rng, 2 * FRAME + 100))
+    assert jb.frames_ready == 2  # the open turn's last 100 samples may grow
+    jb.end_turn()
+    assert jb.frames_ready == 3  # now they are a tail, padded to a frame
+    for left in (2, 1, 0):
+        jb.pop()
+        assert jb.frames_ready == left
+
+
+def test_frames_ready_counts_an_ended_turns_tail_behind_an_open_one(rng):
+    # The tail of "a" plays before "b", however much of "b" is stored.
+    jb = JitterBuffer(RATE)
+    jb.push(noise(rng, FRAME + 20), turn="a")
+    jb.push(noise(rng, 100), turn="b")
+    jb.pop()
+    assert jb.frames_ready == 1  # the 20-sample tail of "a"
+    tr = Trace(jb)
+    tr.pop()
+    assert (tr.pos[:20] >= 0).all() and (tr.pos[20:] == -1).all()
+    assert jb.frames_ready == 0  # "b" has 100 of the 480 samples it starts with
+
+
+def test_frames_ready_is_zero_while_concealing_fading_or_filling(rng):
+    jb = JitterBuffer(RATE)
+    jb.push(noise(rng, FRAME + 200))
+    jb.pop()
+    jb.pop()  # dry after 200 samples: concealing
+    jb.push(noise(rng, 100))
+    assert jb.frames_ready == 0  # 100 < the pre-roll needed to resume
+    jb.push(noise(rng, FRAME))
+    assert jb.frames_ready == 1  # enough to cross-fade back and play a frame
+    jb.flush(fade_ms=5)
+    jb.push(noise(rng, 2 * FRAME), turn="next")
+    assert jb.frames_ready == 0  # the next pop is the flush's fade
+    jb.pop()
+    assert jb.frames_ready == 2
+
+    reliable = JitterBuffer(RATE, profile="reliable", target_ms=60)
+    reliable.push(noise(rng, 2 * FRAME))
+    assert reliable.frames_ready == 0  # buffering up to the 60 ms target
+    reliable.push(noise(rng, FRAME))
+    assert reliable.frames_ready == 3
 
 
 # -- flush ------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from resample_reference import (
 )
 
 from audiocore import _resample
-from audiocore.resample import QUALITIES, Resampler, _design, _remez_lowpass, prototype, resample
+from audiocore._filters import QUALITIES, design, prototype, remez_lowpass
+from audiocore.resample import Resampler, resample
 
 RATES = [8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000]
 PAIRS = [(a, b) for a in RATES for b in RATES if a != b]
@@ -27,23 +28,14 @@ BENCH_PAIRS = [(48000, 16000), (48000, 24000), (24000, 48000), (44100, 16000), (
 UNIT_ROUNDOFF = 2.0**-24  # float32
 
 
-@pytest.fixture(params=_resample._paths())
-def simd(request):
-    """Run the test once on every resampling path this CPU has."""
-    before = _resample._get_path()
-    _resample._set_path(request.param)
-    yield request.param
-    _resample._set_path(before)
-
-
 def rounding_bound(in_rate, out_rate, quality, peak):
     """How far a float32 dot product over a table row may stray from the
     exact float64 one: (taps + 2) unit roundoffs (summation, coefficient and
     result rounding) times the largest sum of |coefficients| of any phase."""
     up, down = ratio(in_rate, out_rate)
-    design = _design(up, down, quality)
-    rows = np.abs(design.table.reshape(up, design.taps).astype(np.float64)).sum(axis=1)
-    return (design.taps + 2) * UNIT_ROUNDOFF * rows.max() * peak
+    designed = design(up, down, quality)
+    rows = np.abs(designed.table.reshape(up, designed.taps).astype(np.float64)).sum(axis=1)
+    return (designed.taps + 2) * UNIT_ROUNDOFF * rows.max() * peak
 
 
 @pytest.mark.parametrize(("in_rate", "out_rate"), PAIRS)
@@ -61,7 +53,7 @@ def test_matches_naive_reference_for_every_usual_pair(rng, in_rate, out_rate):
 
 @pytest.mark.parametrize("quality", list(QUALITIES))
 @pytest.mark.parametrize(("in_rate", "out_rate"), BENCH_PAIRS)
-def test_every_path_within_the_rounding_bound(rng, simd, in_rate, out_rate, quality):
+def test_every_path_within_the_rounding_bound(rng, resample_path, in_rate, out_rate, quality):
     x = noise(rng, 1500)
     up, down = ratio(in_rate, out_rate)
     h, centre = prototype(up, down, quality)
@@ -79,7 +71,6 @@ def test_paths_differ_by_at_most_one_lsb_in_pcm16(rng):
     for name in _resample._paths():
         _resample._set_path(name)
         outputs[name] = np.frombuffer(resample(x, 48000, 16000), "<i2").astype(int)
-    _resample._set_path(_resample._paths()[-1])
     first = next(iter(outputs.values()))
     for name, got in outputs.items():
         assert np.abs(got - first).max() <= 1, name
@@ -108,7 +99,7 @@ def passband_gain(in_rate, out_rate, quality, freq):
 
 
 @pytest.mark.parametrize(("in_rate", "out_rate"), BENCH_PAIRS + [(8000, 48000), (48000, 8000)])
-def test_sine_comes_out_aligned_and_exact(simd, in_rate, out_rate):
+def test_sine_comes_out_aligned_and_exact(resample_path, in_rate, out_rate):
     # Known answer: a passband sine resamples to the same sine sampled at
     # the output rate, in phase (output frame n is input time n * in / out),
     # scaled by the filter's gain at its frequency, which is within the
@@ -131,7 +122,7 @@ def test_sine_comes_out_aligned_and_exact(simd, in_rate, out_rate):
 
 
 @pytest.mark.parametrize("channels", [1, 2, 3])
-def test_pcm16_output_is_the_pcm_policy_of_the_float_output(rng, simd, channels):
+def test_pcm16_output_is_the_pcm_policy_of_the_float_output(rng, resample_path, channels):
     # Loud enough to clip: the fused store must clip, scale and round exactly
     # as the policy does to the float32 result of the same path.
     x = noise(rng, 4801, channels, level=0.9)
@@ -143,7 +134,7 @@ def test_pcm16_output_is_the_pcm_policy_of_the_float_output(rng, simd, channels)
 
 
 @pytest.mark.parametrize("output", ["f32", "s16"])
-def test_pcm16_input_reads_as_value_over_32768(rng, simd, output):
+def test_pcm16_input_reads_as_value_over_32768(rng, resample_path, output):
     pcm = rng.integers(-32768, 32768, 3001).astype("<i2")
     from_pcm = resample(pcm.tobytes(), 44100, 16000, input="s16", output=output)
     from_float = resample(pcm.astype(np.float32) / np.float32(32768), 44100, 16000, output=output)
@@ -152,7 +143,9 @@ def test_pcm16_input_reads_as_value_over_32768(rng, simd, output):
 
 @pytest.mark.parametrize("channels", [2, 5])
 @pytest.mark.parametrize(("in_rate", "out_rate"), [(48000, 16000), (24000, 48000), (44100, 16000)])
-def test_interleaved_channels_equal_separate_mono_streams(rng, simd, in_rate, out_rate, channels):
+def test_interleaved_channels_equal_separate_mono_streams(
+    rng, resample_path, in_rate, out_rate, channels
+):
     x = noise(rng, 2500, channels)
     got = resample(x, in_rate, out_rate, channels=channels, output="f32")
     assert len(got) == channels * expected_frames(2500, in_rate, out_rate)
@@ -283,7 +276,7 @@ def test_remez_matches_scipy(length, passband, stopband, weight):
     # largest weighted error agrees to the grid's resolution and the taps
     # agree closely.
     signal = pytest.importorskip("scipy.signal")
-    ours, _, _ = _remez_lowpass(length, passband, stopband, weight)
+    ours, _, _ = remez_lowpass(length, passband, stopband, weight)
     theirs = signal.remez(
         length, [0, passband, stopband, 0.5], [1, 0], weight=[1, weight], maxiter=100
     )

@@ -3,13 +3,14 @@ Resampler used from two threads at once."""
 
 import array
 import threading
-import time
 
 import numpy as np
 import pytest
+from gated_buffer import gated_buffer
 from resample_reference import noise, pcm16_policy, ratio
 
-from audiocore.resample import Resampler, _design, resample
+from audiocore._filters import design
+from audiocore.resample import Resampler, resample
 
 
 @pytest.mark.parametrize(
@@ -32,7 +33,7 @@ from audiocore.resample import Resampler, _design, resample
         ({"quality": "best"}, ValueError, r"quality: expected 'voice' or 'high', got 'best'"),
         ({"input": "f64"}, ValueError, r"input: expected 'f32' or 's16', got 'f64'"),
         ({"output": None}, ValueError, r"output: expected 'f32' or 's16', got None"),
-        ({"channels": 0}, ValueError, r"channels: expected 1 to 1024, got 0"),
+        ({"channels": 0}, ValueError, r"channels: expected an integer from 1 to 64, got 0"),
         ({"channels": 2.0}, TypeError, r"channels: expected an integer, got float"),
         (
             {"in_rate": 48000, "out_rate": 47999},
@@ -138,7 +139,7 @@ def spoiled_outputs(k, frames_out, in_rate, out_rate, stream):
     """Output frames whose filter window (the `taps` frames up to
     floor((n + delay) * in / out)) holds input frame k."""
     up, down = ratio(in_rate, out_rate)
-    taps = _design(up, down, stream.quality).taps
+    taps = design(up, down, stream.quality).taps
     newest = (np.arange(frames_out) + stream.delay) * down // up
     return set(np.flatnonzero((newest >= k) & (newest - taps + 1 <= k)))
 
@@ -163,35 +164,36 @@ def test_non_finite_input_spoils_only_its_window(rng, in_rate, out_rate, bad):
 
 
 def test_concurrent_use_raises_instead_of_corrupting():
-    # A large chunk runs without the GIL; meanwhile the stream refuses a
-    # second caller, and the large chunk's output is untouched.
-    big = noise(np.random.default_rng(3), 44100 * 30)
+    # The worker's chunk holds the stream from the moment its buffer is
+    # asked for; the buffer is handed over only once this thread has been
+    # refused, so the calls overlap by construction, not by timing.
+    x = noise(np.random.default_rng(3), 44100)
     stream = Resampler(44100, 16000, quality="high", output="f32")
-    inside = threading.Event()
+    inside, tried = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        inside.set()
+        tried.wait(60)
+
     result = {}
 
     def worker():
-        inside.set()
-        result["out"] = stream.process(big)
+        result["out"] = stream.process(gated_buffer(x, hold))
 
     thread = threading.Thread(target=worker)
     thread.start()
-    inside.wait()
-    time.sleep(0.005)
-    refused = 0
-    while thread.is_alive():
-        try:
+    try:
+        assert inside.wait(60), "the worker never asked for its buffer"
+        with pytest.raises(RuntimeError, match="another thread is inside this Resampler"):
             stream.process(np.zeros(10, np.float32))
-        except RuntimeError as exc:
-            assert "another thread is inside this Resampler" in str(exc)
-            refused += 1
-        for method in (stream.flush, stream.reset):
-            try:
-                method()
-            except RuntimeError:
-                refused += 1
-        time.sleep(0.001)
-    thread.join()
-    assert refused > 0, "the worker never released the GIL"
+        with pytest.raises(RuntimeError, match="another thread is inside this Resampler"):
+            stream.flush()
+        with pytest.raises(RuntimeError, match="another thread is inside this Resampler"):
+            stream.reset()
+    finally:
+        tried.set()
+        thread.join()
+    # The refused calls changed nothing: the chunk's output is a fresh stream's.
     fresh = Resampler(44100, 16000, quality="high", output="f32")
-    assert np.array_equal(result["out"], fresh.process(big))
+    assert np.array_equal(result["out"], fresh.process(x))
+    assert np.array_equal(stream.flush(), fresh.flush())

@@ -253,11 +253,21 @@ class FakeClock:
         return self.now
 
 
+async def _next_item(pacer: OutputPacer) -> AudioFrame | dict:
+    """What the sender does: wait until an item is due, then take it."""
+    await pacer.wait_due()
+    item = pacer.get_nowait()
+    assert item is not None, "wait_due() returned with nothing due"
+    return item
+
+
 async def _drain_due(pacer: OutputPacer) -> list:
+    """Every item due now (on a FakeClock nothing else becomes due): the
+    wait ends at once while one is due, and never after that."""
     got = []
     while True:
         try:
-            got.append(await asyncio.wait_for(pacer.get(), 0.01))
+            got.append(await asyncio.wait_for(_next_item(pacer), 0.01))
         except TimeoutError:
             return got
 
@@ -351,6 +361,27 @@ def test_pacer_pads_the_tail_of_a_turn_to_a_frame() -> None:
     asyncio.run(scenario())
 
 
+def test_pacer_plays_a_turns_tail_while_the_next_turn_fills() -> None:
+    # The next turn's first chunk (less than a frame) must not hold back the
+    # previous turn's tail: the jitter buffer says the tail is ready.
+    async def scenario() -> None:
+        pacer = _pacer(lead_s=1.0)
+        await pacer.put_audio(b"\1\0" * 500, turn=0)
+        pacer.end_turn()
+        await pacer.put_message({"type": "finish"})
+        await pacer.put_audio(b"\2\0" * 100, turn=1)
+        got = await _drain_due(pacer)
+        assert [g["type"] if isinstance(g, dict) else g.concealed for g in got] == [
+            False,
+            False,
+            "finish",
+        ]
+        assert got[1].pcm == b"\1\0" * 20 + b"\0\0" * 460
+        assert pacer.buffered_seconds == 100 / 24000
+
+    asyncio.run(scenario())
+
+
 def test_pacer_conceals_a_stall_only_when_the_client_runs_dry() -> None:
     async def scenario() -> None:
         clock = FakeClock()
@@ -375,11 +406,11 @@ def test_pacer_flush_drops_audio_keeps_messages_and_rejects_the_turn() -> None:
         await pacer.put_audio(b"\0" * 9600, turn=0)
         await pacer.put_message({"type": "text-delta"})
         await pacer.put_audio(b"\0" * 9600, turn=0)
-        assert isinstance(await pacer.get(), AudioFrame)
+        assert isinstance(await _next_item(pacer), AudioFrame)
         assert pacer.flush({"type": "data-interrupted"}) == 9600 - 480
         assert pacer.buffered_seconds == 0
-        assert await pacer.get() == {"type": "data-interrupted"}
-        assert await pacer.get() == {"type": "text-delta"}
+        assert await _next_item(pacer) == {"type": "data-interrupted"}
+        assert await _next_item(pacer) == {"type": "text-delta"}
         await pacer.put_audio(b"\0" * 960, turn=0)  # late audio of the flushed turn
         assert pacer.buffered_seconds == 0 and pacer.stats.rejected_chunks == 1
         await pacer.put_audio(b"\0" * 960, turn=1)
@@ -400,7 +431,9 @@ def test_pacer_bounds_audio_and_messages() -> None:
                 await pacer.put_audio(b"\0" * 2000, turn=turn)  # 1 s each
 
         blocked = asyncio.create_task(producer())
-        await asyncio.sleep(0.01)
+        # One turn of the loop runs the producer until it blocks: the first
+        # two chunks go in without waiting, the third waits for room.
+        await asyncio.sleep(0)
         # Held at the high-water mark plus the chunk that crossed it.
         assert not blocked.done() and pacer.buffered_seconds == 2.0
         pacer.flush()
