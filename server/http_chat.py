@@ -39,7 +39,7 @@ from typing import Any
 import anyio
 
 # StreamingMode: ADK's documented import path, though not re-exported by name.
-from google.adk.agents.run_config import RunConfig, StreamingMode  # type: ignore[attr-defined]
+from google.adk.agents.run_config import RunConfig, StreamingMode  # type: ignore[attr-defined,unused-ignore]
 from google.adk.events import Event
 from google.adk.sessions import Session
 from google.genai import types

@@ -106,6 +106,16 @@ class OutputPacer:
         """Audio queued and not yet released."""
         return (self._jb.write_position - self._jb.read_position) / self._rate
 
+    @property
+    def playback_ends_at(self) -> float:
+        """When the client will have played everything queued here (on the
+        pacer's clock): the audio sent, then the audio still to send."""
+        return (
+            max(self._play_end, self._clock()) + self.buffered_seconds
+            if self.buffered_seconds
+            else self._play_end
+        )
+
     def put_message_nowait(self, chunk: dict[str, Any]) -> bool:
         """Queue a chunk after the audio queued so far; False (dropped) if
         ``max_messages`` are already waiting."""

@@ -162,6 +162,13 @@ void ac_jb_pop(ac_jb *jb, void *out_le, int64_t *pos)
             break;
         }
     }
+    /* A turn that ends exactly with this frame is over now.  Left for the
+     * next pop, its end would make that pop a frame of silence and hold the
+     * next turn's audio behind it (frames_ready 0) until then. */
+    if (n == F && jb->playing && !dsp->active && ac_ring_probe(src, &len) == AC_SRC_END) {
+        ac_ring_pop_bound(src);
+        end_playing(jb);
+    }
 idle:
     if (n < F) {
         memset(out + n * ch, 0, (size_t)((F - n) * ch) * sizeof(int16_t));

@@ -395,6 +395,24 @@ def test_generator_end_turn_releases_tail(rng):
     assert not jb.playing
 
 
+def test_generator_turn_ending_on_a_frame_boundary_frees_the_next_at_once(rng):
+    """A turn whose end falls exactly on a frame boundary is over with its
+    last frame: the next turn's audio is ready at once, not after a frame of
+    silence (which a paced consumer would have sent as the next turn's first
+    frame, shifting it and losing its last frame)."""
+    first, second = noise(rng, 3 * FRAME), noise(rng, FRAME + 37)
+    jb = JitterBuffer(RATE)
+    jb.push(first, turn=1, final=True)
+    played = [jb.pop() for _ in range(jb.frames_ready)]
+    assert b"".join(played) == first.astype("<i2").tobytes()
+    assert not jb.playing
+    jb.push(second, turn=2, final=True)
+    assert jb.frames_ready == 2
+    out = np.frombuffer(b"".join(jb.pop() for _ in range(2)), "<i2")
+    np.testing.assert_array_equal(out[: len(second)], second[:, 0])
+    assert not out[len(second) :].any()
+
+
 def test_generator_short_final_turn_starts_at_once(rng):
     source = noise(rng, 50)
     jb = JitterBuffer(RATE)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from google.adk.events import Event, EventActions
+from google.adk.events import Event
 from google.genai import types
 from server_helpers import receive_until, start
 from starlette.testclient import TestClient
@@ -885,37 +885,27 @@ def test_the_live_tools_in_a_live_conversation(settings: Settings) -> None:
         assert states == ["completed", "cancelled"]
 
 
-def test_the_task_owner_in_the_session_state_carries_tasks_across_sessions(
-    settings: Settings,
-) -> None:
+def test_the_users_key_carries_tasks_across_sessions(settings: Settings) -> None:
+    """The client's userKey (start) names the task owner: a new session of
+    the same user sees, and is told, the tasks of the earlier one."""
+    key = "k" * 24
     with TestClient(create_app(settings)) as client:
         runtime = client.app.state.runtime  # type: ignore[attr-defined]
         portal = client.portal
         assert portal is not None
-        session_ids = []
-        for _ in range(2):
+        ids, session_ids = [], []
+        for objective in (SUM, WORDS):
             with client.websocket_connect("/ws") as ws:
-                session_ids.append(start(ws)["data"]["sessionId"])
-
-        async def name_owner(session_id: str) -> None:  # as the lead's connection will
-            service = runtime.session_service
-            session = await service.get_session(
-                app_name=settings.app_name, user_id=USER_ID, session_id=session_id
-            )
-            delta = {"task_owner": "user-42"}
-            await service.append_event(
-                session, Event(author="user", actions=EventActions(state_delta=delta))
-            )
-
-        ids = []
-        for session_id, objective in zip(session_ids, (SUM, WORDS), strict=True):
-            portal.call(name_owner, session_id)
-            with client.websocket_connect("/ws") as ws:
-                start(ws, sessionId=session_id)
-                _, started = tool_output(ask(ws, f"start a task to {objective}"), "start_task")
+                session_ids.append(start(ws, userKey=key)["data"]["sessionId"])
+                turn = ask(ws, f"start a task to {objective}")
+                # The earlier task's outcome may be told first, in a turn of its own.
+                while not any(m["type"] == "tool-input-available" for m in turn):
+                    turn = receive_until(ws, "finish")
+                _, started = tool_output(turn, "start_task")
                 ids.append(started["taskId"])
-        records = portal.call(until, runtime.tasks, "user-42", all_final(*ids))
+        records = portal.call(until, runtime.tasks, f"key:{key}", all_final(*ids))
         assert [records[i].objective for i in ids] == [SUM, WORDS]
+        assert session_ids[0] != session_ids[1]
         for session_id in session_ids:
             assert portal.call(runtime.tasks.tasks, session_owner(USER_ID, session_id)) == []
 
