@@ -56,6 +56,12 @@ OUTPUT_RATE = 24_000
 OUTPUT_MIME = f"audio/pcm;rate={OUTPUT_RATE}"
 NO_ASR_NOTE = "[offline model: no speech recognition]"
 
+# How the server hands over a background task's outcome (server/delivery.py).
+_TASK_OUTCOME = re.compile(
+    r"\[background task (\S+) (completed|failed)\] Objective: .*?\. "
+    r"(?:Result: |It failed: )(.*) Tell the user this now, briefly\.$",
+    re.S,
+)
 _CALL_TOOL = re.compile(r"^\s*call\s+(\w+)\s*(\{.*\})?\s*$", re.I | re.S)
 _TASK_ID = re.compile(r"\btask_[0-9a-f]{8}\b")
 
@@ -208,8 +214,9 @@ class OfflineLiveConnection(BaseLlmConnection):
             return
         text = " ".join(p.text for p in parts if p.text)
         self._history_len += 1
-        await self._emit_all(_answer_text(text, self._tools, self._history_len))
-        self._speaking_until = time.monotonic() + _CUE_SECONDS
+        answer = _answer_text(text, self._tools, self._history_len)
+        await self._emit_all(answer)
+        self._speaking_until = time.monotonic() + _audio_seconds(answer)
 
     async def send_realtime(self, blob: Any) -> None:
         if isinstance(blob, types.ActivityStart):
@@ -419,24 +426,41 @@ def _answer_speech(pcm: bytes, chunk_ms: int) -> list[LlmResponse]:
     return responses
 
 
-def audio_cue() -> bytes:
-    """A short 660 Hz blip (150 ms, 10 ms fades) at 24 kHz."""
-    n = int(_CUE_SECONDS * OUTPUT_RATE)
+def _audio_seconds(responses: list[LlmResponse]) -> float:
+    samples = sum(
+        len(p.inline_data.data or b"") // 2
+        for r in responses
+        if r.content
+        for p in r.content.parts or []
+        if p.inline_data
+    )
+    return samples / OUTPUT_RATE
+
+
+def audio_cue(seconds: float = _CUE_SECONDS) -> bytes:
+    """A 660 Hz tone (by default a 150 ms blip, 10 ms fades) at 24 kHz."""
+    n = int(seconds * OUTPUT_RATE)
     t = np.arange(n) / OUTPUT_RATE
     ramp = np.minimum(1.0, np.minimum(t, t[::-1]) / 0.010)
     tone = 0.25 * np.sin(2 * np.pi * 660 * t) * ramp
     return np.rint(tone * 32767).astype("<i2").tobytes()
 
 
-def _text_answer(text: str) -> list[LlmResponse]:
+def _text_answer(text: str, seconds: float = _CUE_SECONDS) -> list[LlmResponse]:
     return [
         LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)])),
-        _audio_response(audio_cue()),
+        _audio_response(audio_cue(seconds)),
         LlmResponse(turn_complete=True),
     ]
 
 
 def _answer_text(text: str, tools: set[str], history_len: int) -> list[LlmResponse]:
+    outcome = _TASK_OUTCOME.match(text)
+    if outcome:
+        # The server hands over a background task's outcome: tell it, at
+        # some length (a second of tone), as a model reading it out would.
+        task_id, state, result = outcome.groups()
+        return _text_answer(f"Your background task {task_id} {state}: {result}", seconds=1.0)
     call = _CALL_TOOL.match(text)
     if call and call.group(1) in tools:
         try:
