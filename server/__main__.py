@@ -2,7 +2,8 @@
 
 Every option also reads an environment variable (AUDIOCORE_HOST, AUDIOCORE_PORT,
 AUDIOCORE_WORKERS, AUDIOCORE_MODEL, AUDIOCORE_DATA_DIR, AUDIOCORE_DATABASE_URL,
-AUDIOCORE_ALLOWED_ORIGINS, ...); the command line wins.
+AUDIOCORE_ALLOWED_ORIGINS, AUDIOCORE_GEMINI_BASE_URL, AUDIOCORE_GEMINI_CA_FILE,
+AUDIOCORE_VOICE, AUDIOCORE_LANGUAGE, ...); the command line wins.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from .app import create_app
-from .settings import ENV_PREFIX, Settings
+from .settings import ENV_PREFIX, OFFLINE_MODEL, Settings
 
 
 def _tune_gc() -> None:
@@ -51,6 +52,16 @@ def main(argv: list[str] | None = None) -> None:
         "them safely through a lease in the data directory (SQLite sessions only)",
     )
     parser.add_argument("--model", help='"offline", or a Gemini Live model name')
+    parser.add_argument(
+        "--gemini-base-url",
+        help="where the Gemini Live API is reached (default: Google's); e.g. a proxy or "
+        "https://127.0.0.1:PORT for the local endpoint (docs/gemini-live.md)",
+    )
+    parser.add_argument(
+        "--gemini-ca-file", type=Path, help="PEM file of the CAs to trust for --gemini-base-url"
+    )
+    parser.add_argument("--voice", help='the model\'s prebuilt voice, e.g. "Kore"')
+    parser.add_argument("--language", help='the model\'s language (BCP-47), e.g. "en-US"')
     parser.add_argument("--data-dir", type=Path, help="where the SQLite session file lives")
     parser.add_argument("--database-url", help="ADK async database URL for sessions")
     parser.add_argument(
@@ -68,6 +79,10 @@ def main(argv: list[str] | None = None) -> None:
         "port": args.port,
         "workers": args.workers,
         "model": args.model,
+        "gemini_base_url": args.gemini_base_url,
+        "gemini_ca_file": args.gemini_ca_file,
+        "voice": args.voice,
+        "language": args.language,
         "data_dir": args.data_dir,
         "database_url": args.database_url,
         "allowed_origins": origins,
@@ -75,6 +90,12 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings.from_env(**overrides)
     if settings.workers < 1:
         parser.error(f"--workers: expected at least 1, got {settings.workers}")
+    if settings.model not in (None, OFFLINE_MODEL) and settings.backend == "offline":
+        # Without credentials the server would quietly run the offline model.
+        parser.error(
+            f"--model {settings.model}: expected Google credentials (GOOGLE_API_KEY, or "
+            "GOOGLE_GENAI_USE_VERTEXAI=1 with GOOGLE_CLOUD_PROJECT), found none"
+        )
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     options = dict(
         host=settings.host,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Sequence
+from typing import Any
 
 from google.adk.agents import Agent
 from google.adk.agents.run_config import RunConfig
@@ -19,7 +21,29 @@ from .tools import ToolSpec, adk_tool
 def build_model(settings: Settings) -> BaseLlm:
     if settings.backend == "offline":
         return OfflineLiveModel()
-    return Gemini(model=settings.live_model_name)
+    return Gemini(
+        model=settings.live_model_name,
+        base_url=settings.gemini_base_url,
+        client_kwargs=_client_kwargs(settings),
+    )
+
+
+def _client_kwargs(settings: Settings) -> dict[str, Any] | None:
+    """google-genai client options: the CAs to trust, when set.
+
+    The live client takes its SSL context from ``async_client_args["ssl"]``
+    (websockets); the HTTP clients from ``verify``. ADK merges its own
+    headers, base URL and API version into these options.
+    """
+    if settings.gemini_ca_file is None:
+        return None
+    context = ssl.create_default_context(cafile=str(settings.gemini_ca_file))
+    return {
+        "http_options": types.HttpOptions(
+            client_args={"verify": context},
+            async_client_args={"ssl": context, "verify": context},
+        )
+    }
 
 
 def build_agent(settings: Settings, tools: Sequence[ToolSpec]) -> Agent:
@@ -45,12 +69,33 @@ def build_run_config(settings: Settings, turn_detection: TurnDetection = "server
         realtime_input = types.RealtimeInputConfig(
             automatic_activity_detection=types.AutomaticActivityDetection(disabled=True)
         )
+    google = settings.backend != "offline"
     return RunConfig(
         response_modalities=[types.Modality.AUDIO],
         input_audio_transcription=types.AudioTranscriptionConfig(),
         output_audio_transcription=types.AudioTranscriptionConfig(),
         realtime_input_config=realtime_input,
-        session_resumption=(
-            None if settings.backend == "offline" else types.SessionResumptionConfig()
+        speech_config=_speech_config(settings),
+        # A connection lasts about 10 minutes; resumption carries the
+        # conversation over to the next one (ADK reconnects with the handle).
+        session_resumption=types.SessionResumptionConfig() if google else None,
+        # Without compression an audio session ends at 15 minutes or when the
+        # context window is full; a sliding window (the service's default
+        # sizes) makes it unlimited.
+        context_window_compression=(
+            types.ContextWindowCompressionConfig(sliding_window=types.SlidingWindow())
+            if google
+            else None
         ),
     )
+
+
+def _speech_config(settings: Settings) -> types.SpeechConfig | None:
+    if settings.voice is None and settings.language is None:
+        return None
+    voice = None
+    if settings.voice is not None:
+        voice = types.VoiceConfig(
+            prebuilt_voice_config=types.PrebuiltVoiceConfig(voice_name=settings.voice)
+        )
+    return types.SpeechConfig(voice_config=voice, language_code=settings.language)

@@ -9,10 +9,16 @@ from pathlib import Path
 
 ENV_PREFIX = "AUDIOCORE_"
 
-# Model names used when Google credentials are present. Native-audio models
-# answer in speech; they differ between the Gemini API and Vertex AI.
-GEMINI_API_LIVE_MODEL = "gemini-2.5-flash-native-audio-preview-09-2025"
-VERTEX_LIVE_MODEL = "gemini-live-2.5-flash-native-audio"
+# Model names used when Google credentials are present (``--model`` picks
+# another). Both are Live models that answer in speech.
+# Gemini API: "the default for most low-latency voice agent experiences",
+# stable, last updated September 2026 —
+# https://ai.google.dev/gemini-api/docs/models/gemini-3.8-live
+GEMINI_API_LIVE_MODEL = "gemini-3.8-live"
+# Vertex AI (Gemini Enterprise Agent Platform): generally available, model ID
+# gemini-3.8-live (gemini-live-2.5-flash-native-audio is the GA 2.5 baseline) —
+# https://docs.cloud.google.com/gemini-enterprise-agent-platform/models/guides/gemini-3-8-live
+VERTEX_LIVE_MODEL = "gemini-3.8-live"
 OFFLINE_MODEL = "offline"
 
 
@@ -51,6 +57,18 @@ class Settings:
     # Any ADK async database URL (sqlite+aiosqlite:///..., postgresql+asyncpg://...).
     # None: ADK's SqliteSessionService on data_dir/sessions.db.
     database_url: str | None = None
+    # Where ADK's Gemini model reaches the Live API: None is Google's own
+    # endpoint; a proxy, a regional endpoint or a local stand-in
+    # (docs/gemini-live.md) is "https://host:port". genai always connects
+    # with wss, whatever the scheme.
+    gemini_base_url: str | None = None
+    # A PEM file of the CAs to trust on that connection (instead of the
+    # system's and certifi's), e.g. a local endpoint's self-signed cert.
+    gemini_ca_file: Path | None = None
+    # The model's voice (a prebuilt voice name such as "Kore") and language
+    # (BCP-47, e.g. "en-US"); None: the model's defaults.
+    voice: str | None = None
+    language: str | None = None
     # Exact origins ("https://example.com"); same-origin and localhost are
     # always accepted unless allow_localhost is False. "*" accepts any origin.
     allowed_origins: tuple[str, ...] = ()
