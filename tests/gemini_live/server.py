@@ -148,6 +148,7 @@ class LocalGeminiLive:
         self._sessions: dict[str, _LiveSession] = {}  # conversation id → its live connection
         self._handles: dict[str, tuple[str, Conversation]] = {}  # handle → (conversation id, state)
         self._fail_next: tuple[int, str] | None = None
+        self._go_away_next: float | None = None
 
     # ------------------------------------------------------------ lifecycle
     @property
@@ -233,28 +234,33 @@ class LocalGeminiLive:
         self.call(send)
 
     def fail_next_reply(self, after_audio_chunks: int = 3, how: str = "abort") -> None:
-        """The next reply dies after this many audio chunks: "abort" resets the
-        TCP connection (what a crashed service looks like), "internal" closes
-        1011 "Internal error encountered."."""
-        if how not in ("abort", "internal"):
-            raise ValueError(f'how: expected "abort" or "internal", got {how!r}')
+        """The next reply fails after this many audio chunks: "internal" closes
+        1011 "Internal error encountered.", "abort" resets the TCP connection,
+        "die" is ``kill`` (the service is gone)."""
+        if how not in ("abort", "internal", "die"):
+            raise ValueError(f'how: expected "abort", "internal" or "die", got {how!r}')
         self._fail_next = (after_audio_chunks, how)
+
+    def go_away_at_next_answer(self, time_left_s: float) -> None:
+        """The next reply gets ``goAway{timeLeft}`` right after its first audio
+        chunk (mid-answer), and the connection is closed when the time is up."""
+        self._go_away_next = time_left_s
 
     def kill(self) -> None:
         """The service dies: every connection is reset, nothing listens, and
         every session and handle is forgotten."""
+        self.call(self._die)
 
-        async def die() -> None:
-            if self._server is not None:
-                self._server.close()
-                await self._server.wait_closed()
-                self._server = None
-            for session in list(self._live):
-                session.abort()
-            self._sessions.clear()
-            self._handles.clear()
-
-        self.call(die)
+    async def _die(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close(close_connections=False)  # no close frames: the process is gone
+        for session in list(self._live):
+            session.abort()
+        if server is not None:
+            await server.wait_closed()
+        self._sessions.clear()
+        self._handles.clear()
 
     def revive(self) -> None:
         """Listen again, on the same port."""
@@ -390,6 +396,10 @@ class LocalGeminiLive:
         failure, self._fail_next = self._fail_next, None
         return failure
 
+    def _take_go_away(self) -> float | None:
+        time_left, self._go_away_next = self._go_away_next, None
+        return time_left
+
 
 class _LiveSession:
     """One live connection after a valid setup: turn detection, replies, resumption."""
@@ -491,16 +501,22 @@ class _LiveSession:
 
     async def _go_away_after(self, delay_s: float, time_left_s: float, close: bool) -> None:
         await asyncio.sleep(delay_s)
+        await self._go_away(time_left_s, close)
+
+    async def _go_away(self, time_left_s: float, close: bool) -> None:
         # timeLeft is a protobuf Duration in JSON: "50s", "1.5s".
         await self.send({"goAway": {"timeLeft": f"{time_left_s:g}s"}})
         if close:
-            await asyncio.sleep(time_left_s)
-            await self._close(wire.CLOSE_INTERNAL, wire.DEADLINE)
+            self._spawn(self._close_after(time_left_s))
+
+    async def _close_after(self, delay_s: float) -> None:
+        await asyncio.sleep(delay_s)
+        await self._close(wire.CLOSE_INTERNAL, wire.DEADLINE)
 
     # ------------------------------------------------------------ input
     async def _on(self, message: wire.ClientMessage) -> None:
         if isinstance(message, wire.AudioIn):
-            self._received("audio", (len(message.pcm), message.rate))
+            self._received("audio", (len(message.pcm), message.rate, message.field))
             await self._on_audio(message)
         elif isinstance(message, (wire.ActivityStart, wire.ActivityEnd)):
             self._received(type(message).__name__[0].lower() + type(message).__name__[1:])
@@ -551,9 +567,18 @@ class _LiveSession:
         ):
             # Its docs: client content only seeds the initial history.
             raise wire.invalid("client_content is only for the initial history on this model")
-        for role, text in content.turns[:-1] if content.turn_complete else content.turns:
+        waits = (
+            self.family == "3.x" and self.setup.history_in_client_content and not self._exchanged
+        )
+        if waits or not content.turn_complete:
+            # gemini-3.x answers its initial history only on the next input
+            # (ADK sends a "." for that); other turns are context.
+            for role, text in content.turns:
+                self.conversation.add(role, text, text_tokens(text))
+            return
+        for role, text in content.turns[:-1]:
             self.conversation.add(role, text, text_tokens(text))
-        if content.turn_complete and content.turns:
+        if content.turns:
             role, text = content.turns[-1]
             if role == "user":
                 await self._user_typed(text)
@@ -682,6 +707,7 @@ class _LiveSession:
         for message in reply.before:
             await self.send(message)
         failure = self.endpoint._take_failure()
+        go_away = self.endpoint._take_go_away()
         speed = self.config.speed
         burst_s = self.config.burst_ms / 1000
         started = time.monotonic()
@@ -694,6 +720,8 @@ class _LiveSession:
                 continue
             if chunks == 0:
                 self._speaking_until = time.monotonic() + reply.audio_samples / OUTPUT_RATE
+                if go_away is not None:
+                    await self._go_away(go_away, close=True)
             chunks += 1
             sent_s += self.config.audio_chunk_ms / 1000
             if failure is not None and chunks >= failure[0]:
@@ -711,6 +739,8 @@ class _LiveSession:
     async def _fail(self, how: str) -> None:
         if how == "abort":
             self.abort()
+        elif how == "die":
+            await self.endpoint._die()
         else:
             await self._close(wire.CLOSE_INTERNAL, wire.INTERNAL)
         raise _ReplyFailed(how)

@@ -530,6 +530,7 @@ def _check_object_schema(schema: Any, name: str, kind: str, object_type: str) ->
 class AudioIn:
     pcm: bytes  # PCM16 little-endian, mono
     rate: int
+    field: str = "audio"  # or the legacy "mediaChunks" (what ADK sends for 2.5 models)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -615,13 +616,13 @@ def _realtime(body: Any) -> list[ClientMessage]:
     if key == "media_chunks":
         if not isinstance(value, list) or not value:
             raise invalid("media_chunks must be a non-empty list")
-        return [
-            _blob(
-                chunk,
-                "realtime_input.media_chunks",
-                audio=str(get(chunk, "mimeType", "")).startswith("audio/"),
-            )
+        blobs = [
+            _blob(chunk, "media_chunks", audio=str(get(chunk, "mimeType", "")).startswith("audio/"))
             for chunk in value
+        ]
+        return [
+            dataclasses.replace(b, field="mediaChunks") if isinstance(b, AudioIn) else b
+            for b in blobs
         ]
     if key == "text":
         if not isinstance(value, str):
