@@ -9,9 +9,9 @@ from typing import Any
 from google.adk.agents import Agent
 from google.adk.agents.run_config import RunConfig
 from google.adk.models.base_llm import BaseLlm
-from google.adk.models.google_llm import Gemini
 from google.genai import types
 
+from .gemini_model import LiveGemini
 from .offline_model import OfflineLiveModel
 from .protocol import TurnDetection
 from .settings import Settings
@@ -21,7 +21,7 @@ from .tools import ToolSpec, adk_tool
 def build_model(settings: Settings) -> BaseLlm:
     if settings.backend == "offline":
         return OfflineLiveModel()
-    return Gemini(
+    return LiveGemini(
         model=settings.live_model_name,
         base_url=settings.gemini_base_url,
         client_kwargs=_client_kwargs(settings),

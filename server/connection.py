@@ -48,6 +48,7 @@ from .audio import InputAudio, OutputAudio
 from .claims import SessionBusy
 from .delegation import SessionDelegations
 from .events import ModelAudio, TurnTranslator
+from .gemini_model import describe_model_failure
 from .handshake import read_hello
 from .live_queue import BoundedLiveRequestQueue
 from .metrics import ConnectionMetrics
@@ -77,11 +78,15 @@ def _internal_error(session_id: str | None) -> _Shutdown:
     gets the reference, never the exception's text."""
     ref = protocol.new_id("err")
     log.exception("connection failed (session %s, ref %s)", session_id, ref)
-    kind = type(sys.exc_info()[1]).__name__  # the class only: its text may hold anything
+    error = sys.exc_info()[1]
+    assert error is not None
+    # The class only: an exception's text may hold anything. A model
+    # service's refusal says what to fix (a bad key, an unknown model).
+    what = describe_model_failure(error) or f"the live session failed: {type(error).__name__}"
     return _Shutdown(
         protocol.CLOSE_INTERNAL_ERROR,
         "internal error",
-        error=f"the live session failed: {kind} (server log reference {ref})",
+        error=f"{what} (server log reference {ref})",
     )
 
 

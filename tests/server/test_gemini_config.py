@@ -21,6 +21,7 @@ from google.genai import live as genai_live
 from google.genai import types
 
 from server import settings as settings_module
+from server.gemini_model import LiveGemini
 from server.offline_model import OfflineLiveModel
 from server.runtime import USER_ID, Runtime
 from server.settings import Settings
@@ -52,7 +53,7 @@ def test_no_credentials_means_offline(clean_env, tmp_path: pathlib.Path) -> None
 def test_api_key_selects_the_gemini_api_live_model(clean_env, tmp_path: pathlib.Path) -> None:
     clean_env.setenv("GOOGLE_API_KEY", "test-key")
     runtime = Runtime(Settings(data_dir=tmp_path))
-    assert isinstance(runtime.agent.model, Gemini)
+    assert isinstance(runtime.agent.model, LiveGemini) and isinstance(runtime.agent.model, Gemini)
     assert runtime.agent.model.model == settings_module.GEMINI_API_LIVE_MODEL
     assert runtime.model_name == "gemini-3.8-live"  # Google's default Live model (see settings)
 
@@ -247,7 +248,7 @@ def test_base_url_and_ca_file_reach_the_genai_client(clean_env, tmp_path: pathli
     model = build_model(
         Settings(data_dir=tmp_path, gemini_base_url="https://127.0.0.1:9443", gemini_ca_file=ca)
     )
-    assert isinstance(model, Gemini) and model.base_url == "https://127.0.0.1:9443"
+    assert isinstance(model, LiveGemini) and model.base_url == "https://127.0.0.1:9443"
     client = model._live_api_client
     options = client._api_client._http_options
     assert options.base_url == "https://127.0.0.1:9443"
