@@ -122,6 +122,9 @@ class LiveConnection:
         self.input_format = protocol.InputFormat()
         self.output_format = protocol.OutputFormat()
         self.turn_detection: protocol.TurnDetection = runtime.default_turn_detection
+        # Gemini closes the live session (1007) on activity signals while its
+        # own voice activity detection is on; the offline model takes them.
+        self._signals_need_manual = settings.backend != "offline"
         self.session_id: str | None = None
         self.queue = BoundedLiveRequestQueue(settings.max_pending_requests)
         self.translator = TurnTranslator(runtime.tools, runtime.model_name)
@@ -305,6 +308,15 @@ class LiveConnection:
             raise protocol.InputError("the model is not keeping up; message dropped, retry later")
         elif isinstance(msg, protocol.Text):
             self._user_turn(msg.text, ())
+        elif (
+            isinstance(msg, (protocol.ActivityStart, protocol.ActivityEnd))
+            and self._signals_need_manual
+            and self.turn_detection != "manual"
+        ):
+            edge = "activity_start" if isinstance(msg, protocol.ActivityStart) else "activity_end"
+            raise protocol.InputError(
+                f'{edge}: this model takes turn edges only with turnDetection "manual"'
+            )
         elif isinstance(msg, protocol.ActivityStart):
             # The turn holds exactly the audio sent after this: flush what the
             # converter still holds from before.

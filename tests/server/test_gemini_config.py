@@ -196,8 +196,12 @@ def test_manual_turn_detection_reaches_google_per_connection(
         ws.send_json({"type": "start", "turnDetection": turn_detection})
         assert ws.receive_json()["data"]["turnDetection"] == turn_detection
         ws.send_json({"type": "activity_start"})
+        if turn_detection == "server":
+            # Gemini would close the live session (1007): refused here instead.
+            error = ws.receive_json()
+            assert error["type"] == "error" and 'turnDetection "manual"' in error["errorText"]
         for _ in range(200):
-            if session.sent:
+            if session.sent or turn_detection == "server":
                 break
             time.sleep(0.01)
     (config,) = captured
@@ -206,7 +210,7 @@ def test_manual_turn_detection_reaches_google_per_connection(
         assert realtime.automatic_activity_detection.disabled is True
         assert session.sent[0] == ("realtime", {"activity_start": types.ActivityStart()})
     else:
-        assert realtime is None
+        assert realtime is None and session.sent == []
 
 
 def test_model_failure_reaches_the_client_as_error_then_1011(clean_env, tmp_path) -> None:
