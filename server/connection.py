@@ -367,7 +367,7 @@ class LiveConnection:
             self._input_audio = InputAudio(
                 self.input_format,
                 out_rate=self.settings.model_input_rate,
-                chunk_ms=self.settings.input_chunk_ms,
+                chunk_ms=self.settings.model_input_chunk_ms,
             )
         return self._input_audio
 

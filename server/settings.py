@@ -79,7 +79,7 @@ class Settings:
     max_message_bytes: int = 4 * 1024 * 1024
     max_image_bytes: int = 2 * 1024 * 1024
     max_text_chars: int = 16_000
-    max_pending_requests: int = 100  # LiveRequestQueue entries (≈2 s of 20 ms audio)
+    max_pending_requests: int = 100  # LiveRequestQueue entries (2 s of 20 ms audio, 5 s of 50 ms)
     max_buffered_output_s: float = 30.0  # model audio held for pacing, per socket
     max_pending_messages: int = 1000  # non-audio chunks waiting to be sent
     send_timeout_s: float = 10.0  # a client that reads nothing for this long is dropped
@@ -91,7 +91,9 @@ class Settings:
 
     # Audio.
     model_input_rate: int = 16_000
-    input_chunk_ms: int = 20  # re-framed chunks sent to the model
+    # Audio per message to the model (re-framed chunks); None: 20 ms for the
+    # offline model, 50 ms for Gemini (see model_input_chunk_ms).
+    input_chunk_ms: int | None = None
     output_frame_ms: int = 40  # paced frames sent to the client (size only: no added delay)
     output_lead_ms: int = 150  # how far ahead of real-time playback we may send
     # The turn detection of a client whose `start` does not choose one
@@ -124,6 +126,19 @@ class Settings:
         return VERTEX_LIVE_MODEL if backend == "vertex" else GEMINI_API_LIVE_MODEL
 
     @property
+    def model_input_chunk_ms(self) -> int:
+        if self.input_chunk_ms is not None:
+            return self.input_chunk_ms
+        # Every message to Gemini costs about 160 µs of CPU in ADK and genai
+        # (pydantic, JSON, base64, TLS) whatever its size; at 20 ms that is
+        # 8 ms of CPU per second of a session's audio, and the server's main
+        # cost (benchmarks/README.md). 50 ms chunks — the "balanced" size ADK
+        # recommends (https://google.github.io/adk-docs/streaming/dev-guide/part5)
+        # — cost 2.5 times less; a turn's last partial chunk is flushed at its
+        # end, so push-to-talk turns wait for nothing.
+        return 20 if self.backend == "offline" else 50
+
+    @property
     def session_db_path(self) -> Path:
         return self.data_dir / "sessions.db"
 
@@ -151,6 +166,8 @@ def _parse(field: dataclasses.Field[object], raw: str) -> object:
         return _truthy(raw)
     if kind == "int":
         return int(raw)
+    if kind == "int | None":
+        return int(raw) if raw.strip() else None
     if kind == "float":
         return float(raw)
     return raw or None

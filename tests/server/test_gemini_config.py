@@ -383,3 +383,13 @@ def test_vertex_settings_produce_the_vertex_url_and_auth(clean_env, tmp_path) ->
     )
     assert setup["generationConfig"]["responseModalities"] == ["AUDIO"]
     assert "sessionResumption" in setup and "contextWindowCompression" in setup
+
+
+def test_audio_goes_to_gemini_in_50_ms_chunks(clean_env, tmp_path) -> None:
+    """Each message to Gemini has a fixed CPU cost (benchmarks/README.md)."""
+    assert Settings(data_dir=tmp_path).model_input_chunk_ms == 20  # offline
+    clean_env.setenv("GOOGLE_API_KEY", "test-key")
+    assert Settings(data_dir=tmp_path).model_input_chunk_ms == 50
+    assert Settings(data_dir=tmp_path, input_chunk_ms=20).model_input_chunk_ms == 20
+    assert Settings.from_env({"AUDIOCORE_INPUT_CHUNK_MS": "40"}).model_input_chunk_ms == 40
+    assert Settings.from_env({"AUDIOCORE_INPUT_CHUNK_MS": ""}).input_chunk_ms is None
