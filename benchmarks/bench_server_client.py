@@ -221,6 +221,7 @@ async def our_session(
         )
         arrivals: list[tuple[float, int]] = []
         finished = asyncio.Queue()
+        errors: list[str] = []
 
         counter = {"up": 0, "down": 0} if counter is None else counter
 
@@ -235,22 +236,30 @@ async def our_session(
                     arrivals.append((time.monotonic(), len(message) // 2))
                 elif '"finish"' in message:
                     finished.put_nowait(time.monotonic())
+                elif '"type":"error"' in message:
+                    errors.append(json.loads(message)["errorText"])
 
         reader = asyncio.create_task(receive())
-        results = await push_to_talk_turns(
-            send,
-            arrivals,
-            finished,
-            turns=turns,
-            frames=frames,
-            quiet=quiet,
-            gap=gap,
-            edges=('{"type":"activity_start"}', '{"type":"activity_end"}'),
-            # The exact echo, padded with silence to whole 40 ms frames.
-            expected=-(-(len(speech) // 2) // OUT_FRAME) * OUT_FRAME,
-            prebuffer_s=prebuffer_s,
-        )
-        reader.cancel()
+        try:
+            results = await push_to_talk_turns(
+                send,
+                arrivals,
+                finished,
+                turns=turns,
+                frames=frames,
+                quiet=quiet,
+                gap=gap,
+                edges=('{"type":"activity_start"}', '{"type":"activity_end"}'),
+                # The exact echo, padded with silence to whole 40 ms frames.
+                expected=-(-(len(speech) // 2) // OUT_FRAME) * OUT_FRAME,
+                prebuffer_s=prebuffer_s,
+            )
+        except TimeoutError:
+            raise RuntimeError(
+                f"a turn did not finish within 30 s; server errors: {errors}"
+            ) from None
+        finally:
+            reader.cancel()
     return results
 
 
