@@ -25,7 +25,11 @@ from .server import EndpointConfig, LocalGeminiLive
 
 def main(argv: list[str] | None = None) -> None:
     defaults = EndpointConfig()
-    parser = argparse.ArgumentParser(prog="python -m tests.gemini_live", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.gemini_live",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--port", type=int, default=0, help="default: any free port")
     parser.add_argument("--cert-dir", type=Path, help="where to write the self-signed cert")
     parser.add_argument("--api-key", action="append", help="accepted key (repeatable)")
@@ -36,9 +40,15 @@ def main(argv: list[str] | None = None) -> None:
         help="seconds before a connection is closed 1011; goAway comes --go-away-notice before",
     )
     parser.add_argument("--go-away-notice", type=float, default=defaults.go_away_notice_s)
-    parser.add_argument("--speed", type=float, default=defaults.speed)
-    parser.add_argument("--burst-ms", type=int, default=defaults.burst_ms)
-    parser.add_argument("--audio-chunk-ms", type=int, default=defaults.audio_chunk_ms)
+    parser.add_argument(
+        "--speed", type=float, default=defaults.speed, help="answers at this multiple of real time"
+    )
+    parser.add_argument(
+        "--burst-ms", type=int, default=defaults.burst_ms, help="answers in bursts of this much"
+    )
+    parser.add_argument(
+        "--audio-chunk-ms", type=int, default=defaults.audio_chunk_ms, help="audio per message"
+    )
     args = parser.parse_args(argv)
     config = dataclasses.replace(
         defaults,
