@@ -304,10 +304,6 @@ class LiveConnection:
             self.delegations.answer(msg.answers)
             if msg.text is not None or msg.images:
                 self._user_turn(msg.text, msg.images)
-        elif not q.has_room():
-            raise protocol.InputError("the model is not keeping up; message dropped, retry later")
-        elif isinstance(msg, protocol.Text):
-            self._user_turn(msg.text, ())
         elif (
             isinstance(msg, (protocol.ActivityStart, protocol.ActivityEnd))
             and self._signals_need_manual
@@ -317,6 +313,8 @@ class LiveConnection:
             raise protocol.InputError(
                 f'{edge}: this model takes turn edges only with turnDetection "manual"'
             )
+        # Turn edges pass the queue's bound (a few bytes each): dropped, they
+        # would leave the turn open for good, and no client retries them.
         elif isinstance(msg, protocol.ActivityStart):
             # The turn holds exactly the audio sent after this: flush what the
             # converter still holds from before.
@@ -329,6 +327,10 @@ class LiveConnection:
             if msg.action == "stop":  # the microphone is off: end what was said
                 self._send_audio_chunks(self._ensure_input_audio().flush())
                 q.send_audio_stream_end()
+        elif not q.has_room():
+            raise protocol.InputError("the model is not keeping up; message dropped, retry later")
+        elif isinstance(msg, protocol.Text):
+            self._user_turn(msg.text, ())
         elif isinstance(msg, protocol.Image):
             q.send_realtime(types.Blob(mime_type=msg.media_type, data=msg.data))
 
