@@ -456,8 +456,6 @@ class _LiveSession:
             async for frame in self.ws:
                 for message in wire.parse_client_message(frame):
                     await self._on(message)
-        except wire.Refusal:
-            raise
         except websockets.ConnectionClosed:
             pass
 
