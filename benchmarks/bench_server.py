@@ -1,9 +1,18 @@
-"""Server benchmarks on loopback with the offline model (no network).
+"""Server benchmarks on loopback (no network): the offline model and the
+production model path side by side, in the same run.
 
-    python benchmarks/bench_server.py                  # everything, ~2 minutes
+    python benchmarks/bench_server.py                  # everything, ~5 minutes
     python benchmarks/bench_server.py --sessions 10,25 --turns 2
     python benchmarks/bench_server.py --stagger 4     # starts spread over a turn
     python benchmarks/bench_server.py --workers 2     # python -m server --workers 2
+    python benchmarks/bench_server.py --models offline  # the offline model only
+
+Models: "offline" is the embedded offline model; "gemini" is the production
+path — ADK's Gemini model and google-genai's live client over TLS, JSON and
+base64 both ways — against the local Gemini Live endpoint
+(tests/gemini_live, in a process of its own whose CPU is reported apart:
+it stands in for Google's servers). The endpoint answers with the same
+exact echo, streamed in 200 ms bursts at twice real time.
 
 What it measures, with `python -m server` in its own process and the clients
 in this one (both on this machine's cores):
@@ -34,14 +43,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import signal
+import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from bench_server_client import (
     IN_RATE,
+    OUT_FRAME,
     cpu_seconds,
+    local_gemini,
     our_server,
     our_session,
     paced_frames,
@@ -59,6 +74,27 @@ async def _run_sessions(url: str, speech, n: int, turns: int, stagger_s: float):
     return await asyncio.gather(*(one(k) for k in range(n)))
 
 
+@contextlib.contextmanager
+def py_spy(pid: int, output: Path | None) -> Iterator[None]:
+    """Sample the server with py-spy (``pip install py-spy``) into ``output``
+    (collapsed stacks, idle excluded) while the block runs; nothing if None."""
+    if output is None:
+        yield
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    spy = subprocess.Popen(
+        ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "250",
+         "--nonblocking", "--output", str(output)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(30)
+
+
 def _server_stats(stats_path: Path) -> dict:
     """The server's totals; with several workers, each wrote its own file."""
     files = [stats_path] if stats_path.exists() else sorted(stats_path.parent.glob("stats.json.*"))
@@ -69,12 +105,24 @@ def _server_stats(stats_path: Path) -> dict:
     return merged
 
 
-def run(n: int, turns: int, speech, stagger_s: float = 1.0, workers: int = 1) -> dict:
+def run(
+    n: int,
+    turns: int,
+    speech,
+    stagger_s: float = 1.0,
+    workers: int = 1,
+    model_env: dict[str, str] | None = None,
+    endpoint_pid: int | None = None,
+    profile: Path | None = None,
+) -> dict:
     stats_path = Path(tempfile.mkdtemp()) / "stats.json"
-    with our_server(stats_path, AUDIOCORE_WORKERS=str(workers)) as (url, proc):
+    env = {"AUDIOCORE_WORKERS": str(workers), **(model_env or {})}
+    with our_server(stats_path, **env) as (url, proc), py_spy(proc.pid, profile):
         cpu0, t0, me0 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
+        far0 = cpu_seconds(endpoint_pid) if endpoint_pid else 0.0
         sessions = asyncio.run(_run_sessions(url, speech, n, turns, stagger_s))
         cpu1, t1, me1 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
+        far1 = cpu_seconds(endpoint_pid) if endpoint_pid else 0.0
     server = _server_stats(stats_path)
     turns_all = [t for s in sessions for t in s]
     first = [t.first_audio_s for t in turns_all]
@@ -83,6 +131,7 @@ def run(n: int, turns: int, speech, stagger_s: float = 1.0, workers: int = 1) ->
         "turns": len(turns_all),
         "server_cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
         "client_cpu_pct": 100 * (me1 - me0) / (t1 - t0),
+        "endpoint_cpu_pct": 100 * (far1 - far0) / (t1 - t0),
         "in_p50_us": 1e6 * percentile(server["latency_in"], 50),
         "in_p99_us": 1e6 * percentile(server["latency_in"], 99),
         "out_p50_us": 1e6 * percentile(server["latency_out"], 50),
@@ -93,7 +142,10 @@ def run(n: int, turns: int, speech, stagger_s: float = 1.0, workers: int = 1) ->
         "frames": sum(t.frames for t in turns_all),
         "server_late_frames": server["late_frames"],
         "concealed_frames": server["concealed_frames"],
-        "lost_samples": sum(t.expected - t.samples for t in turns_all),
+        # The pacer conceals a stall with silence and plays the late audio
+        # after it: what it added is not echo.
+        "lost_samples": sum(t.expected - t.samples for t in turns_all)
+        + server["concealed_frames"] * OUT_FRAME,
         "dropped_input_chunks": server["dropped_input_chunks"],
     }
 
@@ -112,6 +164,7 @@ async def _barge_ins(url: str, speech, count: int) -> list[tuple[float, float]]:
                     "type": "start",
                     "input": {"sampleRate": IN_RATE, "format": "f32"},
                     "output": {"sampleRate": 24000, "binary": True},
+                    "turnDetection": "manual",
                 }
             )
         )
@@ -142,9 +195,12 @@ async def _barge_ins(url: str, speech, count: int) -> list[tuple[float, float]]:
     return results
 
 
-def barge_in(speech, count: int = 5, workers: int = 1) -> dict:
+def barge_in(
+    speech, count: int = 5, workers: int = 1, model_env: dict[str, str] | None = None
+) -> dict:
     stats_path = Path(tempfile.mkdtemp()) / "stats.json"
-    with our_server(stats_path, AUDIOCORE_WORKERS=str(workers)) as (url, _):
+    env = {"AUDIOCORE_WORKERS": str(workers), **(model_env or {})}
+    with our_server(stats_path, **env) as (url, _):
         client = asyncio.run(_barge_ins(url, speech, count))
     server = _server_stats(stats_path)
     return {
@@ -164,37 +220,59 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=1, help="start the server with this many worker processes"
     )
+    parser.add_argument(
+        "--models", default="offline,gemini", help="offline, gemini (the local endpoint), or both"
+    )
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="DIR",
+        help="profile the server of every run with py-spy into DIR/<model>-<N>.txt",
+    )
     args = parser.parse_args()
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not set(models) <= {"offline", "gemini"}:
+        parser.error(f"--models: expected offline and/or gemini, got {args.models!r}")
     speech = speech_48k()
     print(
         f"speech: {len(speech) / 48000:.2f} s per turn; turns per session: {args.turns}; "
         f"session starts spread over {args.stagger:g} s; server workers: {args.workers}"
     )
-    header = (
-        f"{'N':>4} {'cpu%':>6} {'client%':>7} {'in p50/p99 µs':>15} {'out p50/p99 µs':>16} "
-        f"{'first audio p50/p99 ms':>23} {'late/frames':>14} {'lost':>6} {'dropped in':>10} "
-        f"{'concealed':>9}"
-    )
-    print(header)
-    for n in (int(v) for v in args.sessions.split(",")):
-        r = run(n, args.turns, speech, args.stagger, args.workers)
-        print(
-            f"{n:>4} {r['server_cpu_pct']:>6.1f} {r['client_cpu_pct']:>7.1f} "
-            f"{r['in_p50_us']:>7.0f}/{r['in_p99_us']:<7.0f} "
-            f"{r['out_p50_us']:>8.0f}/{r['out_p99_us']:<7.0f} "
-            f"{r['first_audio_p50_ms']:>11.1f}/{r['first_audio_p99_ms']:<11.1f} "
-            f"{r['late_frames']:>6}/{r['frames']:<7} {r['lost_samples']:>6} "
-            f"{r['dropped_input_chunks']:>10} {r['concealed_frames']:>9}",
-            flush=True,
+    with contextlib.ExitStack() as stack:
+        gemini = stack.enter_context(local_gemini()) if "gemini" in models else None
+        envs = {"offline": {}, "gemini": gemini.server_env() if gemini else {}}
+        header = (
+            f"{'N':>4} {'model':>7} {'cpu%':>6} {'client%':>7} {'endpt%':>6} "
+            f"{'in p50/p99 µs':>15} {'out p50/p99 µs':>16} {'first audio p50/p99 ms':>23} "
+            f"{'late/frames':>14} {'lost':>6} {'dropped in':>10} {'concealed':>9}"
         )
-        assert r["lost_samples"] >= 0, "more echo than was spoken"
-    b = barge_in(speech, workers=args.workers)
-    print(
-        "barge-in (client interrupt 0.5 s into the echo, 5 times): "
-        f"interrupt → data-interrupted max {max(b['notice_ms']):.1f} ms; "
-        f"interrupt → last audio frame received max {max(b['last_audio_ms']):.1f} ms; "
-        f"server flush → last frame sent max {max(b['server_last_frame_ms']):.2f} ms"
-    )
+        print(header)
+        for n in (int(v) for v in args.sessions.split(",")):
+            for model in models:
+                pid = gemini.proc.pid if model == "gemini" and gemini else None
+                profile = args.py_spy / f"{model}-{n}.txt" if args.py_spy else None
+                r = run(
+                    n, args.turns, speech, args.stagger, args.workers, envs[model], pid, profile
+                )
+                print(
+                    f"{n:>4} {model:>7} {r['server_cpu_pct']:>6.1f} {r['client_cpu_pct']:>7.1f} "
+                    f"{r['endpoint_cpu_pct']:>6.1f} "
+                    f"{r['in_p50_us']:>7.0f}/{r['in_p99_us']:<7.0f} "
+                    f"{r['out_p50_us']:>8.0f}/{r['out_p99_us']:<7.0f} "
+                    f"{r['first_audio_p50_ms']:>11.1f}/{r['first_audio_p99_ms']:<11.1f} "
+                    f"{r['late_frames']:>6}/{r['frames']:<7} {r['lost_samples']:>6} "
+                    f"{r['dropped_input_chunks']:>10} {r['concealed_frames']:>9}",
+                    flush=True,
+                )
+                assert r["lost_samples"] >= 0, "more echo than was spoken"
+        for model in models:
+            b = barge_in(speech, workers=args.workers, model_env=envs[model])
+            print(
+                f"barge-in, {model} (client interrupt 0.5 s into the echo, 5 times): "
+                f"interrupt → data-interrupted max {max(b['notice_ms']):.1f} ms; "
+                f"interrupt → last audio frame received max {max(b['last_audio_ms']):.1f} ms; "
+                f"server flush → last frame sent max {max(b['server_last_frame_ms']):.2f} ms"
+            )
 
 
 if __name__ == "__main__":

@@ -90,12 +90,53 @@ def cpu_seconds(pid: int) -> float:
     return own + sum(cpu_seconds(int(child)) for child in children)
 
 
+@dataclasses.dataclass(frozen=True)
+class LocalGemini:
+    """The local Gemini Live endpoint (tests/gemini_live) in its own process."""
+
+    url: str
+    ca_file: str
+    api_key: str
+    proc: subprocess.Popen
+
+    def server_env(self, model: str = "gemini-3.8-live") -> dict[str, str]:
+        """What makes ``python -m server`` run the production model path against it."""
+        return {
+            "AUDIOCORE_MODEL": model,
+            "AUDIOCORE_GEMINI_BASE_URL": self.url,
+            "AUDIOCORE_GEMINI_CA_FILE": self.ca_file,
+            "GOOGLE_API_KEY": self.api_key,
+            "NO_PROXY": "127.0.0.1,localhost",
+        }
+
+
+@contextlib.contextmanager
+def local_gemini(*args: str) -> Iterator[LocalGemini]:
+    """``python -m tests.gemini_live`` (extra command-line ``args``), until the block ends."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.gemini_live", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # one JSON line once it listens
+        if not line:
+            raise RuntimeError("the local Gemini Live endpoint did not start")
+        info = json.loads(line)
+        yield LocalGemini(info["url"], info["caFile"], info["apiKey"], proc)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+
+
 @contextlib.contextmanager
 def our_server(stats_path: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
     port = free_port()
     data = tempfile.mkdtemp()
     environ = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "GEMINI_"))},
         "AUDIOCORE_COLLECT_TIMINGS": "1",
         "AUDIOCORE_STATS_PATH": str(stats_path),
         "AUDIOCORE_DATA_DIR": data,
@@ -174,11 +215,13 @@ async def our_session(
                     "type": "start",
                     "input": {"sampleRate": IN_RATE, "format": "f32", "channels": 1},
                     "output": {"sampleRate": OUT_RATE, "binary": True},
+                    "turnDetection": "manual",  # push-to-talk: the turns are the brackets
                 }
             )
         )
         arrivals: list[tuple[float, int]] = []
         finished = asyncio.Queue()
+        errors: list[str] = []
 
         counter = {"up": 0, "down": 0} if counter is None else counter
 
@@ -193,22 +236,30 @@ async def our_session(
                     arrivals.append((time.monotonic(), len(message) // 2))
                 elif '"finish"' in message:
                     finished.put_nowait(time.monotonic())
+                elif '"type":"error"' in message:
+                    errors.append(json.loads(message)["errorText"])
 
         reader = asyncio.create_task(receive())
-        results = await push_to_talk_turns(
-            send,
-            arrivals,
-            finished,
-            turns=turns,
-            frames=frames,
-            quiet=quiet,
-            gap=gap,
-            edges=('{"type":"activity_start"}', '{"type":"activity_end"}'),
-            # The exact echo, padded with silence to whole 40 ms frames.
-            expected=-(-(len(speech) // 2) // OUT_FRAME) * OUT_FRAME,
-            prebuffer_s=prebuffer_s,
-        )
-        reader.cancel()
+        try:
+            results = await push_to_talk_turns(
+                send,
+                arrivals,
+                finished,
+                turns=turns,
+                frames=frames,
+                quiet=quiet,
+                gap=gap,
+                edges=('{"type":"activity_start"}', '{"type":"activity_end"}'),
+                # The exact echo, padded with silence to whole 40 ms frames.
+                expected=-(-(len(speech) // 2) // OUT_FRAME) * OUT_FRAME,
+                prebuffer_s=prebuffer_s,
+            )
+        except TimeoutError:
+            raise RuntimeError(
+                f"a turn did not finish within 30 s; server errors: {errors}"
+            ) from None
+        finally:
+            reader.cancel()
     return results
 
 

@@ -19,7 +19,7 @@ from starlette.applications import Starlette
 
 from .app import create_app
 from .http_limits import BoundedH11Protocol
-from .settings import ENV_PREFIX, Settings, parse_value
+from .settings import ENV_PREFIX, OFFLINE_MODEL, Settings, parse_value
 
 
 def _tune_gc() -> None:
@@ -79,6 +79,15 @@ OPTIONS = (
     ),
     ("--model", "model", '"offline", or a Gemini Live model name (default: Gemini with a key)'),
     ("--chat-model", "chat_model", "the HTTP chat's Gemini text model"),
+    (
+        "--gemini-base-url",
+        "gemini_base_url",
+        "where the Gemini Live API is reached (default: Google's); e.g. a proxy or "
+        "https://127.0.0.1:PORT for the local endpoint (docs/gemini-live.md)",
+    ),
+    ("--gemini-ca-file", "gemini_ca_file", "PEM file of the CAs to trust for --gemini-base-url"),
+    ("--voice", "voice", 'the model\'s prebuilt voice, e.g. "Kore"'),
+    ("--language", "language", 'the model\'s language (BCP-47), e.g. "en-US"'),
     ("--data-dir", "data_dir", "where the SQLite session and lease files live (default ./data)"),
     ("--database-url", "database_url", "ADK async database URL for sessions (instead of SQLite)"),
     ("--allowed-origins", "allowed_origins", "comma-separated extra origins (https://host:port)"),
@@ -112,6 +121,14 @@ def main(argv: list[str] | None = None) -> None:
     problems = settings.problems()
     if problems:
         parser.exit(2, "".join(f"python -m server: error: {p}\n" for p in problems))
+    if settings.model not in (None, OFFLINE_MODEL) and settings.backend == "offline":
+        # Without credentials the server would quietly run the offline model.
+        parser.exit(
+            2,
+            f"python -m server: error: --model {settings.model}: expected Google credentials "
+            "(GOOGLE_API_KEY, or GOOGLE_GENAI_USE_VERTEXAI=1 with GOOGLE_CLOUD_PROJECT), "
+            "found none\n",
+        )
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     options = uvicorn_options(settings, log_level=args.log_level)
     if settings.workers == 1:

@@ -10,6 +10,7 @@ from google.adk.models.base_llm import BaseLlm
 from google.adk.models.google_llm import Gemini
 from google.genai import types
 
+from .gemini_model import LiveGemini, gemini_client_kwargs
 from .offline_model import OfflineLiveModel
 from .protocol import TurnDetection
 from .settings import Settings
@@ -20,7 +21,17 @@ def build_model(settings: Settings, *, chat: bool = False) -> BaseLlm:
     """The live model, or with ``chat`` the text model of the HTTP chat."""
     if settings.backend == "offline":
         return OfflineLiveModel()
-    return Gemini(model=settings.chat_model_name if chat else settings.live_model_name)
+    if chat:  # the HTTP chat's text model, reached the same way
+        return Gemini(
+            model=settings.chat_model_name,
+            base_url=settings.gemini_base_url,
+            client_kwargs=gemini_client_kwargs(settings),
+        )
+    return LiveGemini(
+        model=settings.live_model_name,
+        base_url=settings.gemini_base_url,
+        client_kwargs=gemini_client_kwargs(settings),
+    )
 
 
 def build_agent(settings: Settings, tools: Sequence[ToolSpec], *, chat: bool = False) -> Agent:
@@ -46,12 +57,33 @@ def build_run_config(settings: Settings, turn_detection: TurnDetection = "server
         realtime_input = types.RealtimeInputConfig(
             automatic_activity_detection=types.AutomaticActivityDetection(disabled=True)
         )
+    google = settings.backend != "offline"
     return RunConfig(
         response_modalities=[types.Modality.AUDIO],
         input_audio_transcription=types.AudioTranscriptionConfig(),
         output_audio_transcription=types.AudioTranscriptionConfig(),
         realtime_input_config=realtime_input,
-        session_resumption=(
-            None if settings.backend == "offline" else types.SessionResumptionConfig()
+        speech_config=_speech_config(settings),
+        # A connection lasts about 10 minutes; resumption carries the
+        # conversation over to the next one (ADK reconnects with the handle).
+        session_resumption=types.SessionResumptionConfig() if google else None,
+        # Without compression an audio session ends at 15 minutes or when the
+        # context window is full; a sliding window (the service's default
+        # sizes) makes it unlimited.
+        context_window_compression=(
+            types.ContextWindowCompressionConfig(sliding_window=types.SlidingWindow())
+            if google
+            else None
         ),
     )
+
+
+def _speech_config(settings: Settings) -> types.SpeechConfig | None:
+    if settings.voice is None and settings.language is None:
+        return None
+    voice = None
+    if settings.voice is not None:
+        voice = types.VoiceConfig(
+            prebuilt_voice_config=types.PrebuiltVoiceConfig(voice_name=settings.voice)
+        )
+    return types.SpeechConfig(voice_config=voice, language_code=settings.language)

@@ -53,6 +53,7 @@ from .delegation import SessionDelegations
 from .delivery import TaskDelivery
 from .dialects import Dialect
 from .events import ModelAudio, TurnEnd
+from .gemini_model import describe_model_failure
 from .live_queue import BoundedLiveRequestQueue
 from .metrics import ConnectionMetrics
 from .pacer import AudioFrame, OutputPacer
@@ -92,11 +93,15 @@ def _internal_error(session_id: str | None) -> _Shutdown:
     gets the reference, never the exception's text."""
     ref = protocol.new_id("err")
     log.exception("connection failed (session %s, ref %s)", session_id, ref)
-    kind = type(sys.exc_info()[1]).__name__  # the class only: its text may hold anything
+    error = sys.exc_info()[1]
+    assert error is not None
+    # The class only: an exception's text may hold anything. A model
+    # service's refusal says what to fix (a bad key, an unknown model).
+    what = describe_model_failure(error) or f"the live session failed: {type(error).__name__}"
     return _Shutdown(
         protocol.CLOSE_INTERNAL_ERROR,
         "internal error",
-        error=f"the live session failed: {kind} (server log reference {ref})",
+        error=f"{what} (server log reference {ref})",
     )
 
 
@@ -131,6 +136,9 @@ class LiveConnection:
         self.turn_detection: protocol.TurnDetection = runtime.default_turn_detection
         self.run_config: RunConfig | None = None
         self.user_id = USER_ID
+        # Gemini closes the live session (1007) on activity signals while its
+        # own voice activity detection is on; the offline model takes them.
+        self._signals_need_manual = settings.backend != "offline"
         self.session_id: str | None = None
         self.queue = BoundedLiveRequestQueue(settings.max_pending_requests)
         self.translator = dialect.translator(runtime)
@@ -365,10 +373,17 @@ class LiveConnection:
             self.delegations.answer(msg.answers)
             if msg.text is not None or msg.images:
                 self._user_turn(msg.text, msg.images)
-        elif not q.has_room():
-            raise protocol.InputError("the model is not keeping up; message dropped, retry later")
-        elif isinstance(msg, protocol.Text):
-            self._user_turn(msg.text, ())
+        elif (
+            isinstance(msg, (protocol.ActivityStart, protocol.ActivityEnd))
+            and self._signals_need_manual
+            and self.turn_detection != "manual"
+        ):
+            edge = "activity_start" if isinstance(msg, protocol.ActivityStart) else "activity_end"
+            raise protocol.InputError(
+                f'{edge}: this model takes turn edges only with turnDetection "manual"'
+            )
+        # Turn edges pass the queue's bound (a few bytes each): dropped, they
+        # would leave the turn open for good, and no client retries them.
         elif isinstance(msg, protocol.ActivityStart):
             # The turn holds exactly the audio sent after this: flush what the
             # converter still holds from before.
@@ -384,6 +399,10 @@ class LiveConnection:
             if msg.action == "stop":  # the microphone is off: end what was said
                 self._send_audio_chunks(self._flush_input_audio())
                 q.send_audio_stream_end()
+        elif not q.has_room():
+            raise protocol.InputError("the model is not keeping up; message dropped, retry later")
+        elif isinstance(msg, protocol.Text):
+            self._user_turn(msg.text, ())
         elif isinstance(msg, protocol.Image):
             q.send_realtime(types.Blob(mime_type=msg.media_type, data=msg.data))
         elif isinstance(msg, protocol.UserContent):
@@ -461,7 +480,7 @@ class LiveConnection:
             converter = self._input_audio = InputAudio(
                 audio.format,
                 out_rate=self.settings.model_input_rate,
-                chunk_ms=self.settings.input_chunk_ms,
+                chunk_ms=self.settings.model_input_chunk_ms,
             )
             self._send_audio_chunks(tail)
         self._send_audio_chunks(converter.process(audio.data))

@@ -11,10 +11,16 @@ from urllib.parse import urlsplit, urlunsplit
 
 ENV_PREFIX = "AUDIOCORE_"
 
-# Model names used when Google credentials are present. Native-audio models
-# answer in speech; they differ between the Gemini API and Vertex AI.
-GEMINI_API_LIVE_MODEL = "gemini-2.5-flash-native-audio-preview-09-2025"
-VERTEX_LIVE_MODEL = "gemini-live-2.5-flash-native-audio"
+# Model names used when Google credentials are present (``--model`` picks
+# another). Both are Live models that answer in speech.
+# Gemini API: "the default for most low-latency voice agent experiences",
+# stable, last updated September 2026 —
+# https://ai.google.dev/gemini-api/docs/models/gemini-3.8-live
+GEMINI_API_LIVE_MODEL = "gemini-3.8-live"
+# Vertex AI (Gemini Enterprise Agent Platform): generally available, model ID
+# gemini-3.8-live (gemini-live-2.5-flash-native-audio is the GA 2.5 baseline) —
+# https://docs.cloud.google.com/gemini-enterprise-agent-platform/models/guides/gemini-3-8-live
+VERTEX_LIVE_MODEL = "gemini-3.8-live"
 # The HTTP chat endpoint's text model (the same on both backends).
 CHAT_MODEL = "gemini-2.5-flash"
 # The background tasks' backend agent: a text model too.
@@ -63,6 +69,18 @@ class Settings:
     # Any ADK async database URL (sqlite+aiosqlite:///..., postgresql+asyncpg://...).
     # None: ADK's SqliteSessionService on data_dir/sessions.db.
     database_url: str | None = None
+    # Where ADK's Gemini model reaches the Live API: None is Google's own
+    # endpoint; a proxy, a regional endpoint or a local stand-in
+    # (docs/gemini-live.md) is "https://host:port". genai always connects
+    # with wss, whatever the scheme.
+    gemini_base_url: str | None = None
+    # A PEM file of the CAs to trust on that connection (instead of the
+    # system's and certifi's), e.g. a local endpoint's self-signed cert.
+    gemini_ca_file: Path | None = None
+    # The model's voice (a prebuilt voice name such as "Kore") and language
+    # (BCP-47, e.g. "en-US"); None: the model's defaults.
+    voice: str | None = None
+    language: str | None = None
     # Exact origins ("https://example.com"); same-origin and localhost are
     # always accepted unless allow_localhost is False. "*" accepts any origin.
     allowed_origins: tuple[str, ...] = ()
@@ -82,7 +100,7 @@ class Settings:
     header_timeout_s: float = 10.0  # a request's headers must arrive within this
     max_connections: int = 1000  # live sockets, in all
     max_connections_per_client: int = 50  # live sockets from one client address
-    max_pending_requests: int = 100  # LiveRequestQueue entries (≈2 s of 20 ms audio)
+    max_pending_requests: int = 100  # LiveRequestQueue entries (2 s of 20 ms audio, 5 s of 50 ms)
     max_buffered_output_s: float = 30.0  # model audio held for pacing, per socket
     max_pending_messages: int = 1000  # non-audio chunks waiting to be sent
     send_timeout_s: float = 10.0  # a client that reads nothing for this long is dropped
@@ -106,7 +124,9 @@ class Settings:
 
     # Audio.
     model_input_rate: int = 16_000
-    input_chunk_ms: int = 20  # re-framed chunks sent to the model
+    # Audio per message to the model (re-framed chunks); None: 20 ms for the
+    # offline model, 50 ms for Gemini (see model_input_chunk_ms).
+    input_chunk_ms: int | None = None
     output_frame_ms: int = 40  # paced frames sent to the client (size only: no added delay)
     output_lead_ms: int = 150  # how far ahead of real-time playback we may send
     # The turn detection of a client whose `start` does not choose one
@@ -149,6 +169,19 @@ class Settings:
         if self.backend == "offline":
             return OFFLINE_MODEL
         return self.task_model or TASK_MODEL
+
+    @property
+    def model_input_chunk_ms(self) -> int:
+        if self.input_chunk_ms is not None:
+            return self.input_chunk_ms
+        # Every message to Gemini costs about 160 µs of CPU in ADK and genai
+        # (pydantic, JSON, base64, TLS) whatever its size; at 20 ms that is
+        # 8 ms of CPU per second of a session's audio, and the server's main
+        # cost (benchmarks/README.md). 50 ms chunks — the "balanced" size ADK
+        # recommends (https://google.github.io/adk-docs/streaming/dev-guide/part5)
+        # — cost 2.5 times less; a turn's last partial chunk is flushed at its
+        # end, so push-to-talk turns wait for nothing.
+        return 20 if self.backend == "offline" else 50
 
     @property
     def session_db_path(self) -> Path:
@@ -223,6 +256,8 @@ def parse_value(name: str, kind: str, raw: str, *, source: str) -> object:
             return _truthy(raw)
         if kind == "int":
             return int(raw)
+        if kind == "int | None":
+            return int(raw) if raw.strip() else None
         if "float" in kind:
             return float(raw)
     except ValueError:

@@ -43,6 +43,7 @@ from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService
 from google.genai import types
 
+from ..gemini_model import gemini_client_kwargs
 from ..settings import Settings
 from .records import MAX_PROGRESS_DETAIL, TaskRecord, clip
 from .store import TASKS_USER, backend_session_id, tasks_app_name
@@ -337,7 +338,11 @@ def _call(name: str, args: dict[str, Any]) -> LlmResponse:
 def build_backend_model(settings: Settings) -> BaseLlm:
     if settings.backend == "offline":
         return OfflineTaskModel(step_delay_s=settings.task_offline_delay_s)
-    return Gemini(model=settings.task_model_name)
+    return Gemini(
+        model=settings.task_model_name,
+        base_url=settings.gemini_base_url,
+        client_kwargs=gemini_client_kwargs(settings),
+    )
 
 
 @dataclasses.dataclass(frozen=True)

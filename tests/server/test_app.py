@@ -365,6 +365,25 @@ def test_stalled_model_cannot_grow_the_request_queue(settings: Settings) -> None
         assert connection.queue.pending == 0
 
 
+def test_turn_edges_are_never_dropped_by_the_bound(settings: Settings) -> None:
+    """A dropped activity_end would leave a push-to-talk turn open for good
+    (seen at 100 sessions on an overloaded machine)."""
+    tiny = Settings(data_dir=settings.data_dir, model="offline", max_pending_requests=0)
+    with TestClient(create_app(tiny)) as client, client.websocket_connect("/ws") as ws:
+        start(ws, turnDetection="manual")
+        ws.send_text(json.dumps({"type": "activity_start"}))
+        ws.send_text(json.dumps({"type": "activity_end"}))
+        ws.send_text(json.dumps({"type": "text", "text": "this one is refused"}))
+        seen: list[dict] = []
+        # Until the (empty) turn ends — or, were an edge dropped, a second error.
+        while "finish" not in [m["type"] for m in seen]:
+            seen.append(ws.receive_json())
+            if [m["type"] for m in seen].count("error") > 1:
+                break
+    errors = [m["errorText"] for m in seen if m["type"] == "error"]
+    assert len(errors) == 1 and "message dropped" in errors[0]  # the text, not the edges
+
+
 # ---------------------------------------------------------------- audio over TestClient
 
 

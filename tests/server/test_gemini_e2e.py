@@ -1,0 +1,507 @@
+"""End to end on the production model path: real uvicorn, ADK's runner and its
+Gemini model, google-genai's live client over TLS, against the local Gemini
+Live endpoint (tests/gemini_live), which validates every message it gets.
+
+The browser side is a real WebSocket client; spoken turns stream espeak-ng
+speech as 48 kHz float32 in 20 ms frames at real-time pace, as the demo
+page does. Tests synchronise on what the client and the endpoint have seen,
+never on sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from gemini_helpers import clean_env, free_port, gemini_settings, serve, use_endpoint_key
+from scipy.signal import resample_poly
+from server_helpers import Collector, check_padded, stream_realtime
+from test_e2e import RATE, START_F32, aligned_correlation, connect, silence
+
+from tests.gemini_live import EndpointConfig, LocalGeminiLive
+
+# ADK itself still calls genai's deprecated session.send for 2.5 models' text.
+pytestmark = pytest.mark.filterwarnings("ignore:The `session.send` method is deprecated")
+
+GEMINI_3 = "gemini-3.8-live"  # the default: ADK's gemini-3.x paths
+GEMINI_25 = "gemini-2.5-flash-native-audio-preview-12-2025"  # ADK's other paths
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalGeminiLive]:
+    # The whole answer at once (like the offline model): a sample-exact echo
+    # must not depend on how fast this machine relays a real-time stream.
+    with LocalGeminiLive(EndpointConfig(speed=1000.0), cert_dir=tmp_path / "cert") as live:
+        use_endpoint_key(monkeypatch, live.api_key)
+        yield live
+
+
+@pytest.fixture
+def gemini_server(endpoint: LocalGeminiLive, tmp_path: Path) -> Iterator[str]:
+    with serve(gemini_settings(endpoint, tmp_path / "data")) as url:
+        yield url
+
+
+async def open_session(url: str, endpoint: LocalGeminiLive, **start: Any) -> tuple[Any, Collector]:
+    """A client session whose live connection to the endpoint is up (so no
+    audio waits for it)."""
+    before = len(endpoint.records)
+    ws, col, session = await connect(url, {**START_F32, **start})
+    await endpoint.wait_for_async(lambda rs: len(rs) > before and rs[-1].parsed)
+    return ws, col
+
+
+async def say(ws: Any, text: str) -> None:
+    await ws.send(json.dumps({"type": "text", "text": text}))
+
+
+def said(col: Collector, turn: int = -1) -> str:
+    """The agent's words in a turn (its text deltas)."""
+    turns: list[list[str]] = [[]]
+    for _, m in col.messages:
+        if m["type"] == "text-delta":
+            turns[-1].append(m["delta"])
+        elif m["type"] == "finish":
+            turns.append([])
+    return "".join([t for t in turns if t][turn])
+
+
+def errors(col: Collector) -> list[str]:
+    return [m["errorText"] for _, m in col.messages if m["type"] == "error"]
+
+
+# ---------------------------------------------------------------- turns
+
+
+@pytest.mark.parametrize("model", [GEMINI_3, GEMINI_25])
+def test_spoken_turn_echo_transcripts_and_exact_samples(
+    endpoint: LocalGeminiLive, tmp_path: Path, speech_48k, model: str
+) -> None:
+    sent = np.concatenate([silence(0.4), speech_48k, silence(1.2)])
+
+    async def scenario(url: str) -> Collector:
+        ws, col = await open_session(url, endpoint)
+        await stream_realtime(ws, sent, RATE)
+        finish = await col.wait_for("finish", timeout=20)
+        assert finish["messageMetadata"]["model"] == model
+        assert finish["messageMetadata"]["usage"]["outputTokens"] > 0  # usageMetadata
+        await col.close()
+        return col
+
+    with serve(gemini_settings(endpoint, tmp_path / "data", model=model)) as url:
+        col = asyncio.run(scenario(url))
+    kinds = col.types()
+    turn = kinds[kinds.index("start") : kinds.index("finish") + 1]
+    assert turn[:2] == ["start", "data-transcript"] and "error" not in kinds
+    heard = [m["data"] for _, m in col.messages if m["type"] == "data-transcript"]
+    assert heard[-1]["final"] and heard[-1]["text"].startswith("[offline model: no speech")
+    n16 = int(re.search(r"\((\d+) samples at 16000 Hz\)", heard[-1]["text"]).group(1))
+    assert said(col) == f"I heard {n16 / 16000:.2f} seconds of audio. Here it is back."
+    # Exactly the utterance the endpoint cut, at 24 kHz, then silence to a whole frame.
+    echo = check_padded(col.pcm(), n16 * 3 // 2, 960) / 32768
+    assert len(echo) > len(speech_48k) // 2
+    assert aligned_correlation(echo, resample_poly(sent.astype(np.float64), 1, 2)) >= 0.99
+    (record,) = endpoint.records
+    setup = record.parsed
+    assert setup.model == model and setup.resumption and setup.compression
+    assert setup.input_transcription and setup.output_transcription
+    assert setup.automatic_activity_detection
+    # ADK sends audio as `audio` to gemini-3.x models and as legacy mediaChunks to 2.5.
+    fields = {detail[2] for kind, detail in record.received if kind == "audio"}
+    assert fields == {"audio" if model == GEMINI_3 else "mediaChunks"}
+    assert {detail[1] for kind, detail in record.received if kind == "audio"} == {16000}
+
+
+def test_answers_in_bursts_faster_than_real_time_arrive_whole(
+    tmp_path: Path, speech_48k, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The endpoint's default delivery (200 ms bursts at twice real time, like
+    the service): everything arrives. On a starved machine the pacer may
+    conceal a stall with silence, so only "nothing missing" is asserted."""
+    with LocalGeminiLive(EndpointConfig(), cert_dir=tmp_path / "cert") as endpoint:
+        use_endpoint_key(monkeypatch, endpoint.api_key)
+
+        async def scenario(url: str) -> Collector:
+            ws, col = await open_session(url, endpoint)
+            await stream_realtime(ws, np.concatenate([speech_48k, silence(1.0)]), RATE)
+            await col.wait_for("finish", timeout=20)
+            await col.close()
+            return col
+
+        with serve(gemini_settings(endpoint, tmp_path / "data")) as url:
+            col = asyncio.run(scenario(url))
+        audio_messages = endpoint.records[0].sent_kinds().count("serverContent.modelTurn")
+    heard = next(m["data"]["text"] for _, m in col.messages if m["type"] == "data-transcript")
+    n24 = int(re.search(r"\((\d+) samples", heard).group(1)) * 3 // 2
+    assert len(col.pcm()) // 2 >= n24 and not errors(col)
+    assert audio_messages == -(-n24 // 960)  # 40 ms per message
+
+
+@pytest.mark.parametrize("model", [GEMINI_3, GEMINI_25])
+def test_typed_turns(endpoint: LocalGeminiLive, tmp_path: Path, model: str) -> None:
+    async def scenario(url: str) -> Collector:
+        ws, col = await open_session(url, endpoint)
+        await say(ws, "hello there")
+        await col.wait_for("finish")
+        await say(ws, "and again")
+        await col.wait_for("finish", count=2)
+        await col.close()
+        return col
+
+    with serve(gemini_settings(endpoint, tmp_path / "data", model=model)) as url:
+        col = asyncio.run(scenario(url))
+    assert said(col, 0) == "You said: hello there"
+    assert said(col, 1) == "You said: and again (1 earlier turns in this session)"
+    assert col.pcm() and not errors(col)
+    # gemini-3.x takes typed turns as realtime text; 2.5 as client content.
+    kinds = endpoint.records[0].received_kinds()
+    assert kinds == (["text", "text"] if model == GEMINI_3 else ["clientContent"] * 2)
+
+
+def test_push_to_talk_disables_detection_and_activity_signals_flow(
+    gemini_server: str, endpoint: LocalGeminiLive, speech_48k
+) -> None:
+    speech = speech_48k[: len(speech_48k) // 6 * 6]
+
+    async def scenario() -> Collector:
+        ws, col = await open_session(gemini_server, endpoint, turnDetection="manual")
+        await stream_realtime(ws, silence(0.3), RATE)  # outside the bracket: no turn
+        await ws.send(json.dumps({"type": "activity_start"}))
+        await stream_realtime(ws, speech, RATE)
+        await ws.send(json.dumps({"type": "activity_end"}))
+        await col.wait_for("finish", timeout=20)
+        await col.close()
+        return col
+
+    col = asyncio.run(scenario())
+    (record,) = endpoint.records
+    assert record.parsed.automatic_activity_detection is False
+    assert record.setup["setup"]["realtimeInputConfig"] == {
+        "automatic_activity_detection": {"disabled": True}
+    }
+    kinds = record.received_kinds()
+    assert kinds.count("activityStart") == kinds.count("activityEnd") == 1
+    assert kinds.index("activityStart") < kinds.index("activityEnd")
+    # 48 kHz in → 16 kHz → 24 kHz out, exactly the bracketed audio.
+    echo = check_padded(col.pcm(), len(speech) // 2, 960) / 32768
+    reference = resample_poly(np.concatenate([silence(0.1), speech]).astype(float), 1, 2)
+    assert aligned_correlation(echo, reference) >= 0.99
+
+
+def test_speaking_over_the_answer_is_a_model_barge_in(
+    tmp_path: Path, speech_48k, monkeypatch
+) -> None:
+    # The answer streams in real time here, so it is still playing when the user speaks.
+    with LocalGeminiLive(EndpointConfig(speed=1.0), cert_dir=tmp_path / "cert") as endpoint:
+        use_endpoint_key(monkeypatch, endpoint.api_key)
+
+        async def scenario(url: str) -> Collector:
+            ws, col = await open_session(url, endpoint)
+            await stream_realtime(ws, np.concatenate([speech_48k, silence(0.8)]), RATE)
+            await col.wait_for("data-pcm", count=5, timeout=20)
+            await stream_realtime(ws, speech_48k[: RATE // 2], RATE)  # barge in
+            await col.wait_for("data-interrupted", timeout=10)
+            await col.wait_for("finish")
+            await col.close()
+            return col
+
+        with serve(gemini_settings(endpoint, tmp_path / "data")) as url:
+            col = asyncio.run(scenario(url))
+        sent = endpoint.records[0].sent_kinds()
+    interrupted = next(m for _, m in col.messages if m["type"] == "data-interrupted")
+    assert interrupted["data"]["source"] == "model"
+    kinds = col.types()
+    i = kinds.index("data-interrupted")
+    # The turn ends there (its open text part closed first); no audio of it follows.
+    assert kinds[i + 1 : kinds.index("finish", i) + 1] in (["finish"], ["text-end", "finish"])
+    assert "data-pcm" not in kinds[i:]
+    # On the wire: interrupted, then turnComplete, and no generationComplete for that turn.
+    j = sent.index("serverContent.interrupted")
+    assert sent[j + 1] == "serverContent.turnComplete"
+    assert "serverContent.generationComplete" not in sent[:j]
+
+
+# ---------------------------------------------------------------- tools
+
+
+@pytest.mark.parametrize("model", [GEMINI_3, GEMINI_25])
+def test_server_tool_round_trip(endpoint: LocalGeminiLive, tmp_path: Path, model: str) -> None:
+    async def scenario(url: str) -> Collector:
+        ws, col = await open_session(url, endpoint)
+        await say(ws, "what is the weather in Paris")
+        await col.wait_for("tool-output-available")
+        await endpoint.wait_for_async(lambda rs: "toolResponse" in rs[0].received_kinds())
+        await col.wait_for("finish", count=2 if model == GEMINI_25 else 1)
+        await col.close()
+        return col
+
+    with serve(gemini_settings(endpoint, tmp_path / "data", model=model)) as url:
+        col = asyncio.run(scenario(url))
+    call = next(m for _, m in col.messages if m["type"] == "tool-input-available")
+    output = next(m for _, m in col.messages if m["type"] == "tool-output-available")
+    assert (call["toolName"], call["input"]) == ("get_weather", {"location": "Paris"})
+    assert output["output"]["condition"] == "light rain"
+    record = endpoint.records[0]
+    tool_call = next(m["toolCall"] for m in record.sent if "toolCall" in m)
+    ((call_id, name, response),) = next(d for k, d in record.received if k == "toolResponse")
+    # ADK ran the tool and answered the endpoint's call, by its id, on the wire.
+    assert call_id == tool_call["functionCalls"][0]["id"] == call["toolCallId"]
+    assert name == "get_weather" and response == output["output"]
+    assert said(col) == f"get_weather returned {json.dumps(response, sort_keys=True)}."
+
+
+def test_approval_tool_answer_goes_back_as_tool_response(
+    gemini_server: str, endpoint: LocalGeminiLive
+) -> None:
+    async def scenario() -> Collector:
+        ws, col = await open_session(gemini_server, endpoint)
+        await say(ws, "pay 5 EUR to Alice")
+        request = await col.wait_for("tool-approval-request")
+        await ws.send(
+            json.dumps(
+                {"type": "tool_approval", "approvalId": request["approvalId"], "approved": True}
+            )
+        )
+        await col.wait_for("finish")
+        await col.close()
+        return col
+
+    col = asyncio.run(scenario())
+    output = next(m for _, m in col.messages if m["type"] == "tool-output-available")
+    assert output["output"]["success"] is True
+    record = endpoint.records[0]
+    ((call_id, name, response),) = next(d for k, d in record.received if k == "toolResponse")
+    assert (call_id, name) == (output["toolCallId"], "process_payment")
+    assert response["transactionId"] == output["output"]["transactionId"]
+    assert said(col).startswith("process_payment returned")
+
+
+# ---------------------------------------------------------------- resumption
+
+
+def test_go_away_mid_answer_finishes_the_turn_then_resumes(
+    gemini_server: str, endpoint: LocalGeminiLive, speech_48k
+) -> None:
+    """goAway arrives while an answer is being spoken, and the socket is closed
+    when its time is up: the turn still arrives whole, no error reaches the
+    client, and the next turn continues the conversation on a connection that
+    resumed with the handle issued after the turn."""
+    sent = np.concatenate([silence(0.4), speech_48k, silence(1.2)])
+
+    async def scenario() -> Collector:
+        ws, col = await open_session(gemini_server, endpoint)
+        endpoint.go_away_at_next_answer(time_left_s=3.0)
+        await stream_realtime(ws, sent, RATE)
+        await col.wait_for("finish", timeout=20)
+        await endpoint.wait_for_async(lambda rs: len(rs) == 2 and rs[1].parsed)
+        await say(ws, "still there?")
+        await col.wait_for("finish", count=2)
+        await col.close()
+        return col
+
+    col = asyncio.run(scenario())
+    first, second = endpoint.records
+    assert not errors(col) and "data-interrupted" not in col.types()
+    heard = next(m["data"]["text"] for _, m in col.messages if m["type"] == "data-transcript")
+    n16 = int(re.search(r"\((\d+) samples", heard).group(1))
+    n24 = n16 * 3 // 2
+    assert len(col.pcm()) // 2 >= n24  # the first answer whole (the second adds its cue)
+    assert said(col, 1) == "You said: still there? (1 earlier turns in this session)"
+    kinds = first.sent_kinds()
+    assert kinds.index("goAway") < kinds.index("serverContent.turnComplete")
+    # The handle ADK resumed with is the one issued after the turn, and the
+    # old socket was closed (1000) before its deadline.
+    handles = [
+        m["sessionResumptionUpdate"].get("newHandle")
+        for m in first.sent
+        if "sessionResumptionUpdate" in m
+    ]
+    assert second.resumed_from == handles[-1]
+    assert first.close_code == 1000
+
+
+def test_connection_lifetime_goaways_between_turns_are_seamless(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every connection is told to go away 0.5 s in (with 1.5 s to spare).
+    config = EndpointConfig(speed=1000.0, connection_lifetime_s=2.0, go_away_notice_s=1.5)
+    with LocalGeminiLive(config, cert_dir=tmp_path / "cert") as endpoint:
+        use_endpoint_key(monkeypatch, endpoint.api_key)
+
+        async def scenario(url: str) -> Collector:
+            ws, col = await open_session(url, endpoint)
+            for k in range(3):
+                await say(ws, f"turn {k}")
+                await col.wait_for("finish", count=k + 1)
+                await endpoint.wait_for_async(lambda rs, n=k: len(rs) >= n + 2 and rs[-1].parsed)
+            await col.close()
+            return col
+
+        with serve(gemini_settings(endpoint, tmp_path / "data")) as url:
+            col = asyncio.run(scenario(url))
+        records = endpoint.records
+    assert not errors(col)
+    assert said(col, 2) == "You said: turn 2 (2 earlier turns in this session)"
+    assert all(r.resumed_from for r in records[1:])
+
+
+@pytest.mark.parametrize("how", ["internal", "abort"])
+def test_connection_lost_mid_answer_ends_the_turn_and_resumes(
+    gemini_server: str, endpoint: LocalGeminiLive, how: str
+) -> None:
+    async def scenario() -> Collector:
+        ws, col = await open_session(gemini_server, endpoint)
+        await say(ws, "first")
+        await col.wait_for("finish")
+        endpoint.fail_next_reply(after_audio_chunks=2, how=how)
+        await say(ws, "second")
+        await col.wait_for("finish", count=2)
+        await endpoint.wait_for_async(lambda rs: len(rs) == 2 and rs[1].parsed)
+        await say(ws, "third")
+        await col.wait_for("finish", count=3)
+        await col.close()
+        return col
+
+    col = asyncio.run(scenario())
+    assert not errors(col)
+    # The cut turn ends for the client; the resumed session is the one before it.
+    kinds = col.types()
+    assert kinds.count("data-interrupted") == 1
+    assert said(col, 2) == "You said: third (1 earlier turns in this session)"
+    first, second = endpoint.records
+    assert first.close_code == (1011 if how == "internal" else 1006)
+    assert second.resumed_from is not None
+
+
+# ---------------------------------------------------------------- failures
+
+
+def test_a_refused_key_is_a_clear_error_not_a_hang(
+    endpoint: LocalGeminiLive, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_endpoint_key(monkeypatch, "not-the-key")
+
+    async def scenario(url: str) -> Collector:
+        ws, col, _ = await connect(url, START_F32)
+        await say(ws, "hello")
+        await col.task  # the server closes the socket
+        assert ws.close_code == 1011
+        return col
+
+    with serve(gemini_settings(endpoint, tmp_path / "data")) as url:
+        col = asyncio.run(asyncio.wait_for(scenario(url), 30))
+    (error,) = errors(col)
+    assert error.startswith(
+        "the model service closed the live session: 1007 API key not valid. "
+        "Please pass a valid API key."
+    )
+
+
+def test_an_unreachable_endpoint_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
+    use_endpoint_key(monkeypatch, "any-key")
+    with LocalGeminiLive(cert_dir=tmp_path / "cert") as endpoint:
+        endpoint.kill()  # nothing listens on its port
+
+        async def scenario(url: str) -> Collector:
+            ws, col, _ = await connect(url, START_F32)
+            await col.task
+            assert ws.close_code == 1011
+            return col
+
+        with serve(gemini_settings(endpoint, tmp_path / "data")) as url:
+            col = asyncio.run(asyncio.wait_for(scenario(url), 30))
+    (error,) = errors(col)
+    assert error.startswith("the model service could not be reached (ConnectionRefusedError)")
+
+
+def test_the_endpoint_dying_mid_turn_keeps_the_session(
+    gemini_server: str, endpoint: LocalGeminiLive
+) -> None:
+    async def scenario() -> tuple[Collector, Collector, dict[str, Any]]:
+        ws, col = await open_session(gemini_server, endpoint)
+        session_id = next(m for _, m in col.messages if m["type"] == "data-session")["data"]
+        await say(ws, "remember this")
+        await col.wait_for("finish")
+        endpoint.fail_next_reply(after_audio_chunks=2, how="die")
+        await say(ws, "and this")
+        await col.task  # the model is gone: the server ends the socket
+        assert ws.close_code == 1011
+        endpoint.revive()
+        ws, again, resumed = await connect(
+            gemini_server, {**START_F32, "sessionId": session_id["sessionId"]}
+        )
+        await say(ws, "are you back?")
+        await again.wait_for("finish", count=2)
+        await again.close()
+        return col, again, resumed["data"]
+
+    col, again, resumed = asyncio.run(scenario())
+    (error,) = errors(col)
+    assert error.startswith("the model service could not be reached (ConnectionRefusedError)")
+    assert col.types()[-1] == "error" and "data-interrupted" in col.types()
+    assert resumed["resumed"] and {"role": "user", "text": "remember this"} in resumed["history"]
+    assert not errors(again)
+    # A new live session (the dead endpoint's handles are gone) seeded with the history.
+    last = endpoint.records[-1]
+    assert last.resumed_from is None
+    history = next(d for k, d in last.received if k == "clientContent")
+    assert ("user", "remember this") in history[0]
+    # gemini-3.x answers replayed history only on new input: ADK sends "."
+    # after it (the endpoint echoes that), then the queued turn follows.
+    assert last.received_kinds() == ["clientContent", "text", "text"]
+    assert said(again, 0) == "You said: . (2 earlier turns in this session)"
+    assert said(again, 1) == "You said: are you back? (3 earlier turns in this session)"
+
+
+# ---------------------------------------------------------------- python -m server
+
+
+def test_python_m_server_runs_the_gemini_path(endpoint: LocalGeminiLive, tmp_path: Path) -> None:
+    """Exactly what a user runs, with a dummy key and the endpoint's CA."""
+    port = free_port()
+    env = {**clean_env(), "GOOGLE_API_KEY": endpoint.api_key, "NO_PROXY": "127.0.0.1,localhost"}
+    command = [
+        sys.executable, "-m", "server", "--port", str(port), "--data-dir", str(tmp_path),
+        "--model", GEMINI_3, "--gemini-base-url", endpoint.url,
+        "--gemini-ca-file", str(endpoint.ca_file), "--voice", "Kore", "--language", "en-US",
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        health = None
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+                    health = json.loads(r.read())
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                threading.Event().wait(0.1)  # polling for the port, bounded
+        assert health == {"status": "ok", "model": GEMINI_3, "connections": 0}
+
+        async def scenario() -> Collector:
+            ws, col = await open_session(f"ws://127.0.0.1:{port}/ws", endpoint)
+            await say(ws, "hello")
+            await col.wait_for("finish")
+            await col.close()
+            return col
+
+        col = asyncio.run(scenario())
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert said(col) == "You said: hello"
+    setup = endpoint.records[0].parsed
+    assert (setup.voice, setup.language) == ("Kore", "en-US")
+    assert os.fspath(endpoint.ca_file) in command
