@@ -368,7 +368,7 @@ def test_stalled_model_cannot_grow_the_request_queue(settings: Settings) -> None
 def test_turn_edges_are_never_dropped_by_the_bound(settings: Settings) -> None:
     """A dropped activity_end would leave a push-to-talk turn open for good
     (seen at 100 sessions on an overloaded machine)."""
-    tiny = Settings(data_dir=settings.data_dir, model="offline", max_pending_requests=0)
+    tiny = replace(settings, max_pending_requests=0)
     with TestClient(create_app(tiny)) as client, client.websocket_connect("/ws") as ws:
         start(ws, turnDetection="manual")
         ws.send_text(json.dumps({"type": "activity_start"}))

@@ -500,7 +500,7 @@ def test_python_m_server_runs_the_gemini_path(endpoint: LocalGeminiLive, tmp_pat
         col = asyncio.run(scenario())
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.communicate(timeout=10)  # also closes its stderr pipe
     assert said(col) == "You said: hello"
     setup = endpoint.records[0].parsed
     assert (setup.voice, setup.language) == ("Kore", "en-US")
