@@ -66,5 +66,6 @@ cdef extern from "jitter.h" nogil:
     int64_t ac_jb_level(const ac_jb *jb)
     int64_t ac_jb_ready(ac_jb *jb)
     int64_t ac_jb_frames_ready(ac_jb *jb)
+    int ac_jb_turn_room(const ac_jb *jb)
     int64_t ac_jb_target(const ac_jb *jb)
     int ac_jb_playing(const ac_jb *jb)

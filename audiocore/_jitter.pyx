@@ -160,6 +160,10 @@ cdef class JitterCore:
         return ac_jb_frames_ready(self._jb())
 
     @property
+    def turn_room(self) -> int:
+        return ac_jb_turn_room(self._jb())
+
+    @property
     def received(self) -> int:
         return ac_jb_get_stats(self._jb()).received
 

@@ -37,6 +37,9 @@ PROFILES = ("generator", "reliable", "packet")
 MIN_SAMPLE_RATE = 1000
 MAX_FRAME_MS = 200
 MAX_BUFFER_MS = 600_000  # ten minutes: an upper bound on any capacity
+# backpressure holds this many turn ends in reserve: a producer that waits on
+# it can always end the turn it is pushing.
+_TURN_ROOM = 2
 # How many flushed turn ids are remembered for rejecting their late chunks.
 _FLUSHED_TURNS = 256
 
@@ -409,9 +412,13 @@ class JitterBuffer:
 
     @property
     def backpressure(self) -> bool:
-        """`generator`: more than `high_water_ms` is buffered; a producer
-        should wait before pushing more.  Always False for other profiles."""
-        return self._high_water is not None and self._core.level > self._high_water
+        """`generator`: more than `high_water_ms` is buffered, or so many
+        finished turns wait to play that another could not end; a producer
+        should wait (popping drains both) before pushing more.  Always False
+        for other profiles."""
+        return self._high_water is not None and (
+            self._core.level > self._high_water or self._core.turn_room < _TURN_ROOM
+        )
 
     @property
     def played(self) -> int:

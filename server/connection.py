@@ -150,6 +150,7 @@ class LiveConnection:
         self._input_audio: InputAudio | None = None
         self._output_audio: OutputAudio | None = None
         self._input_overloaded = False
+        self._content_overloaded = False
         self._flushed_at: float | None = None
         self._sent_audio = False
         self._stop: _Shutdown | None = None
@@ -399,27 +400,35 @@ class LiveConnection:
             if msg.action == "stop":  # the microphone is off: end what was said
                 self._send_audio_chunks(self._flush_input_audio())
                 q.send_audio_stream_end()
-        elif not q.has_room():
-            raise protocol.InputError("the model is not keeping up; message dropped, retry later")
-        elif isinstance(msg, protocol.Text):
-            self._user_turn(msg.text, ())
-        elif isinstance(msg, protocol.Image):
-            q.send_realtime(types.Blob(mime_type=msg.media_type, data=msg.data))
-        elif isinstance(msg, protocol.UserContent):
-            q.send(LiveRequest(content=msg.content, state_delta=msg.state_delta))
         elif isinstance(msg, protocol.Close):
             # The run ends once the model's connection closes; then this one.
             self._send_audio_chunks(self._flush_input_audio())
             q.close()
+        elif isinstance(msg, protocol.Text):
+            self._user_turn(msg.text, ())
+        elif isinstance(msg, protocol.Image):
+            self._user_turn(None, (msg,))
+        elif isinstance(msg, protocol.UserContent):
+            self._offer(LiveRequest(content=msg.content, state_delta=msg.state_delta))
 
     def _user_turn(self, text: str | None, images: Sequence[protocol.Image]) -> None:
-        if not self.queue.has_room():
-            raise protocol.InputError("the model is not keeping up; message dropped, retry later")
         for image in images:
-            self.queue.send_realtime(types.Blob(mime_type=image.media_type, data=image.data))
+            self._offer(LiveRequest(blob=types.Blob(mime_type=image.media_type, data=image.data)))
         if text is not None:
-            self.queue.send_content(types.Content(role="user", parts=[types.Part(text=text)]))
-            self._awaiting_answer = True
+            content = types.Content(role="user", parts=[types.Part(text=text)])
+            if self._offer(LiveRequest(content=content)):
+                self._awaiting_answer = True
+
+    def _offer(self, request: LiveRequest) -> bool:
+        """Queue a typed turn, an image, content; past the bound, dropped, with
+        one error per overload episode (not one per message)."""
+        if self.queue.offer_content(request):
+            self._content_overloaded = False
+            return True
+        if not self._content_overloaded:
+            self._content_overloaded = True
+            self._report("the model is not keeping up; messages are dropped until it catches up")
+        return False
 
     async def _cancel_task(self, task_id: str | None) -> None:
         """The client's cancel button: confirmed when the task says so (its

@@ -1,33 +1,64 @@
-"""ADK's ``LiveRequestQueue`` with the bound the server enforces."""
+"""ADK's ``LiveRequestQueue`` with the bounds the server enforces."""
 
 from __future__ import annotations
 
-from google.adk.agents.live_request_queue import LiveRequestQueue
+from google.adk.agents.live_request_queue import LiveRequest, LiveRequestQueue
 from google.genai import types
 
 
 class BoundedLiveRequestQueue(LiveRequestQueue):
-    """ADK's queue (unbounded by design) with a bound the server enforces.
+    """ADK's queue (unbounded by design) with bounds the server enforces.
 
-    Realtime audio is dropped rather than queued past ``max_pending``: audio
-    that waits seconds for a stalled model is useless, and memory stays flat.
+    Two rooms in one queue (ADK reads it in order): realtime audio is dropped
+    rather than queued past ``max_pending`` — audio that waits seconds for a
+    stalled model is useless, and memory stays flat — and it never takes the
+    room of what the user said or did: typed turns, images and other content
+    have a room of their own of the same size. Turn edges, tool answers and
+    the server's own requests pass both bounds (a few bytes each; dropped,
+    a turn would stay open or a tool call unanswered for good).
     """
 
     def __init__(self, max_pending: int) -> None:
         super().__init__()
         self.max_pending = max_pending
         self.dropped_chunks = 0
+        # The bounded requests queued and not yet read by ADK, by identity
+        # (the queue holds them): "realtime" or "content".
+        self._rooms: dict[int, str] = {}
+        self._used = {"realtime": 0, "content": 0}
 
     @property
     def pending(self) -> int:
         return self._queue.qsize()
 
     def has_room(self) -> bool:
-        return self._queue.qsize() < self.max_pending
+        """Room for another bounded content request (a typed turn, an image)."""
+        return self._used["content"] < self.max_pending
 
     def offer_realtime(self, blob: types.Blob) -> bool:
-        if not self.has_room():
+        """Queue input audio; False (dropped) if its room is full."""
+        if self._used["realtime"] >= self.max_pending:
             self.dropped_chunks += 1
             return False
-        self.send_realtime(blob)
+        self._take("realtime", LiveRequest(blob=blob))
         return True
+
+    def offer_content(self, request: LiveRequest) -> bool:
+        """Queue a typed turn, an image, other content; False (dropped) if
+        its room is full."""
+        if not self.has_room():
+            return False
+        self._take("content", request)
+        return True
+
+    def _take(self, room: str, request: LiveRequest) -> None:
+        self._used[room] += 1
+        self._rooms[id(request)] = room
+        self.send(request)
+
+    async def get(self) -> LiveRequest:
+        request = await super().get()
+        room = self._rooms.pop(id(request), None)
+        if room is not None:
+            self._used[room] -= 1
+        return request

@@ -132,7 +132,8 @@ class OutputPacer:
     async def put_audio(
         self, pcm: bytes, received_at: float | None = None, turn: Hashable | None = None
     ) -> None:
-        """Queue PCM16 of ``turn``; waits while ``max_audio_s`` is held.
+        """Queue PCM16 of ``turn``; waits while ``max_audio_s`` is held, or while
+        so many ended turns wait to play that this one could not end.
 
         Audio of a turn interrupted by ``flush`` is dropped.
         ``received_at``: when the audio reached the server (for latency stats).

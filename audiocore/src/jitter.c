@@ -252,6 +252,7 @@ int64_t ac_jb_read_pos(const ac_jb *jb) { return jb->src.read; }
 int64_t ac_jb_write_pos(const ac_jb *jb) { return jb->src.end; }
 int64_t ac_jb_level(const ac_jb *jb) { return ac_ring_buffered(&jb->src); }
 int64_t ac_jb_target(const ac_jb *jb) { return jb->target; }
+int ac_jb_turn_room(const ac_jb *jb) { return AC_RING_MAX_BOUNDS - jb->src.nbounds; }
 int ac_jb_playing(const ac_jb *jb) { return jb->playing || ac_conceal_fading(&jb->dsp); }
 
 int64_t ac_jb_ready(ac_jb *jb)

@@ -116,6 +116,9 @@ int64_t ac_jb_ready(ac_jb *jb);            /* contiguous samples at the read pos
  * silence); 0 while the next pop() would conceal, fade or wait for the
  * start level. */
 int64_t ac_jb_frames_ready(ac_jb *jb);
+/* How many more turns may end before the earliest has played (each ended
+ * turn keeps its end until playout reaches it). */
+int ac_jb_turn_room(const ac_jb *jb);
 int64_t ac_jb_target(const ac_jb *jb);     /* target level, sample frames */
 int ac_jb_playing(const ac_jb *jb);        /* a turn plays, or a flush fade is due */
 

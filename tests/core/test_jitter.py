@@ -413,6 +413,22 @@ def test_generator_turn_ending_on_a_frame_boundary_frees_the_next_at_once(rng):
     assert not out[len(second) :].any()
 
 
+def test_generator_backpressure_before_the_turn_ends_run_out(rng):
+    """Each ended turn keeps its end until played; a producer that waits on
+    backpressure can always end the turn it pushes."""
+    jb = JitterBuffer(RATE)
+    turns = 0
+    while not jb.backpressure:
+        jb.push(noise(rng, 10), turn=turns, final=True)
+        turns += 1
+        assert turns < 1000
+    jb.push(noise(rng, 10), turn=turns, final=True)  # the reserve holds this one
+    assert jb.backpressure
+    while jb.backpressure:
+        jb.pop()
+    jb.push(noise(rng, 10), turn=turns + 1, final=True)
+
+
 def test_generator_short_final_turn_starts_at_once(rng):
     source = noise(rng, 50)
     jb = JitterBuffer(RATE)

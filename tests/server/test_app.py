@@ -381,7 +381,7 @@ def test_turn_edges_are_never_dropped_by_the_bound(settings: Settings) -> None:
             if [m["type"] for m in seen].count("error") > 1:
                 break
     errors = [m["errorText"] for m in seen if m["type"] == "error"]
-    assert len(errors) == 1 and "message dropped" in errors[0]  # the text, not the edges
+    assert len(errors) == 1 and "messages are dropped" in errors[0]  # the text, not the edges
 
 
 # ---------------------------------------------------------------- audio over TestClient

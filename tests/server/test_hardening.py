@@ -275,3 +275,48 @@ def test_the_database_password_never_reaches_the_log(
 )
 def test_redact_url(url: str, shown: str) -> None:
     assert redact_url(url) == shown
+
+
+# ---------------------------------------------------------------- bursts
+
+
+def test_a_burst_of_typed_turns_is_answered_not_a_buffer_error(client: TestClient) -> None:
+    """Tens of typed turns at once: every one is answered, or refused
+    with one polite error while the model does not keep up; the socket lives."""
+    with client.websocket_connect("/ws") as ws:
+        start(ws)
+        for k in range(80):  # more turns than the jitter buffer holds ends of (64)
+            ws.send_text(json.dumps({"type": "text", "text": f"turn {k}"}))
+        ws.send_text(json.dumps({"type": "text", "text": "still here"}))
+        finishes, errors, answered = 0, [], False
+        while not answered:
+            message = ws.receive_json()
+            if message["type"] == "finish":
+                finishes += 1
+            elif message["type"] == "error":
+                errors.append(message["errorText"])
+            elif message["type"] == "text-delta":
+                answered = message["delta"].startswith("You said: still here")
+        assert len(errors) <= 1  # one per overload episode
+        assert all("not keeping up" in e for e in errors)
+        assert finishes == 80  # every turn answered (80 < the queue bound of 100)
+
+
+def test_audio_faster_than_real_time_never_drops_turn_edges_or_text(settings: Settings) -> None:
+    """A flood of audio fills its own room; the turn's edges and a typed turn
+    still reach the model."""
+    small = replace(settings, max_pending_requests=5)
+    with TestClient(create_app(small)) as client, client.websocket_connect("/ws") as ws:
+        start(ws, turnDetection="manual")
+        ws.send_text(json.dumps({"type": "activity_start"}))
+        for _ in range(400):  # 8 s of audio at once
+            ws.send_bytes(bytes(640))
+        ws.send_text(json.dumps({"type": "activity_end"}))
+        ws.send_text(json.dumps({"type": "text", "text": "typed after the flood"}))
+        said = []
+        while not any(s.startswith("You said: typed after the flood") for s in said):
+            message = ws.receive_json()
+            if message["type"] == "text-delta":
+                said.append(message["delta"])
+        kinds = [m for m in said if m.startswith("I heard")]
+        assert kinds, said  # the push-to-talk turn ended and was answered
