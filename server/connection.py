@@ -88,13 +88,18 @@ class _Shutdown(Exception):
         self.error = error  # sent as an `error` chunk before closing
 
 
-def _internal_error(session_id: str | None) -> _Shutdown:
-    """Log the exception being handled under a fresh reference; the client
-    gets the reference, never the exception's text."""
+def _internal_error(session_id: str | None, error: BaseException | None = None) -> _Shutdown:
+    """Log the exception (``error``, or the one being handled) under a fresh
+    reference; the client gets the reference, never the exception's text."""
     ref = protocol.new_id("err")
-    log.exception("connection failed (session %s, ref %s)", session_id, ref)
-    error = sys.exc_info()[1]
+    error = error or sys.exc_info()[1]
     assert error is not None
+    log.error(
+        "connection failed (session %s, ref %s)",
+        session_id,
+        ref,
+        exc_info=(type(error), error, error.__traceback__),
+    )
     # The class only: an exception's text may hold anything. A model
     # service's refusal says what to fix (a bad key, an unknown model).
     what = describe_model_failure(error) or f"the live session failed: {type(error).__name__}"
@@ -141,6 +146,7 @@ class LiveConnection:
         self._signals_need_manual = settings.backend != "offline"
         self.session_id: str | None = None
         self.queue = BoundedLiveRequestQueue(settings.max_pending_requests)
+        self.queue.watch_consumer(self._model_side_failed)
         self.translator = dialect.translator(runtime)
         self.delegations: SessionDelegations | None = None
         self.pacer: OutputPacer | None = None
@@ -280,6 +286,12 @@ class LiveConnection:
         self.tell_client([protocol.task_chunk(record.chunk())])
         if self.delivery is not None:
             self.delivery.wake()
+
+    def _model_side_failed(self, error: BaseException) -> None:
+        """ADK's task sending to the model died: the run cannot go on."""
+        self._stop = self._stop or _internal_error(self.session_id, error)
+        if self._scope is not None:
+            self._scope.cancel()
 
     def _session_taken(self) -> None:
         """Another connection resumes this session: stop (error chunk, 1008)."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
+
 from google.adk.agents.live_request_queue import LiveRequest, LiveRequestQueue
 from google.genai import types
 
@@ -26,6 +29,18 @@ class BoundedLiveRequestQueue(LiveRequestQueue):
         # (the queue holds them): "realtime" or "content".
         self._rooms: dict[int, str] = {}
         self._used = {"realtime": 0, "content": 0}
+        self._consumer: asyncio.Task[object] | None = None
+        self._on_consumer_failed: Callable[[BaseException], None] | None = None
+
+    def watch_consumer(self, on_failed: Callable[[BaseException], None]) -> None:
+        """Call ``on_failed`` if the task reading this queue dies of an error.
+
+        That task is ADK's, sending the requests to the model; ADK awaits it
+        only when the model's side ends, so a request the model connection
+        cannot take (a send that raises) would otherwise leave the run alive
+        but deaf: no error, no close. (It may end normally or be cancelled,
+        as when ADK reconnects: that is not a failure.)"""
+        self._on_consumer_failed = on_failed
 
     @property
     def pending(self) -> int:
@@ -57,8 +72,19 @@ class BoundedLiveRequestQueue(LiveRequestQueue):
         self.send(request)
 
     async def get(self) -> LiveRequest:
+        task = asyncio.current_task()
+        if task is not None and task is not self._consumer:
+            self._consumer = task
+            task.add_done_callback(self._consumer_done)
         request = await super().get()
         room = self._rooms.pop(id(request), None)
         if room is not None:
             self._used[room] -= 1
         return request
+
+    def _consumer_done(self, task: asyncio.Task[object]) -> None:
+        if task.cancelled() or self._on_consumer_failed is None:
+            return
+        error = task.exception()
+        if error is not None:
+            self._on_consumer_failed(error)

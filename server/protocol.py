@@ -56,6 +56,14 @@ class InputError(ValueError):
     """A recoverable mistake: answer with an ``error`` chunk, keep the socket."""
 
 
+class UnparsableJson(InputError):
+    """Not JSON, or nested past MAX_JSON_DEPTH (on /ws: close 1007)."""
+
+
+class NotAnObject(InputError):
+    """JSON, but not an object (on /ws: close 1003)."""
+
+
 # ---------------------------------------------------------------- client frames
 
 
@@ -235,6 +243,7 @@ def decode_binary(data: bytes, fmt: InputFormat, limits: Limits) -> Audio:
 
 
 MAX_JSON_DEPTH = 64  # deeper is refused before anything walks it
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def load_json(raw: str, limits: Limits) -> dict[str, Any]:
@@ -247,41 +256,47 @@ def load_json(raw: str, limits: Limits) -> dict[str, Any]:
     try:
         obj = json.loads(raw)
     except RecursionError:
-        raise InputError(f"expected JSON nested at most {MAX_JSON_DEPTH} deep") from None
+        raise UnparsableJson(f"expected JSON nested at most {MAX_JSON_DEPTH} deep") from None
     except ValueError as exc:
-        raise InputError(f"expected a JSON text frame: {exc}") from None
-    if _depth_exceeds(obj, MAX_JSON_DEPTH):
-        raise InputError(f"expected JSON nested at most {MAX_JSON_DEPTH} deep")
+        raise UnparsableJson(f"expected a JSON text frame: {exc}") from None
+    check_json_tree(obj)
     if not isinstance(obj, dict):
-        raise InputError(f"expected a JSON object, got {type(obj).__name__}")
+        raise NotAnObject(f"expected a JSON object, got {type(obj).__name__}")
     return obj
 
 
-def _depth_exceeds(obj: Any, limit: int) -> bool:
-    """Without recursion: nothing may recurse on a client's nesting."""
+def check_json_tree(obj: Any, limit: int = MAX_JSON_DEPTH) -> None:
+    """Without recursion (nothing may recurse on a client's nesting): at most
+    ``limit`` deep, and no lone surrogates ("\\ud800" is valid JSON but no
+    text: the model layer cannot encode it, and its run would die later)."""
     stack = [(obj, 1)]
     while stack:
         value, depth = stack.pop()
+        if isinstance(value, str):
+            if not value.isascii() and _SURROGATE.search(value):
+                raise InputError("expected text without lone surrogates (\\ud800-\\udfff)")
+            continue
         if isinstance(value, dict):
-            children: Any = value.values()
+            children: list[Any] = [*value.keys(), *value.values()]
         elif isinstance(value, list):
             children = value
         else:
             continue
         if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
+            raise UnparsableJson(f"expected JSON nested at most {limit} deep")
+        stack.extend(
+            (child, depth + 1) for child in children if isinstance(child, (dict, list, str))
+        )
 
 
 def decode_text(raw: str, fmt: InputFormat, limits: Limits) -> ClientMessage:
     """A text frame: one JSON object with a string ``type``."""
     try:
         obj = load_json(raw, limits)
-    except InputError as exc:
-        # Not our protocol at all: close (1007 unparsable, 1003 not an object).
-        code = CLOSE_UNSUPPORTED_DATA if "JSON object" in str(exc) else CLOSE_INVALID_PAYLOAD
-        raise ProtocolError(code, str(exc)) from None
+    except UnparsableJson as exc:  # not our protocol at all: close
+        raise ProtocolError(CLOSE_INVALID_PAYLOAD, str(exc)) from None
+    except NotAnObject as exc:
+        raise ProtocolError(CLOSE_UNSUPPORTED_DATA, str(exc)) from None
     kind = obj.get("type")
     if not isinstance(kind, str):
         raise ProtocolError(CLOSE_UNSUPPORTED_DATA, 'expected a JSON object with a string "type"')

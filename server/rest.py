@@ -37,6 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from . import protocol
 from .adk_live import event_json
 from .runtime import API_SESSION_ID, API_USER_ID, RESERVED_USERS, Runtime
 
@@ -76,9 +77,14 @@ async def read_json_body(request: Request, limit: int) -> Any:
     if not body.strip():
         return None
     try:
-        return json.loads(body)
+        data = json.loads(body)
     except (ValueError, RecursionError):
         raise HttpError(400, "request body: expected JSON") from None
+    try:
+        protocol.check_json_tree(data)
+    except protocol.InputError as exc:
+        raise HttpError(400, f"request body: {exc}") from None
+    return data
 
 
 def rest_routes(runtime_of: Callable[[Request], Runtime]) -> list[Route]:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from server_helpers import receive_until, start
@@ -320,3 +321,68 @@ def test_audio_faster_than_real_time_never_drops_turn_edges_or_text(settings: Se
                 said.append(message["delta"])
         kinds = [m for m in said if m.startswith("I heard")]
         assert kinds, said  # the push-to-talk turn ended and was answered
+
+
+# ---------------------------------------------------------------- hung sockets
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        '{"type": "text", "text": "bad \\ud800 here"}',
+        '{"type": "message", "messages": [{"role": "user", "parts": '
+        '[{"type": "text", "text": "\\udfff"}]}]}',
+        '{"type": "tool_result", "toolCallId": "x", "output": {"\\ud800": 1}}',
+    ],
+)
+def test_text_the_model_layer_cannot_encode_is_refused_up_front(
+    client: TestClient, frame: str
+) -> None:
+    with client.websocket_connect("/ws") as ws:
+        start(ws)
+        ws.send_text(frame)
+        error = receive_until(ws, "error")[-1]
+        assert "lone surrogates" in error["errorText"]
+        ws.send_text(json.dumps({"type": "text", "text": "the socket lives"}))
+        assert receive_until(ws, "finish")
+
+
+def test_surrogates_are_refused_by_the_http_api_too(client: TestClient) -> None:
+    part = '{"type": "text", "text": "\\ud800"}'
+    body = '{"id": "c1", "messages": [{"role": "user", "parts": [' + part + "]}]}"
+    response = client.post("/api/chat", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400 and "surrogates" in response.text
+    rest = client.post(
+        "/apps/audiocore/users/u1/sessions",
+        content='{"state": {"k": "\\udc00"}}',
+        headers={"content-type": "application/json"},
+    )
+    assert rest.status_code == 400
+
+
+def test_a_model_connection_that_dies_on_a_send_ends_the_socket_with_an_error(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADK awaits its sending task only when the model's side ends: a send
+    that raises left the run alive but deaf (no error, no close)."""
+    from server.offline_model import OfflineLiveConnection
+
+    original = OfflineLiveConnection.send_content
+
+    async def send_content(self: OfflineLiveConnection, content: Any) -> None:
+        if any(p.text == "make the send fail" for p in content.parts or []):
+            raise ConnectionResetError("the model's socket broke")
+        await original(self, content)
+
+    monkeypatch.setattr(OfflineLiveConnection, "send_content", send_content)
+    with client.websocket_connect("/ws") as ws:
+        start(ws)
+        ws.send_text(json.dumps({"type": "text", "text": "make the send fail"}))
+        messages = []
+        with pytest.raises(WebSocketDisconnect) as closed:
+            while True:
+                messages.append(ws.receive_json())
+        assert closed.value.code == 1011
+        (error,) = [m for m in messages if m["type"] == "error"]
+        assert "ConnectionResetError" in error["errorText"]
+        assert "the model's socket broke" not in error["errorText"]  # no raw text

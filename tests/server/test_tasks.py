@@ -827,8 +827,14 @@ def test_the_offline_live_model_calls_the_task_tools_on_cues() -> None:
 
 
 def ask(ws: Any, text: str) -> list[dict[str, Any]]:
+    """The answer to a typed turn. A finished task's outcome may be told
+    meanwhile, in a turn of its own (server/delivery.py): that one is skipped."""
     ws.send_text(json.dumps({"type": "text", "text": text}))
-    return receive_until(ws, "finish")
+    while True:
+        turn = receive_until(ws, "finish")
+        deltas = [m["delta"] for m in turn if m["type"] == "text-delta"]
+        if not (deltas and deltas[0].startswith("Your background task")):
+            return turn
 
 
 def tool_output(chunks: list[dict[str, Any]], name: str) -> tuple[dict[str, Any], Any]:
