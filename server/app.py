@@ -221,13 +221,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
         return runtime
 
     async def healthz(request: Request) -> JSONResponse:
-        return JSONResponse(
-            {
-                "status": "ok",
-                "model": runtime_of(request).model_name,
-                "connections": len(connections),
-            }
-        )
+        """Liveness, and whether the session database is usable (503 if not)."""
+        runtime = runtime_of(request)
+        problem = await runtime.database_problem()
+        body: dict[str, object] = {
+            "status": "ok" if problem is None else "unavailable",
+            "model": runtime.model_name,
+            "connections": len(connections),
+        }
+        if problem is not None:
+            body["database"] = problem
+        return JSONResponse(body, status_code=200 if problem is None else 503)
 
     limits = ConnectionLimits(settings)
 

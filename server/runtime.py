@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import re
 import secrets
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 from google.adk.agents.run_config import RunConfig
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, Session
@@ -115,6 +117,11 @@ class Runtime:
         )
 
     async def start(self) -> None:
+        # Open the session store now (the SQLite file and its schema): a
+        # store that cannot open fails the start, not the first connection.
+        await self.session_service.get_session(
+            app_name=self.settings.app_name, user_id=USER_ID, session_id="health-probe"
+        )
         await self.claims.start()
         await self.tasks.start()
 
@@ -167,6 +174,27 @@ class Runtime:
         )
         async with self.claims.claim(session.id, on_taken):
             yield OpenedSession(session, resumed=False, notice=notice)
+
+    async def database_problem(self, timeout_s: float = 2.0) -> str | None:
+        """Why the session database is unusable now, or None: the file
+        deleted or not writable, or a query failing or hanging."""
+        if not self.settings.database_url:
+            path = self.settings.session_db_path
+            if not path.exists():
+                return f"the session file {path} is gone"
+            if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK):
+                return f"the session file {path} is not writable"
+        try:
+            with anyio.fail_after(timeout_s):
+                await self.session_service.get_session(
+                    app_name=self.settings.app_name, user_id=USER_ID, session_id="health-probe"
+                )
+        except TimeoutError:
+            return f"the session database did not answer within {timeout_s:g} s"
+        except Exception as exc:
+            log.warning("session database check failed", exc_info=True)
+            return f"the session database failed: {type(exc).__name__}"
+        return None
 
     def record(self, metrics: ConnectionMetrics) -> None:
         """Fold a finished connection's metrics into the app's totals."""

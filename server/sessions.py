@@ -15,6 +15,11 @@ thread: a commit without fsync takes tens of microseconds, less than one
 thread round trip. Calls are serialised by a lock, as ADK already does for its
 in-memory database. The SQL and the schema are ADK's, unchanged; only the
 connection is swapped, through a small adapter with aiosqlite's interface.
+
+Inline statements must never wait on a lock (another server process on the
+same file holds it for a moment; a backup, for longer): the connection's
+busy timeout is 0, and a statement that finds the file locked is retried
+asynchronously, for up to ``LOCK_WAIT_S``, while every other stream goes on.
 """
 
 from __future__ import annotations
@@ -23,44 +28,75 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Generator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Generator
+from typing import Any, TypeVar
 
 from google.adk.sessions import sqlite_session_service as adk_sqlite
 
+_T = TypeVar("_T")
+
+# What a lock held by another process costs: a statement that finds the
+# file locked is retried (asynchronously, on the event loop: never blocking
+# it) for up to this long, then fails.
+LOCK_WAIT_S = 5.0
 _PRAGMAS = (
-    "PRAGMA busy_timeout=5000",  # other server processes on the same file
     "PRAGMA journal_mode=WAL",
     "PRAGMA synchronous=NORMAL",
     adk_sqlite.PRAGMA_FOREIGN_KEYS,
 )
 
 
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _open_once(path: str, uri: bool, script: str, busy_timeout_ms: int) -> sqlite3.Connection:
+    raw = sqlite3.connect(path, uri=uri, check_same_thread=False)
+    try:
+        raw.row_factory = sqlite3.Row
+        raw.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+        for pragma in _PRAGMAS:
+            raw.execute(pragma)
+        if script:
+            raw.executescript(script)
+        return raw
+    except BaseException:
+        raw.close()
+        raise
+
+
 def open_wal(path: str, *, uri: bool = False, script: str = "") -> sqlite3.Connection:
-    """A connection in WAL mode, with ``script`` (the schema) run.
+    """A connection in WAL mode, with ``script`` (the schema) run; for a
+    thread of its own (leases.py), where waiting on a lock is harmless.
 
     Processes that open a new file at the same moment (``--workers``) can get
     "database is locked" from the switch to WAL or the schema even with a
     busy timeout (SQLite does not wait during WAL recovery): retry briefly.
     """
-    for attempt in range(50):
-        raw = sqlite3.connect(path, uri=uri)
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
         try:
-            raw.row_factory = sqlite3.Row
-            for pragma in _PRAGMAS:
-                raw.execute(pragma)
-            if script:
-                raw.executescript(script)
-            return raw
+            return _open_once(path, uri, script, busy_timeout_ms=int(LOCK_WAIT_S * 1000))
         except sqlite3.OperationalError as exc:
-            raw.close()
-            if "locked" not in str(exc) or attempt == 49:
+            if not _locked(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
-        except BaseException:
-            raw.close()
-            raise
-    raise AssertionError("unreachable")
+
+
+async def retry_locked(call: Callable[[], _T]) -> _T:
+    """``call()`` (a statement on the event loop's thread), retried while
+    another process holds the file's lock: waits are asynchronous, so one
+    lock stall never freezes the loop and every stream on it."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    delay = 0.001
+    while True:
+        try:
+            return call()
+        except sqlite3.OperationalError as exc:
+            if not _locked(exc) or time.monotonic() > deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(2 * delay, 0.05)
 
 
 class _Cursor:
@@ -82,26 +118,32 @@ class _Cursor:
 
 
 class _Executed:
-    """What ``execute`` returns: awaitable, and an async context manager."""
+    """What ``execute`` returns: awaitable, and an async context manager;
+    the statement runs when it is awaited (or entered)."""
 
-    def __init__(self, cursor: sqlite3.Cursor) -> None:
-        self._cursor = _Cursor(cursor)
+    def __init__(self, run: Callable[[], sqlite3.Cursor]) -> None:
+        self._run = run
+        self._cursor: _Cursor | None = None
 
     def __await__(self) -> Generator[Any, None, _Cursor]:
         return self._result().__await__()
 
     async def _result(self) -> _Cursor:
+        if self._cursor is None:
+            self._cursor = _Cursor(await retry_locked(self._run))
         return self._cursor
 
     async def __aenter__(self) -> _Cursor:
-        return self._cursor
+        return await self._result()
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._cursor.close()
+        if self._cursor is not None:
+            await self._cursor.close()
 
 
 class InlineConnection:
-    """aiosqlite's ``Connection`` interface over sqlite3, run inline."""
+    """aiosqlite's ``Connection`` interface over sqlite3, run inline, with a
+    zero busy timeout: a locked file is waited for asynchronously."""
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
@@ -115,19 +157,20 @@ class InlineConnection:
         self._connection.row_factory = factory
 
     def execute(self, sql: str, parameters: Any = ()) -> _Executed:
-        return _Executed(self._connection.execute(sql, parameters))
+        return _Executed(lambda: self._connection.execute(sql, parameters))
 
     async def execute_fetchall(self, sql: str, parameters: Any = ()) -> list[Any]:
-        return self._connection.execute(sql, parameters).fetchall()
+        return await retry_locked(lambda: self._connection.execute(sql, parameters).fetchall())
 
     async def executemany(self, sql: str, parameters: Any) -> _Cursor:
-        return _Cursor(self._connection.executemany(sql, parameters))
+        rows = list(parameters)  # a generator cannot be run twice
+        return _Cursor(await retry_locked(lambda: self._connection.executemany(sql, rows)))
 
     async def executescript(self, script: str) -> _Cursor:
-        return _Cursor(self._connection.executescript(script))
+        return _Cursor(await retry_locked(lambda: self._connection.executescript(script)))
 
     async def commit(self) -> None:
-        self._connection.commit()
+        await retry_locked(self._connection.commit)
 
     async def rollback(self) -> None:
         self._connection.rollback()
@@ -146,10 +189,13 @@ class SharedConnectionSqliteSessionService(adk_sqlite.SqliteSessionService):
     async def _get_db_connection(self) -> AsyncIterator[Any]:
         async with self._shared_lock:
             if self._shared is None:
-                raw = open_wal(
-                    self._db_connect_path,
-                    uri=self._db_connect_uri,
-                    script=adk_sqlite.CREATE_SCHEMA_SQL,
+                raw = await retry_locked(
+                    lambda: _open_once(
+                        self._db_connect_path,
+                        self._db_connect_uri,
+                        adk_sqlite.CREATE_SCHEMA_SQL,
+                        busy_timeout_ms=0,
+                    )
                 )
                 self._shared = InlineConnection(raw)
                 self._schema_ready = True

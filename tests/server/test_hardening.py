@@ -386,3 +386,60 @@ def test_a_model_connection_that_dies_on_a_send_ends_the_socket_with_an_error(
         (error,) = [m for m in messages if m["type"] == "error"]
         assert "ConnectionResetError" in error["errorText"]
         assert "the model's socket broke" not in error["errorText"]  # no raw text
+
+
+# ---------------------------------------------------------------- operations: the database
+
+
+def test_healthz_checks_the_session_database(settings: Settings) -> None:
+    with TestClient(create_app(settings)) as client:
+        assert client.get("/healthz").json()["status"] == "ok"
+        settings.session_db_path.unlink()
+        gone = client.get("/healthz")
+        assert gone.status_code == 503
+        assert gone.json()["status"] == "unavailable" and "gone" in gone.json()["database"]
+
+
+def test_healthz_reports_a_corrupt_store_and_a_socket_gets_a_clear_close(
+    settings: Settings,
+) -> None:
+    with TestClient(create_app(settings)) as client:
+        runtime = client.app.state.runtime  # type: ignore[attr-defined]
+        client.portal.call(runtime.session_service.close)  # type: ignore[union-attr]
+        settings.session_db_path.write_bytes(b"this is not a database" * 100)
+        for suffix in ("-wal", "-shm"):
+            settings.session_db_path.with_name(settings.session_db_path.name + suffix).unlink(
+                missing_ok=True
+            )
+        response = client.get("/healthz")
+        assert response.status_code == 503
+        assert response.json()["database"] == "the session database failed: DatabaseError"
+        with client.websocket_connect("/ws") as ws:
+            ws.send_text(json.dumps({"type": "start"}))
+            error = ws.receive_json()
+            assert error["type"] == "error" and "DatabaseError" in error["errorText"]
+            with pytest.raises(WebSocketDisconnect) as closed:
+                ws.receive_json()
+            assert closed.value.code == 1011
+
+
+def test_a_locked_store_never_freezes_the_event_loop(settings: Settings) -> None:
+    """Another process holds the SQLite file's write lock: the turn's writes
+    wait asynchronously; the server keeps answering meanwhile, and the turn
+    completes once the lock is gone."""
+    import sqlite3
+
+    with TestClient(create_app(settings)) as client, client.websocket_connect("/ws") as ws:
+        start(ws)
+        holder = sqlite3.connect(settings.session_db_path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # the write lock, as another process would
+        try:
+            ws.send_text(json.dumps({"type": "text", "text": "written under a lock"}))
+            # The user's turn is being persisted now (and waits); the loop is free:
+            assert client.get("/list-apps").status_code == 200
+        finally:
+            holder.execute("COMMIT")
+            holder.close()
+        turn = receive_until(ws, "finish")
+    assert not [m for m in turn if m["type"] == "error"]
+    assert any(m.get("delta", "").startswith("You said: written under a lock") for m in turn)
