@@ -251,6 +251,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         finally:
             connections.discard(connection)
             limits.release(client)
+            runtime: Runtime = websocket.app.state.runtime
+            runtime.record(connection.metrics, still_open=len(connections))
 
     def refused(websocket: WebSocket) -> str | None:
         if not origin_allowed(

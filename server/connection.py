@@ -205,7 +205,6 @@ class LiveConnection:
         finally:
             self.queue.close()
             self._fold_metrics()
-            self.runtime.record(self.metrics)
         await self._close()
 
     async def _converse(self, opened: OpenedSession, first: Message | None) -> None:
@@ -243,7 +242,8 @@ class LiveConnection:
             self.tell_client([*self.translator.begin(message_id), *replay])
         # Background tasks: the owner's cards, and their outcomes told here.
         owner = self._task_owner(session.id)
-        if session.state.get(OWNER_STATE_KEY) != owner:
+        if self._user_key is not None and session.state.get(OWNER_STATE_KEY) != owner:
+            # The tools read it from the session (without: the session's own).
             self.queue.send(LiveRequest(state_delta={OWNER_STATE_KEY: owner}))
         tasks = self.runtime.tasks
         for record in (await tasks.tasks(owner))[-_TASK_CARDS:]:
@@ -274,12 +274,10 @@ class LiveConnection:
             self.delegations.detach(self)
 
     def _task_owner(self, session_id: str) -> str:
-        """Whose background tasks this connection sees: the client's user key,
-        an API user, or else the session's own."""
+        """Whose background tasks this connection sees: the user's, named by
+        the client's key, or else the session's own."""
         if self._user_key is not None:
             return f"key:{self._user_key}"
-        if self.user_id != USER_ID:
-            return f"user:{self.user_id}"
         return session_owner(self.user_id, session_id)
 
     def _task_changed(self, record: TaskRecord) -> None:

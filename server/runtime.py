@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
+import gc
 import logging
 import os
 import re
 import secrets
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,7 @@ import anyio
 from google.adk.agents.run_config import RunConfig
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService, Session
+from google.adk.sessions.base_session_service import GetSessionConfig
 
 from .agent import build_agent, build_run_config
 from .claims import SessionClaims
@@ -38,6 +42,7 @@ CHAT_USER_ID = "chat"  # the HTTP chat endpoint's sessions (server/http_chat.py)
 # Users whose session ids are capabilities: not reachable through ADK's API.
 RESERVED_USERS = frozenset({USER_ID, CHAT_USER_ID})
 HISTORY_LIMIT = 50
+_GC_EVERY_S = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +117,48 @@ class Runtime:
         # claims.py and leases.py.
         self.claims = SessionClaims(SessionLeases(settings.data_dir / "leases.db"))
         self.totals = MetricsTotals()
+        self._expiry: asyncio.Task[None] | None = None
+        self._closed_since_gc = 0
+        self._gc_at = -_GC_EVERY_S
         self.delegations = Delegations(
             timeout_s=settings.tool_timeout_s, grace_s=settings.tool_grace_s
         )
+
+    async def expire_unused_sessions(self, now: float | None = None) -> int:
+        """Delete the page's sessions that were opened and never used (no
+        event) and are older than ``unused_session_ttl_s``; returns how many.
+        A session being served is left alone."""
+        now = time.time() if now is None else now
+        app = self.settings.app_name
+        found = await self.session_service.list_sessions(app_name=app, user_id=USER_ID)
+        expired = 0
+        for listed in found.sessions:
+            if listed.last_update_time > now - self.settings.unused_session_ttl_s:
+                continue
+            if self.claims.holds(listed.id):
+                continue
+            session = await self.session_service.get_session(
+                app_name=app,
+                user_id=USER_ID,
+                session_id=listed.id,
+                config=GetSessionConfig(num_recent_events=1),
+            )
+            if session is not None and not session.events:
+                await self.session_service.delete_session(
+                    app_name=app, user_id=USER_ID, session_id=listed.id
+                )
+                expired += 1
+        if expired:
+            log.info("deleted %d sessions opened and never used", expired)
+        return expired
+
+    async def _expire_periodically(self) -> None:
+        while True:
+            try:
+                await self.expire_unused_sessions()
+            except Exception:  # the store is down: health says so; try later
+                log.warning("expiring unused sessions failed", exc_info=True)
+            await asyncio.sleep(min(3600.0, self.settings.unused_session_ttl_s))
 
     async def start(self) -> None:
         # Open the session store now (the SQLite file and its schema): a
@@ -124,6 +168,7 @@ class Runtime:
         )
         await self.claims.start()
         await self.tasks.start()
+        self._expiry = asyncio.create_task(self._expire_periodically())
 
     def run_config_for(self, turn_detection: TurnDetection | None) -> RunConfig:
         """The live run config of a connection that chose ``turn_detection``."""
@@ -196,14 +241,31 @@ class Runtime:
             return f"the session database failed: {type(exc).__name__}"
         return None
 
-    def record(self, metrics: ConnectionMetrics) -> None:
-        """Fold a finished connection's metrics into the app's totals."""
+    def record(self, metrics: ConnectionMetrics, *, still_open: int) -> None:
+        """Fold a finished connection's metrics into the app's totals, and
+        collect its garbage when it is cheap to.
+
+        A connection leaves reference cycles (ADK's invocation context, its
+        tasks and queues, tracebacks) that only a full collection frees; the
+        tuned collector (``python -m server``) seldom runs one, so RSS grew
+        by hundreds of MB over a load and stayed. A full collection stalls
+        every stream for tens of ms: it runs when the last connection has
+        closed, and under load at most every ``_GC_EVERY_S``."""
         self.totals.add(metrics)
+        self._closed_since_gc += 1
+        now = time.monotonic()
+        if (still_open == 0 or self._closed_since_gc >= 100) and now - self._gc_at >= _GC_EVERY_S:
+            freed = gc.collect()
+            self._gc_at, self._closed_since_gc = now, 0
+            log.debug("collected %d objects of closed connections", freed)
 
     def write_stats(self, path: Path) -> None:
         self.totals.write(path, per_process=self.settings.workers > 1)
 
     async def close(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            await asyncio.gather(self._expiry, return_exceptions=True)
         try:
             await self.tasks.close()  # first: its workers write to the session store
             await self.delegations.close()

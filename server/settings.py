@@ -109,6 +109,8 @@ class Settings:
     # How long a pending tool call waits for its client to resume the session
     # after the socket is gone (then it is cancelled).
     tool_grace_s: float = 30.0
+    # A session opened and never used (no event) is deleted after this long.
+    unused_session_ttl_s: float = 24 * 3600.0
 
     # Background tasks (server/tasks/).
     task_model: str | None = None  # the backend agent's Gemini text model; None: TASK_MODEL

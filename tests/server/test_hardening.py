@@ -443,3 +443,27 @@ def test_a_locked_store_never_freezes_the_event_loop(settings: Settings) -> None
         turn = receive_until(ws, "finish")
     assert not [m for m in turn if m["type"] == "error"]
     assert any(m.get("delta", "").startswith("You said: written under a lock") for m in turn)
+
+
+def test_sessions_opened_and_never_used_expire(settings: Settings) -> None:
+    import time as clock
+
+    with TestClient(create_app(settings)) as client:
+        runtime = client.app.state.runtime  # type: ignore[attr-defined]
+        with client.websocket_connect("/ws") as ws:
+            unused = start(ws)["data"]["sessionId"]
+        with client.websocket_connect("/ws") as ws:
+            used = start(ws)["data"]["sessionId"]
+            ws.send_text(json.dumps({"type": "text", "text": "keep me"}))
+            receive_until(ws, "finish")
+        with client.websocket_connect("/ws") as ws:
+            live = start(ws)["data"]["sessionId"]
+            later = clock.time() + settings.unused_session_ttl_s + 1
+            expired = client.portal.call(runtime.expire_unused_sessions, later)  # type: ignore[union-attr]
+            assert expired == 1  # not the used one, not the live one
+        now = client.portal.call(runtime.expire_unused_sessions)  # type: ignore[union-attr]
+        assert now == 0  # nothing is old yet
+        for session_id, kept in ((unused, False), (used, True), (live, True)):
+            with client.websocket_connect("/ws") as ws:
+                resumed = start(ws, sessionId=session_id)["data"]["resumed"]
+                assert resumed is kept, session_id
