@@ -1,4 +1,4 @@
-"""Float32 <-> PCM16 conversion (DESIGN §2: the PCM policy).
+"""Float32 <-> PCM16 conversion (docs/audio.md: the PCM policy).
 
 These two functions are the public API as they stand: a Python frame
 around them would cost about as much as converting a 20 ms chunk

@@ -1,4 +1,4 @@
-"""Filter design for the resampler (DESIGN §2): the quality presets, the
+"""Filter design for the resampler (docs/audio.md): the quality presets, the
 equiripple (Parks-McClellan) low-pass design, and the polyphase tables that
 `resample.Resampler` runs, cached per ratio and quality.
 

@@ -1,4 +1,4 @@
-"""Jitter and playout buffering (DESIGN §4): `JitterBuffer`.
+"""Jitter and playout buffering (docs/audio.md): `JitterBuffer`.
 
 One compiled core (`_jitter`: ring buffer, framing, concealment, time-scaling,
 flush, and the arrival-delay estimator) configured per source profile here.

@@ -1,4 +1,4 @@
-"""Streaming sample-rate conversion (DESIGN §2): `Resampler` and `resample`.
+"""Streaming sample-rate conversion (docs/audio.md): `Resampler` and `resample`.
 
 A polyphase FIR for the rational ratio out_rate/in_rate; its filter comes
 from `_filters` (designed in numpy when a ratio and quality is first used,

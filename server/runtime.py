@@ -30,6 +30,7 @@ from .metrics import ConnectionMetrics, MetricsTotals
 from .protocol import TurnDetection
 from .settings import Settings
 from .tasks import TaskManager
+from .tasks.live_tools import build_live_tools
 from .tools import spec_of
 
 USER_ID = "web"  # no accounts: possession of an unguessable session id is the capability
@@ -90,7 +91,7 @@ class Runtime:
         self.session_service = session_service or build_session_service(settings)
         # Background tasks: their engine, and the live tools that drive it.
         self.tasks = TaskManager(settings, self.session_service)
-        tools: list[Callable[..., Any]] = [*DEMO_TOOLS, *self.tasks.live_tools()]
+        tools: list[Callable[..., Any]] = [*DEMO_TOOLS, *build_live_tools(self.tasks)]
         self.tools = {spec.name: spec for spec in (spec_of(f) for f in tools)}
         self.agent = build_agent(settings, list(self.tools.values()))
         self.default_turn_detection: TurnDetection = "manual" if settings.push_to_talk else "server"

@@ -1,6 +1,6 @@
 // PCM conversion, the wire's sample formats <-> Web Audio's float32.
 //
-// Policy (DESIGN §2, the same as audiocore's): float32 -> s16 clips to
+// Policy (docs/audio.md, the same as audiocore's): float32 -> s16 clips to
 // [-1, 1], scales by 32767 in float32 arithmetic and rounds half to even,
 // so a sample never wraps around (1.2 becomes 32767, not -26215); NaN
 // becomes 0. s16 -> float32 multiplies by 1/32768. s16 is little-endian on

@@ -1,4 +1,4 @@
-/* Samples as every kernel sees them (DESIGN §2), once: the format codes,
+/* Samples as every kernel sees them (docs/audio.md), once: the format codes,
  * the channel limit, PCM16's byte order, and the PCM policy: f32 -> s16
  * clips to [-1, 1], scales by 32767 in float32, rounds half to even,
  * NaN -> 0; s16 -> f32 multiplies by 1/32768.

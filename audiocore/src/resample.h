@@ -1,4 +1,4 @@
-/* Streaming polyphase FIR resampler (DESIGN §2-3).
+/* Streaming polyphase FIR resampler (docs/audio.md).
  *
  * The filter is designed in Python (audiocore/_filters.py) and handed over
  * as a phase table; this file only runs it.  Output n sits at input time

@@ -24,7 +24,7 @@ enum ac_path {
 #define AC_X86_64 0
 #endif
 
-/* PCM16 is little-endian on the wire (DESIGN §2): a big-endian host swaps
+/* PCM16 is little-endian on the wire (docs/audio.md): a big-endian host swaps
  * its bytes where a kernel reads or writes it (pcm.h).  Every MSVC target is
  * little-endian.  A build may force AC_PCM16_SWAP=1 on a little-endian host:
  * the tests do, to run the swapping code here (tests/core/test_byte_order.py). */

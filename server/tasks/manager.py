@@ -41,7 +41,6 @@ from google.adk.sessions import BaseSessionService
 
 from ..settings import Settings
 from .backend import Backend
-from .live_tools import OwnerOf, build_live_tools
 from .records import DELIVERABLE_STATES, TaskRecord, TaskState
 from .store import Ledger, TaskStore
 
@@ -268,13 +267,6 @@ class TaskManager:
             self._forget_if_idle(owner, state)
 
         return unsubscribe
-
-    def live_tools(self, owner_of: OwnerOf | None = None) -> list[Callable[..., Any]]:
-        """``start_task``, ``get_task_status`` and ``cancel_task`` for the live
-        agent, bound to this manager (``live_tools.py``)."""
-        return build_live_tools(self, owner_of)
-
-    # ------------------------------------------------------------ delivery
 
     async def claim_delivery(self, owner: str, claimant: str, ttl_s: float) -> TaskRecord | None:
         """Claim the oldest outcome to deliver (completed or failed, delivery

@@ -4,7 +4,7 @@ import numpy as np
 
 
 def pcm16_from_f32(x):
-    """DESIGN §2 policy, spelled out with NumPy (NaN -> 0 handled first)."""
+    """docs/audio.md policy, spelled out with NumPy (NaN -> 0 handled first)."""
     x = np.asarray(x, dtype=np.float32)
     x = np.where(np.isnan(x), np.float32(0), x)
     return np.rint(np.clip(x, -1, 1) * np.float32(32767)).astype("<i2").tobytes()

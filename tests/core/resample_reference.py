@@ -34,7 +34,7 @@ def resample_naive(x: np.ndarray, up: int, down: int, h: np.ndarray, centre: int
 
 
 def pcm16_policy(y: np.ndarray) -> np.ndarray:
-    """DESIGN §2's PCM policy, as numpy spells it."""
+    """docs/audio.md's PCM policy, as numpy spells it."""
     y = np.nan_to_num(np.asarray(y, np.float32), nan=0.0, posinf=1.0, neginf=-1.0)
     return np.rint(np.clip(y, -1, 1) * np.float32(32767)).astype("<i2")
 
