@@ -38,15 +38,10 @@ class ConnectionMetrics:
 
 
 @dataclasses.dataclass
-class MetricsTotals:
+class MetricsTotals(ConnectionMetrics):
+    """The sum of finished connections' metrics."""
+
     connections: int = 0
-    frames_sent: int = 0
-    late_frames: int = 0
-    concealed_frames: int = 0
-    dropped_input_chunks: int = 0
-    bargein_last_frame_s: list[float] = dataclasses.field(default_factory=list)
-    latency_in: list[float] = dataclasses.field(default_factory=list)
-    latency_out: list[float] = dataclasses.field(default_factory=list)
 
     def add(self, metrics: ConnectionMetrics) -> None:
         self.connections += 1
@@ -62,4 +57,6 @@ class MetricsTotals:
         """Write the totals as JSON; ``per_process``: one file per worker (name.PID)."""
         if per_process:
             path = path.with_name(f"{path.name}.{os.getpid()}")
-        path.write_text(json.dumps(dataclasses.asdict(self)))
+        totals = dataclasses.asdict(self)
+        del totals["collect_timings"]
+        path.write_text(json.dumps(totals))
