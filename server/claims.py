@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable
 
 import anyio
 
-from .leases import SessionLeases
+from .leases import LeaseStore
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class _Holder:
 
 class SessionClaims:
     def __init__(
-        self, leases: SessionLeases, *, wait_s: float = 10.0, hand_over_s: float = 5.0
+        self, leases: LeaseStore, *, wait_s: float = 10.0, hand_over_s: float = 5.0
     ) -> None:
         self.leases = leases
         # How long a claim waits for another process to give the session up:
@@ -71,7 +71,7 @@ class SessionClaims:
 
     async def _keep_leases(self) -> None:
         while True:
-            await asyncio.sleep(self.leases.heartbeat_s)
+            await self.leases.next_beat()
             try:
                 wanted = await self.leases.heartbeat()
             except Exception:  # e.g. the file locked past busy_timeout: retry

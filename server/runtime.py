@@ -25,10 +25,10 @@ from .agent import build_agent, build_run_config
 from .claims import SessionClaims
 from .delegation import Delegations
 from .demo_tools import DEMO_TOOLS
-from .leases import SessionLeases
+from .leases import LeaseStore, SessionLeases
 from .metrics import ConnectionMetrics, MetricsTotals
 from .protocol import TurnDetection
-from .settings import Settings
+from .settings import Settings, is_postgres_url
 from .tasks import TaskManager
 from .tasks.live_tools import build_live_tools
 from .tools import spec_of
@@ -74,6 +74,18 @@ def build_session_service(settings: Settings) -> BaseSessionService:
     return SharedConnectionSqliteSessionService(str(settings.session_db_path))
 
 
+def build_lease_store(settings: Settings) -> LeaseStore:
+    """Where the sessions' leases live: beside the sessions. On PostgreSQL
+    that is the database every host shares; otherwise a file in the data
+    directory, which the processes of one machine share."""
+    if is_postgres_url(settings.database_url):
+        from .pg_leases import PostgresLeases  # asyncpg: google-adk[db]
+
+        assert settings.database_url is not None
+        return PostgresLeases(settings.database_url)
+    return SessionLeases(settings.data_dir / "leases.db")
+
+
 @dataclasses.dataclass(frozen=True)
 class OpenedSession:
     session: Session
@@ -89,6 +101,11 @@ class Runtime:
     def __init__(self, settings: Settings, session_service: BaseSessionService | None = None):
         self.settings = settings
         self.session_service = session_service or build_session_service(settings)
+        # Other processes may serve the same sessions (--workers, several
+        # servers on one data directory, hosts on one PostgreSQL): see
+        # claims.py and leases.py.
+        leases = build_lease_store(settings)
+        self.claims = SessionClaims(leases)
         # Background tasks: their engine, and the live tools that drive it.
         self.tasks = TaskManager(settings, self.session_service)
         tools: list[Callable[..., Any]] = [*DEMO_TOOLS, *build_live_tools(self.tasks)]
@@ -113,10 +130,6 @@ class Runtime:
             session_service=self.session_service,
             auto_create_session=False,
         )
-        # Other processes on this machine may serve the same sessions
-        # (--workers, or several servers on one data directory): see
-        # claims.py and leases.py.
-        self.claims = SessionClaims(SessionLeases(settings.data_dir / "leases.db"))
         self.totals = MetricsTotals()
         self._expiry: asyncio.Task[None] | None = None
         self._closed_since_gc = 0

@@ -236,6 +236,11 @@ class Settings:
         return found
 
 
+def is_postgres_url(url: str | None) -> bool:
+    """Whether ``url`` (an ADK/SQLAlchemy database URL) names PostgreSQL."""
+    return bool(url) and urlsplit(url or "").scheme.split("+", 1)[0] in ("postgresql", "postgres")
+
+
 def redact_url(url: str) -> str:
     """A database URL fit for a log: its password replaced by ***."""
     parts = urlsplit(url)
