@@ -6,11 +6,21 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import websockets
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def receive_until(ws: Any, kind: str, limit: int = 2000) -> list[dict[str, Any]]:
@@ -108,3 +118,102 @@ def check_padded(pcm: bytes, samples: int, frame: int) -> np.ndarray:
     assert len(audio) == -(-samples // frame) * frame, (len(audio), samples, frame)
     assert not audio[samples:].any(), "padding must be silence"
     return audio[:samples]
+
+
+# ---------------------------------------------------------------- server processes
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def server_process(
+    data_dir: Path, log: Path, *args: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``python -m server`` on a free port, with ``env`` added to its
+    environment; yields (http base URL, process)."""
+    port = free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "GEMINI_"))}
+    environ["AUDIOCORE_MODEL"] = "offline"
+    environ.update(env or {})
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "server", "--port", str(port), "--data-dir", str(data_dir)]
+            + list(args),
+            cwd=REPO,
+            env=environ,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"{base}/healthz", timeout=1).read()
+                break
+            except OSError:
+                assert proc.poll() is None, log.read_text()
+                time.sleep(0.1)
+        else:
+            raise AssertionError(f"server did not start: {log.read_text()}")
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _ws(base: str) -> str:
+    return base.replace("http://", "ws://") + "/ws"
+
+
+async def open_ws(base: str, **start: object) -> tuple[Collector, dict]:
+    ws = await websockets.connect(_ws(base), max_size=None)
+    await ws.send(json.dumps({"type": "start", **start}))
+    collector = Collector(ws)
+    return collector, await collector.wait_for("data-session")
+
+
+async def say(collector: Collector, text: str, count: int) -> str:
+    await collector.ws.send(json.dumps({"type": "text", "text": text}))
+    await collector.wait_for("finish", count)
+    deltas = [m["delta"] for _, m in collector.messages if m["type"] == "text-delta"]
+    return deltas[-1]
+
+
+def assert_clean(*logs: Path) -> None:
+    for log in logs:
+        text = log.read_text()
+        # ADK refuses appends to a session another run has written since
+        # ("last_update_time ... earlier than the update_time in storage").
+        assert "stale session" not in text and "last_update_time" not in text, text[-3000:]
+        assert "Traceback" not in text, text[-3000:]
+
+
+async def take_over(old_base: str, new_base: str) -> None:
+    """Open a session on ``old_base``, resume it on ``new_base`` while the first
+    socket is still open; check the hand-over and the history."""
+    old, session = await open_ws(old_base)
+    session_id = session["data"]["sessionId"]
+    assert (await say(old, "one", 1)).startswith("You said: one")
+
+    new, resumed = await open_ws(new_base, sessionId=session_id)
+    resumed_at = time.monotonic()
+    await asyncio.wait_for(old.task, 5)  # the old socket is closed by the server
+    assert old.ws.close_code == 1008
+    error_at, error = old.messages[-1]
+    assert error == {"type": "error", "errorText": "this session was resumed by another connection"}
+    # The old run was over (and its client told) before the new one read the session.
+    assert error_at <= resumed_at
+    assert resumed["data"]["resumed"] and resumed["data"]["sessionId"] == session_id
+    assert {"role": "user", "text": "one"} in resumed["data"]["history"]
+    answer = await say(new, "two", 1)
+    assert answer.startswith("You said: two (") and "earlier turns" in answer
+    await new.close()
