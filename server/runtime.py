@@ -107,7 +107,7 @@ class Runtime:
         leases = build_lease_store(settings)
         self.claims = SessionClaims(leases)
         # Background tasks: their engine, and the live tools that drive it.
-        self.tasks = TaskManager(settings, self.session_service)
+        self.tasks = TaskManager(settings, self.session_service, leases=leases)
         tools: list[Callable[..., Any]] = [*DEMO_TOOLS, *build_live_tools(self.tasks)]
         self.tools = {spec.name: spec for spec in (spec_of(f) for f in tools)}
         self.agent = build_agent(settings, list(self.tools.values()))

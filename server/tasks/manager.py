@@ -21,8 +21,13 @@ marks it delivered, or postpones it when interrupted. Each claim is one
 attempt; after ``max_delivery_attempts`` the delivery fails, so one bad
 result cannot block the ones after it.
 
-This process is the only one running an owner's tasks (``start`` fails the
-tasks a previous process left running): one server process per database.
+Several server processes may share one database (``--workers``, hosts on
+one PostgreSQL). A running task records its process (``runner``: the lease
+owner id, ``leases.py``), which is alive while its heartbeat is. A task
+whose runner is dead was cut off: ``start`` (and a worker about to take the
+owner's next task) fails it, or confirms its cancellation; a task whose
+runner is alive is that process's, and the owner's next task waits for it,
+so an owner's tasks still run one at a time whichever process took them.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from typing import Any
 from google.adk.agents.invocation_context import LlmCallsLimitExceededError
 from google.adk.sessions import BaseSessionService
 
+from ..leases import LeaseStore
 from ..settings import Settings
 from .backend import Backend
 from .records import DELIVERABLE_STATES, TaskRecord, TaskState
@@ -48,6 +54,7 @@ RESTARTED = "the server restarted while this task was running"
 STOPPED = "the server stopped while this task was running"
 MAX_OWNER_CHARS = 512
 MAX_CLAIMANT_CHARS = 256
+_RUNNING = ("running", "cancelling")  # a process runs it (or is stopping it)
 
 log = logging.getLogger(__name__)
 
@@ -90,53 +97,116 @@ class TaskManager:
         session_service: BaseSessionService,
         *,
         clock: Callable[[], float] = time.time,
+        leases: LeaseStore | None = None,
     ) -> None:
+        """``leases``: whose heartbeat tells which processes are alive;
+        without, this process takes itself for the only one."""
         self.settings = settings
+        self._leases = leases
+        self._runner = leases.owner if leases is not None else None
         self.store = TaskStore(session_service, settings.app_name)
         self.backend = Backend(settings, session_service)
         # Wall-clock seconds: timestamps and claim expiry outlive the process.
         self._clock = clock
         self._owners: dict[str, _Owner] = {}
         self._closing = False
+        # Owners with a task that another live process runs: looked at again
+        # every few heartbeats, so that process's death does not leave the
+        # task running and the owner's queue stuck.
+        self._watched: set[str] = set()
+        self._watch: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Seed the task files; fail the tasks a previous process left
-        running, finish its cancellations, free its delivery claims, and
-        start the work still queued."""
+        """Seed the task files; fail the tasks that a process which is gone
+        left running, finish its cancellations, free its delivery claims,
+        and start the work still queued."""
         self.backend.files.seed()
         for owner in await self.store.owners():
-            now = self._clock()
+            await self._recover_owner(owner)
+        if self._leases is not None:
+            self._watch = asyncio.create_task(self._watch_others(4 * self._leases.heartbeat_s))
 
-            def recover(ledger: Ledger, now: float = now) -> bool:
-                for record in ledger.ordered():
-                    if record.state == "running":
-                        ledger.put(
-                            dataclasses.replace(
-                                record,
-                                state="failed",
-                                error=RESTARTED,
-                                finished_at=now,
-                                delivery="pending",
-                            )
-                        )
-                    elif record.state == "cancelling":
-                        ledger.put(dataclasses.replace(record, state="cancelled", finished_at=now))
-                    elif record.delivery == "claimed":
-                        # Its claimant was a connection of the old process.
-                        ledger.put(self._released(record))
-                return any(r.state == "queued" for r in ledger.records.values())
+    async def _watch_others(self, every_s: float) -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            for owner in list(self._watched):
+                try:
+                    await self._recover_owner(owner)
+                except Exception:  # the store is down: try again later
+                    log.warning("recovering the tasks of %r failed", owner, exc_info=True)
 
-            queued, changed = await self.store.update(owner, recover)
-            self._notify(owner, changed)
-            if queued:
-                self._ensure_worker(owner)
+    async def _recover_owner(self, owner: str) -> None:
+        self._watched.discard(owner)
+        dead, others_alive = await self._dead_runners(owner)
+        now = self._clock()
+
+        def recover(ledger: Ledger) -> bool:
+            self._recover(ledger, dead, now)
+            for record in ledger.ordered():
+                if record.delivery != "claimed":
+                    continue
+                # Alone, its claimant was a connection of the old process;
+                # else it may be a live process's, whose claim is left to
+                # expire.
+                if not others_alive or (record.claim_expires_at or 0) <= now:
+                    ledger.put(self._released(record))
+            if self._run_elsewhere(ledger):
+                self._watched.add(owner)
+            return any(r.state == "queued" for r in ledger.records.values())
+
+        queued, changed = await self.store.update(owner, recover)
+        self._notify(owner, changed)
+        if queued:
+            self._ensure_worker(owner)
+
+    async def _dead_runners(self, owner: str) -> tuple[set[str | None], bool]:
+        """The runners of ``owner``'s running tasks whose process is gone,
+        and whether any process but this one is alive.
+
+        The ledger is read before the heartbeats: a runner seen in it had
+        beaten before it wrote the record, so it is not taken for dead
+        however new it is."""
+        ledger = await self.store.read(owner)
+        runners = {r.runner for r in ledger.records.values() if r.state in _RUNNING}
+        if self._leases is None:
+            return runners, False
+        live = await self._leases.live_owners()
+        return runners - live, bool(live - {self._runner})
+
+    def _run_elsewhere(self, ledger: Ledger) -> bool:
+        """A task of the ledger runs in another process (as far as we know)."""
+        return any(
+            r.state in _RUNNING and r.runner != self._runner for r in ledger.records.values()
+        )
+
+    @staticmethod
+    def _recover(ledger: Ledger, dead: set[str | None], now: float) -> None:
+        """Settle the tasks whose runner is in ``dead``."""
+        for record in ledger.ordered():
+            if record.state not in _RUNNING or record.runner not in dead:
+                continue
+            if record.state == "running":
+                ledger.put(
+                    dataclasses.replace(
+                        record,
+                        state="failed",
+                        error=RESTARTED,
+                        finished_at=now,
+                        delivery="pending",
+                    )
+                )
+            else:
+                ledger.put(dataclasses.replace(record, state="cancelled", finished_at=now))
 
     async def close(self) -> None:
         """Stop the workers. A running task is aborted and failed ("the
         server stopped…"); queued tasks stay queued for the next start."""
         self._closing = True
+        if self._watch is not None:
+            self._watch.cancel()
+            await asyncio.gather(self._watch, return_exceptions=True)
         owners = list(self._owners.values())
         for state in owners:
             if state.run is not None:
@@ -403,13 +473,21 @@ class TaskManager:
             self._forget_if_idle(owner, state)
 
     async def _take_next(self, owner: str, state: _Owner) -> _Run | None:
+        dead, _ = await self._dead_runners(owner)
         now = self._clock()
 
         def take(ledger: Ledger) -> TaskRecord | None:
+            self._recover(ledger, dead, now)
+            if self._run_elsewhere(ledger):
+                # Its worker goes on with the queue; if it dies, ours does.
+                self._watched.add(owner)
+                return None
             queued = next((r for r in ledger.ordered() if r.state == "queued"), None)
             if queued is None:
                 return None
-            return ledger.put(dataclasses.replace(queued, state="running", started_at=now))
+            return ledger.put(
+                dataclasses.replace(queued, state="running", started_at=now, runner=self._runner)
+            )
 
         record, changed = await self.store.update(owner, take)
         if record is None:

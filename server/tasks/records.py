@@ -58,13 +58,16 @@ class TaskRecord:
     error: str | None
     progress: dict[str, str] | None  # {"tool": name, "detail": bounded, user-safe text}
     delivery: Delivery
-    # Beyond the public shape: the FIFO order within the owner, and the
+    # Beyond the public shape: the FIFO order within the owner, the
     # delivery bookkeeping (a claim is held by ``claimant`` until
     # ``claim_expires_at``, wall-clock seconds; ``attempts`` counts claims).
     seq: int = 0
     attempts: int = 0
     claimant: str | None = None
     claim_expires_at: float | None = None
+    # The server process running it (its lease owner id, ``leases.py``),
+    # set when it starts: alive while that process's heartbeat is.
+    runner: str | None = None
 
     @property
     def final(self) -> bool:

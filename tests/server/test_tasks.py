@@ -26,10 +26,12 @@ from typing import Any
 import pytest
 from google.adk.events import Event
 from google.genai import types
+from postgres_helpers import postgres_url  # noqa: F401 (a fixture)
 from server_helpers import receive_until, start
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
+from server.leases import LeaseStore, SessionLeases
 from server.offline_model import _answer_text
 from server.runtime import USER_ID, Runtime, build_session_service
 from server.tasks import TaskManager, TaskRecord, TooManyTasks, session_owner
@@ -48,10 +50,12 @@ TIMEOUT = 30.0
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
     store = getattr(request, "param", "sqlite")
     url = f"sqlite+aiosqlite:///{tmp_path / 'sessions.db'}"
+    if store == "postgres":  # a fresh database (postgres_helpers)
+        url = request.getfixturevalue("postgres_url")
     return Settings(
         data_dir=tmp_path / "data",
         model="offline",
-        database_url=url if store == "database_url" else None,
+        database_url=url if store in ("database_url", "postgres") else None,
         task_offline_delay_s=0.0,
         hello_timeout_s=0.5,
         allowed_hosts=("testserver",),
@@ -60,6 +64,19 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
 
 # On the server's own SQLite store, and on ADK's SQLAlchemy one (as for PostgreSQL).
 any_store = pytest.mark.parametrize("settings", ["sqlite", "database_url"], indirect=True)
+# Processes that share a store: on one machine's files, and on PostgreSQL
+# (skipped without a server, postgres_helpers).
+shared_store = pytest.mark.parametrize("settings", ["sqlite", "postgres"], indirect=True)
+
+
+def lease_store(settings: Settings, ttl_s: float) -> LeaseStore:
+    """A process's lease store (whose heartbeat says it is alive), as the
+    runtime would build it for ``settings``, with its own ``ttl_s``."""
+    if settings.database_url:
+        from server.pg_leases import PostgresLeases
+
+        return PostgresLeases(settings.database_url, ttl_s=ttl_s)
+    return SessionLeases(settings.data_dir / "leases.db", ttl_s=ttl_s)
 
 
 # ---------------------------------------------------------------- helpers
@@ -507,6 +524,61 @@ def test_a_crashed_process_leaves_records_that_the_next_start_repairs(
     assert was_running.delivery == "pending"
     assert was_cancelling.state == "cancelled" and was_cancelling.delivery == "none"
     assert queued.state == "completed"
+
+
+@shared_store
+def test_a_start_leaves_a_live_process_s_task_alone_and_its_queue_waits_for_it(
+    settings: Settings,
+) -> None:
+    async def scenario() -> tuple[str, str, dict[str, TaskRecord]]:
+        leases = lease_store(settings, ttl_s=600), lease_store(settings, ttl_s=600)
+        for store in leases:
+            await store.heartbeat()  # both alive for the whole test
+        async with running(settings, leases=leases[0]) as a:
+            long = await a.submit("alice", LONG)
+            await until(a, "alice", waiting_on_timer(long.id))
+            async with running(settings, leases=leases[1]) as b:
+                found = await b.status("alice", long.id)
+                assert found is not None and found.state == "running"
+                later = await b.submit("alice", SUM)
+                worker = b._owners["alice"].worker
+                assert worker is not None
+                await asyncio.wait_for(worker, TIMEOUT)  # ended: nothing it may run
+                found = await b.status("alice", later.id)
+                assert found is not None and found.state == "queued"
+            # a's worker goes on with the queue once its own task is over.
+            await a.cancel("alice", long.id)
+            records = await until(a, "alice", all_final(later.id))
+        for store in leases:
+            await store.close()
+        return long.id, later.id, records
+
+    long, later, records = asyncio.run(scenario())
+    assert records[long].state == "cancelled"
+    assert records[later].state == "completed"
+    assert records[later].runner == records[long].runner is not None
+
+
+@shared_store
+def test_a_live_process_recovers_the_tasks_of_one_that_died(settings: Settings) -> None:
+    async def scenario() -> tuple[str, str, dict[str, TaskRecord], str]:
+        # a beats once and never again: dead once its short ttl is over.
+        dying, alive = lease_store(settings, ttl_s=0.3), lease_store(settings, ttl_s=600)
+        await dying.heartbeat()
+        await alive.heartbeat()
+        async with running(settings, leases=dying) as a:
+            long = await a.submit("alice", LONG)
+            await until(a, "alice", waiting_on_timer(long.id))
+            async with running(settings, leases=alive) as b:
+                later = await b.submit("alice", SUM)
+                records = await until(b, "alice", all_final(long.id, later.id))
+        for store in (dying, alive):
+            await store.close()
+        return long.id, later.id, records, alive.owner
+
+    long, later, records, alive = asyncio.run(scenario())
+    assert records[long].state == "failed" and records[long].error == RESTARTED
+    assert records[later].state == "completed" and records[later].runner == alive
 
 
 # ---------------------------------------------------------------- delivery
