@@ -124,7 +124,7 @@ class TaskManager:
         and start the work still queued."""
         self.backend.files.seed()
         for owner in await self.store.owners():
-            await self._recover_owner(owner)
+            await self._recover_owner(owner, starting=True)
         if self._leases is not None:
             self._watch = asyncio.create_task(self._watch_others(4 * self._leases.heartbeat_s))
 
@@ -137,7 +137,10 @@ class TaskManager:
                 except Exception:  # the store is down: try again later
                     log.warning("recovering the tasks of %r failed", owner, exc_info=True)
 
-    async def _recover_owner(self, owner: str) -> None:
+    async def _recover_owner(self, owner: str, *, starting: bool = False) -> None:
+        """Settle the owner's tasks whose runner is gone; start its queued
+        work. ``starting``: also free the delivery claims of connections
+        that are gone (later, expired claims are freed as they are met)."""
         self._watched.discard(owner)
         dead, others_alive = await self._dead_runners(owner)
         now = self._clock()
@@ -145,7 +148,7 @@ class TaskManager:
         def recover(ledger: Ledger) -> bool:
             self._recover(ledger, dead, now)
             for record in ledger.ordered():
-                if record.delivery != "claimed":
+                if not starting or record.delivery != "claimed":
                     continue
                 # Alone, its claimant was a connection of the old process;
                 # else it may be a live process's, whose claim is left to
@@ -172,7 +175,7 @@ class TaskManager:
         runners = {r.runner for r in ledger.records.values() if r.state in _RUNNING}
         if self._leases is None:
             return runners, False
-        live = await self._leases.live_owners()
+        live = await self._leases.live_owners() | {self._runner}  # late beats or not, we live
         return runners - live, bool(live - {self._runner})
 
     def _run_elsewhere(self, ledger: Ledger) -> bool:
@@ -330,6 +333,10 @@ class TaskManager:
         unsubscribes."""
         state = self._owners.setdefault(owner, _Owner())
         state.subscribers.append(callback)
+        if self._leases is not None:
+            # The owner is back, maybe from a host that died running its
+            # task: the watch settles that task and restarts the queue.
+            self._watched.add(owner)
 
         def unsubscribe() -> None:
             with contextlib.suppress(ValueError):

@@ -581,6 +581,30 @@ def test_a_live_process_recovers_the_tasks_of_one_that_died(settings: Settings) 
     assert records[later].state == "completed" and records[later].runner == alive
 
 
+@shared_store
+def test_a_user_back_on_a_live_process_gets_the_task_of_a_dead_one_settled(
+    settings: Settings,
+) -> None:
+    async def scenario() -> tuple[str, str, dict[str, TaskRecord], str]:
+        dying, alive = lease_store(settings, ttl_s=0.3), lease_store(settings, ttl_s=600)
+        await dying.heartbeat()
+        await alive.heartbeat()
+        # b started before the task did: its start saw nothing to recover.
+        async with running(settings, leases=alive) as b, running(settings, leases=dying) as a:
+            long = await a.submit("alice", LONG)
+            later = await a.submit("alice", SUM)
+            await until(a, "alice", waiting_on_timer(long.id))
+            # alice comes back on b (a subscription, as a connection's).
+            records = await until(b, "alice", all_final(long.id, later.id))
+        for store in (dying, alive):
+            await store.close()
+        return long.id, later.id, records, alive.owner
+
+    long, later, records, alive = asyncio.run(scenario())
+    assert records[long].state == "failed" and records[long].error == RESTARTED
+    assert records[later].state == "completed" and records[later].runner == alive
+
+
 # ---------------------------------------------------------------- delivery
 
 
