@@ -9,7 +9,9 @@ its session for as long as its run lasts:
   it has;
 * across processes, the session's lease (``leases.py``) does the same
   through the lease store: the owner's heartbeat sees the request and calls
-  the holder's ``on_taken``.
+  the holder's ``on_taken``. A process whose heartbeat has failed for the
+  lease TTL (the store unreachable) has lost its leases: it calls every
+  holder's ``on_taken``.
 
 A claim that cannot be had within ``wait_s`` raises ``SessionBusy``; nothing
 of the session is read before the claim is held.
@@ -21,6 +23,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 
 import anyio
@@ -70,13 +73,21 @@ class SessionClaims:
         await self.leases.close()
 
     async def _keep_leases(self) -> None:
+        beaten = time.monotonic()
         while True:
             await self.leases.next_beat()
+            started = time.monotonic()
             try:
                 wanted = await self.leases.heartbeat()
             except Exception:  # e.g. the file locked past busy_timeout: retry
                 log.exception("session lease heartbeat failed")
-                continue
+                if time.monotonic() - beaten < self.leases.ttl_s:
+                    continue
+                # Our leases have expired: another process may be running
+                # these sessions now. Stop ours rather than fork them.
+                wanted = list(self._holders)
+            else:
+                beaten = started
             for session_id in wanted:
                 holder = self._holders.get(session_id)
                 if holder is not None:
@@ -103,5 +114,8 @@ class SessionClaims:
             # Only now may another connection read the session. (Also when
             # cancelled: the lease must not outlive the run.)
             with anyio.CancelScope(shield=True):
-                await self.leases.release(session_id)
+                try:
+                    await self.leases.release(session_id)
+                except Exception:  # the row left is freed when someone wants it
+                    log.warning("could not release the lease of a session", exc_info=True)
             holder.done.set()

@@ -35,6 +35,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import concurrent.futures
+import logging
 import os
 import secrets
 import sqlite3
@@ -46,6 +47,8 @@ from typing import Protocol, TypeVar
 from .sessions import open_wal
 
 _T = TypeVar("_T")
+
+log = logging.getLogger(__name__)
 
 TTL_S = 2.0  # a silent owner's leases are free after this
 HEARTBEAT_S = 0.25  # how often an owner extends its leases and looks for wanted ones
@@ -157,6 +160,12 @@ class Leases(abc.ABC):
     async def close(self) -> None:
         try:
             await self._leave()
+        except Exception:  # e.g. the database is gone: shut down all the same
+            log.warning(
+                "could not delete this process's leases; they expire in %g s",
+                self.ttl_s,
+                exc_info=True,
+            )
         finally:
             self.held.clear()
 

@@ -127,7 +127,9 @@ class PostgresLeases(Leases):
         self._listener: asyncpg.Connection | None = None
         self._connecting = asyncio.Lock()
         self._wanted = asyncio.Event()  # someone wants a lease of ours
-        self._freed = asyncio.Event()  # replaced each time a wanted lease is freed
+        # Per session asked for: set (and removed) when its lease is freed.
+        # Made before the ask, so a release that overtakes the answer counts.
+        self._asking: dict[str, asyncio.Event] = {}
 
     # ------------------------------------------------------------ connections
 
@@ -167,9 +169,10 @@ class PostgresLeases(Leases):
     def _notified(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
         if channel == WANTED and payload == self.owner:
             self._wanted.set()
-        elif channel == FREED:
-            freed, self._freed = self._freed, asyncio.Event()
-            freed.set()
+        elif channel == FREED and isinstance(payload, str):
+            freed = self._asking.pop(payload, None)
+            if freed is not None:
+                freed.set()
 
     # ------------------------------------------------------------ statements
 
@@ -185,14 +188,19 @@ class PostgresLeases(Leases):
 
     async def _take(self, session_id: str) -> bool:
         pool = await self._ready()
+        self._asking.setdefault(session_id, asyncio.Event())
         if await pool.fetchval(_TAKE, session_id, self.owner):
+            self._asking.pop(session_id, None)
             return True
         await pool.execute(_ASK, session_id, self.owner)
         return False
 
     async def _wait_after_asking(self, session_id: str) -> None:
-        with contextlib.suppress(asyncio.TimeoutError):  # a wanted lease freed: ask again
-            await asyncio.wait_for(self._freed.wait(), self.poll_s)
+        freed = self._asking.get(session_id)
+        if freed is None:  # freed since we asked: ask again at once
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(freed.wait(), self.poll_s)
 
     async def _delete(self, session_ids: list[str]) -> None:
         pool = await self._ready()

@@ -68,3 +68,14 @@ def postgres_url() -> Iterator[str]:
         yield with_database(url, name)
     finally:
         asyncio.run(_admin(url, f'DROP DATABASE "{name}" WITH (FORCE)'))
+
+
+async def refuse_connections(url: str) -> None:
+    """Make the database of ``url`` unreachable, as a dead server would be:
+    nobody may connect to it any more, and every connection is dropped."""
+    name = urlsplit(url).path.lstrip("/")
+    await _admin(with_database(url, "postgres"), f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+    await _admin(
+        with_database(url, "postgres"),
+        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'",
+    )

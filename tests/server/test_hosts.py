@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 import websockets
-from postgres_helpers import postgres_url  # noqa: F401 (a fixture)
+from postgres_helpers import postgres_url, refuse_connections  # noqa: F401 (a fixture)
 from server_helpers import (
     Collector,
     assert_clean,
@@ -169,25 +169,11 @@ def test_a_connection_whose_lease_store_is_unreachable_gets_an_error_and_a_close
     tmp_path: Path,
     postgres_url: str,  # noqa: F811
 ) -> None:
-    name = urlsplit(postgres_url).path.lstrip("/")
-
-    async def cut_off() -> None:
-        # Nobody may connect to the test's database any more, and every
-        # connection to it is dropped: the hosts' pools and listeners too.
-        conn = await asyncpg.connect(asyncpg_dsn(postgres_url).rsplit("/", 1)[0] + "/postgres")
-        try:
-            await conn.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
-            await conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name
-            )
-        finally:
-            await conn.close()
-
     async def scenario(a: str) -> None:
         first, session = await open_ws(a)
         session_id = session["data"]["sessionId"]
         await first.close()
-        await cut_off()
+        await refuse_connections(postgres_url)
         resuming = await _start(a, sessionId=session_id)
         await asyncio.wait_for(resuming.task, 30)  # closed by the server, not left open
         assert resuming.ws.close_code == 1011

@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from postgres_helpers import postgres_url  # noqa: F401 (a fixture)
+from postgres_helpers import postgres_url, refuse_connections  # noqa: F401 (a fixture)
 
+from server.claims import SessionClaims
 from server.pg_leases import PostgresLeases, asyncpg_dsn
 
 SESSION = "s" * 32
@@ -118,6 +119,22 @@ def test_a_stray_row_of_a_live_owner_is_freed_when_wanted(postgres_url: str) -> 
         assert await b.acquire(SESSION, 0.1)
         await a.close()
         await b.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_process_whose_heartbeat_fails_for_the_ttl_stops_its_runs(
+    postgres_url: str,  # noqa: F811
+) -> None:
+    async def scenario() -> None:
+        claims = SessionClaims(PostgresLeases(postgres_url, ttl_s=0.5))
+        await claims.start()
+        stopped = asyncio.Event()
+        async with claims.claim(SESSION, stopped.set):
+            await refuse_connections(postgres_url)
+            # Another host may have its lease by now: the run here must end.
+            await asyncio.wait_for(stopped.wait(), 30)
+        await claims.close()  # the database is gone: logged, not raised
 
     asyncio.run(scenario())
 
