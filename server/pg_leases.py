@@ -31,7 +31,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -39,12 +40,15 @@ import asyncpg
 from .leases import HEARTBEAT_S, TTL_S, Leases
 from .settings import is_postgres_url
 
+_T = TypeVar("_T")
+
 WANTED = "audiocore_lease_wanted"
 FREED = "audiocore_lease_freed"
 # A database that does not answer within this long fails the call (and the
 # connection that asked gets an error), instead of hanging it.
 STATEMENT_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 5.0
+POOL_SIZE = 3  # the connections' acquires and releases (the heartbeat has its own)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audiocore_lease_owners (
@@ -124,8 +128,9 @@ class PostgresLeases(Leases):
         super().__init__(ttl_s=ttl_s, heartbeat_s=heartbeat_s, poll_s=poll_s)
         self._dsn = asyncpg_dsn(url)
         self._pool: asyncpg.Pool | None = None
-        self._listener: asyncpg.Connection | None = None
+        self._own: asyncpg.Connection | None = None
         self._connecting = asyncio.Lock()
+        self._beating = asyncio.Lock()  # one statement at a time on our own connection
         self._wanted = asyncio.Event()  # someone wants a lease of ours
         # Per session asked for: set (and removed) when its lease is freed.
         # Made before the ask, so a release that overtakes the answer counts.
@@ -134,14 +139,19 @@ class PostgresLeases(Leases):
     # ------------------------------------------------------------ connections
 
     async def _ready(self) -> asyncpg.Pool:
-        """The pool (with the schema created), and a listening connection;
-        (re)opened here when missing or dropped."""
+        """The pool (with the schema created), and the process's own
+        connection, which listens and beats; (re)opened here when missing
+        or dropped."""
         async with self._connecting:
             if self._pool is None:
+                # Opened up front and kept: a statement never waits for a
+                # new connection (a fork and an authentication on the
+                # database's side, slow on a busy server).
                 pool = await asyncpg.create_pool(
                     self._dsn,
-                    min_size=1,
-                    max_size=4,
+                    min_size=POOL_SIZE,
+                    max_size=POOL_SIZE,
+                    max_inactive_connection_lifetime=0,
                     timeout=CONNECT_TIMEOUT_S,
                     command_timeout=STATEMENT_TIMEOUT_S,
                 )
@@ -153,17 +163,17 @@ class PostgresLeases(Leases):
                     await pool.close()
                     raise
                 self._pool = pool
-            if self._listener is None or self._listener.is_closed():
-                if self._listener is not None:
+            if self._own is None or self._own.is_closed():
+                if self._own is not None:
                     # Notifications were lost while it was down: beat at once.
-                    self._listener = None
+                    self._own = None
                     self._wanted.set()
-                listener = await asyncpg.connect(
+                own = await asyncpg.connect(
                     self._dsn, timeout=CONNECT_TIMEOUT_S, command_timeout=STATEMENT_TIMEOUT_S
                 )
-                await listener.add_listener(WANTED, self._notified)
-                await listener.add_listener(FREED, self._notified)
-                self._listener = listener
+                await own.add_listener(WANTED, self._notified)
+                await own.add_listener(FREED, self._notified)
+                self._own = own
             return self._pool
 
     def _notified(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
@@ -174,12 +184,27 @@ class PostgresLeases(Leases):
             if freed is not None:
                 freed.set()
 
+    async def _run(self, call: Callable[[asyncpg.Pool], Awaitable[_T]]) -> _T:
+        """``call(pool)``, finished even if the caller is cancelled."""
+
+        async def run() -> _T:
+            return await call(await self._ready())
+
+        return await _finished(run())
+
     # ------------------------------------------------------------ statements
 
     async def _beat(self) -> list[str]:
-        pool = await self._ready()
-        rows = await pool.fetch(_BEAT, self.owner, datetime.timedelta(seconds=self.ttl_s))
-        return [row[0] for row in rows]
+        # On the process's own connection: the heartbeat never queues
+        # behind the connections' statements for the pool.
+        async def beat() -> list[asyncpg.Record]:
+            await self._ready()
+            assert self._own is not None
+            async with self._beating:
+                expires_in = datetime.timedelta(seconds=self.ttl_s)
+                return await self._own.fetch(_BEAT, self.owner, expires_in)
+
+        return [row[0] for row in await _finished(beat())]
 
     async def next_beat(self) -> None:
         with contextlib.suppress(asyncio.TimeoutError):
@@ -187,28 +212,37 @@ class PostgresLeases(Leases):
         self._wanted.clear()
 
     async def _take(self, session_id: str) -> bool:
-        pool = await self._ready()
+        async def take(pool: asyncpg.Pool) -> bool:
+            if await pool.fetchval(_TAKE, session_id, self.owner):
+                return True
+            await pool.execute(_ASK, session_id, self.owner)
+            return False
+
         self._asking.setdefault(session_id, asyncio.Event())
-        if await pool.fetchval(_TAKE, session_id, self.owner):
-            self._asking.pop(session_id, None)
-            return True
-        await pool.execute(_ASK, session_id, self.owner)
-        return False
+        taken = False
+        try:
+            taken = await self._run(take)
+        finally:
+            if taken:
+                self._asking.pop(session_id, None)
+        return taken
 
     async def _wait_after_asking(self, session_id: str) -> None:
         freed = self._asking.get(session_id)
-        if freed is None:  # freed since we asked: ask again at once
+        if freed is None:
+            # Not asked (a connection here holds it: poll, as the SQLite
+            # store does), or freed since we asked: ask again at once. Either
+            # way a wait, never a spin that starves the event loop.
+            await asyncio.sleep(self.poll_s if session_id in self.held else 0)
             return
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(freed.wait(), self.poll_s)
 
     async def _delete(self, session_ids: list[str]) -> None:
-        pool = await self._ready()
-        await pool.execute(_DELETE, session_ids, self.owner)
+        await self._run(lambda pool: pool.execute(_DELETE, session_ids, self.owner))
 
     async def live_owners(self) -> set[str]:
-        pool = await self._ready()
-        return {row[0] for row in await pool.fetch(_LIVE)}
+        return {row[0] for row in await self._run(lambda pool: pool.fetch(_LIVE))}
 
     async def _leave(self) -> None:
         try:
@@ -217,12 +251,27 @@ class PostgresLeases(Leases):
                     await conn.execute(_LEAVE_LEASES, self.owner)
                     await conn.execute(_LEAVE_OWNERS, self.owner)
         finally:
-            listener, self._listener = self._listener, None
+            own, self._own = self._own, None
             pool, self._pool = self._pool, None
-            if listener is not None:
-                await _close(listener.close(timeout=CONNECT_TIMEOUT_S), listener.terminate)
+            if own is not None:
+                await _close(own.close(timeout=CONNECT_TIMEOUT_S), own.terminate)
             if pool is not None:
                 await _close(pool.close(), pool.terminate)
+
+
+async def _finished(call: Coroutine[Any, Any, _T]) -> _T:
+    """Await ``call``, which runs to its end even if the caller is cancelled:
+    a query cancelled midway leaves its connection waiting for the server's
+    acknowledgement, and the next statement on it could time out."""
+    task = asyncio.ensure_future(call)
+    task.add_done_callback(_consume_exception)
+    return await asyncio.shield(task)
+
+
+def _consume_exception(task: asyncio.Future[Any]) -> None:
+    # Read here so a call whose caller was cancelled never logs "never retrieved".
+    if not task.cancelled():
+        task.exception()
 
 
 async def _close(closing: Awaitable[None], terminate: Callable[[], None]) -> None:

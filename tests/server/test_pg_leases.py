@@ -74,6 +74,22 @@ def test_a_lease_within_one_owner_waits_for_the_holder(postgres_url: str) -> Non
     asyncio.run(scenario())
 
 
+def test_waiting_for_a_holder_here_lets_the_event_loop_run(postgres_url: str) -> None:  # noqa: F811
+    async def scenario() -> None:
+        a = PostgresLeases(postgres_url, ttl_s=600)
+        await a.heartbeat()
+        assert await a.acquire(SESSION, 1.0)
+        # Another connection here waits for it; a wait that spun without
+        # yielding would keep the release below from running until it gave up.
+        waiting = asyncio.create_task(a.acquire(SESSION, 30.0))
+        await asyncio.sleep(0)
+        await a.release(SESSION)
+        assert await waiting
+        await a.close()
+
+    asyncio.run(scenario())
+
+
 def test_an_owner_that_stops_beating_loses_its_leases_after_the_ttl(
     postgres_url: str,  # noqa: F811
 ) -> None:
