@@ -142,7 +142,11 @@ class TaskManager:
         work. ``starting``: also free the delivery claims of connections
         that are gone (later, expired claims are freed as they are met)."""
         self._watched.discard(owner)
-        dead, others_alive = await self._dead_runners(owner)
+        runners, dead, others_alive = await self._runners(owner, starting=starting)
+        if not starting and not dead:  # nothing to settle (the usual case)
+            if runners - {self._runner}:
+                self._watched.add(owner)
+            return
         now = self._clock()
 
         def recover(ledger: Ledger) -> bool:
@@ -164,9 +168,12 @@ class TaskManager:
         if queued:
             self._ensure_worker(owner)
 
-    async def _dead_runners(self, owner: str) -> tuple[set[str | None], bool]:
-        """The runners of ``owner``'s running tasks whose process is gone,
-        and whether any process but this one is alive.
+    async def _runners(
+        self, owner: str, *, starting: bool = False
+    ) -> tuple[set[str | None], set[str | None], bool]:
+        """The runners of ``owner``'s running tasks, those of them whose
+        process is gone, and (``starting``) whether any process but this
+        one is alive.
 
         The ledger is read before the heartbeats: a runner seen in it had
         beaten before it wrote the record, so it is not taken for dead
@@ -174,9 +181,11 @@ class TaskManager:
         ledger = await self.store.read(owner)
         runners = {r.runner for r in ledger.records.values() if r.state in _RUNNING}
         if self._leases is None:
-            return runners, False
+            return runners, runners, False
+        if not runners and not starting:
+            return runners, set(), False
         live = await self._leases.live_owners() | {self._runner}  # late beats or not, we live
-        return runners - live, bool(live - {self._runner})
+        return runners, runners - live, bool(live - {self._runner})
 
     def _run_elsewhere(self, ledger: Ledger) -> bool:
         """A task of the ledger runs in another process (as far as we know)."""
@@ -480,7 +489,7 @@ class TaskManager:
             self._forget_if_idle(owner, state)
 
     async def _take_next(self, owner: str, state: _Owner) -> _Run | None:
-        dead, _ = await self._dead_runners(owner)
+        _, dead, _ = await self._runners(owner)
         now = self._clock()
 
         def take(ledger: Ledger) -> TaskRecord | None:
