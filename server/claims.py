@@ -11,7 +11,8 @@ its session for as long as its run lasts:
   through the lease store: the owner's heartbeat sees the request and calls
   the holder's ``on_taken``. A process whose heartbeat has failed for the
   lease TTL (the store unreachable) has lost its leases: it calls every
-  holder's ``on_taken``.
+  holder's ``on_taken``; so does a late heartbeat for each lease that
+  another process took meanwhile.
 
 A claim that cannot be had within ``wait_s`` raises ``SessionBusy``; nothing
 of the session is read before the claim is held.

@@ -63,7 +63,9 @@ class LeaseStore(Protocol):
     heartbeat_s: float
 
     async def heartbeat(self) -> list[str]:
-        """Extend this process's leases; return the held sessions others want."""
+        """Extend this process's leases; return the held sessions others want,
+        or that are no longer this process's (its heartbeat was late and
+        another process took them)."""
 
     async def next_beat(self) -> None:
         """Return when the next heartbeat is due (or another process wants a
@@ -94,12 +96,14 @@ class Leases(abc.ABC):
         self.poll_s = poll_s
         self.owner = new_owner_id()
         self.held: set[str] = set()
+        self._acquired: set[str] = set()  # held, and their acquire has returned
 
     # ------------------------------------------------------------ statements
 
     @abc.abstractmethod
-    async def _beat(self) -> list[str]:
-        """Extend this owner's expiry; the sessions it owns that are wanted."""
+    async def _beat(self) -> tuple[set[str], list[str]]:
+        """Extend this owner's expiry; the sessions it owns, and those of
+        them that are wanted."""
 
     @abc.abstractmethod
     async def _take(self, session_id: str) -> bool:
@@ -124,11 +128,13 @@ class Leases(abc.ABC):
     # ------------------------------------------------------------ the interface
 
     async def heartbeat(self) -> list[str]:
-        wanted = await self._beat()
+        settled = set(self._acquired)  # their rows were written before this beat
+        owned, wanted = await self._beat()
         stray = [s for s in wanted if s not in self.held]
         if stray:  # a row whose release failed: nobody here runs it any more
             await self._delete(stray)
-        return [s for s in wanted if s in self.held]
+        lost = [s for s in settled if s in self._acquired and s not in owned]
+        return list(dict.fromkeys([s for s in wanted if s in self.held] + lost))
 
     async def acquire(self, session_id: str, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -145,12 +151,14 @@ class Leases(abc.ABC):
                     if not taken:
                         self.held.discard(session_id)
                 if taken:
+                    self._acquired.add(session_id)
                     return True
             if time.monotonic() >= deadline:
                 return False
             await self._wait_after_asking(session_id)
 
     async def release(self, session_id: str) -> None:
+        self._acquired.discard(session_id)
         if session_id in self.held:
             try:
                 await self._delete([session_id])
@@ -158,6 +166,7 @@ class Leases(abc.ABC):
                 self.held.discard(session_id)
 
     async def close(self) -> None:
+        self._acquired.clear()
         try:
             await self._leave()
         except Exception:  # e.g. the database is gone: shut down all the same
@@ -214,15 +223,15 @@ class SessionLeases(Leases):
 
         return await asyncio.get_running_loop().run_in_executor(self._thread, call)
 
-    async def _beat(self) -> list[str]:
-        def beat(db: sqlite3.Connection) -> list[str]:
+    async def _beat(self) -> tuple[set[str], list[str]]:
+        def beat(db: sqlite3.Connection) -> tuple[set[str], list[str]]:
             expires = time.time() + self.ttl_s
             db.execute("INSERT OR REPLACE INTO owners VALUES (?, ?)", (self.owner, expires))
             rows = db.execute(
-                "SELECT session_id FROM leases WHERE owner = ? AND wanted_by IS NOT NULL",
+                "SELECT session_id, wanted_by IS NOT NULL FROM leases WHERE owner = ?",
                 (self.owner,),
             ).fetchall()
-            return [row[0] for row in rows]
+            return {row[0] for row in rows}, [row[0] for row in rows if row[1]]
 
         return await self._run(beat)
 

@@ -67,7 +67,7 @@ WITH beat AS (
     INSERT INTO audiocore_lease_owners VALUES ($1, clock_timestamp() + $2::interval)
     ON CONFLICT (owner) DO UPDATE SET expires = EXCLUDED.expires
 )
-SELECT session_id FROM audiocore_leases WHERE owner = $1 AND wanted_by IS NOT NULL
+SELECT session_id, wanted_by IS NOT NULL FROM audiocore_leases WHERE owner = $1
 """
 # Taken if free, ours, or its owner's heartbeat expired; one statement, so
 # two processes taking a free lease at once find it taken by one of them.
@@ -194,7 +194,7 @@ class PostgresLeases(Leases):
 
     # ------------------------------------------------------------ statements
 
-    async def _beat(self) -> list[str]:
+    async def _beat(self) -> tuple[set[str], list[str]]:
         # On the process's own connection: the heartbeat never queues
         # behind the connections' statements for the pool.
         async def beat() -> list[asyncpg.Record]:
@@ -204,7 +204,8 @@ class PostgresLeases(Leases):
                 expires_in = datetime.timedelta(seconds=self.ttl_s)
                 return await self._own.fetch(_BEAT, self.owner, expires_in)
 
-        return [row[0] for row in await _finished(beat())]
+        rows = await _finished(beat())
+        return {row[0] for row in rows}, [row[0] for row in rows if row[1]]
 
     async def next_beat(self) -> None:
         with contextlib.suppress(asyncio.TimeoutError):

@@ -81,3 +81,24 @@ def test_a_stray_row_of_a_live_owner_is_freed_when_wanted(tmp_path: Path) -> Non
         await b.close()
 
     asyncio.run(scenario())
+
+
+def test_a_late_heartbeat_reports_the_leases_another_owner_took(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        late, other = (
+            SessionLeases(tmp_path / "l.db", ttl_s=0.3),
+            SessionLeases(tmp_path / "l.db", ttl_s=600),
+        )
+        await late.heartbeat()
+        await other.heartbeat()
+        assert await late.acquire(SESSION, 1.0)
+        # late does not beat (a stalled process): its lease expires and is taken.
+        assert await other.acquire(SESSION, 30.0)
+        assert await late.heartbeat() == [SESSION]  # its run here must stop
+        await late.release(SESSION)  # and letting go leaves the new owner's row
+        assert await other.heartbeat() == []
+        assert not await late.acquire(SESSION, 0.0)
+        await late.close()
+        await other.close()
+
+    asyncio.run(scenario())

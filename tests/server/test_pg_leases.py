@@ -171,3 +171,26 @@ def test_only_postgresql_urls_are_taken() -> None:
     assert asyncpg_dsn("postgresql+asyncpg://u:p@h:5/d") == "postgresql://u:p@h:5/d"
     with pytest.raises(ValueError, match="expected a postgresql:// database URL, got scheme"):
         asyncpg_dsn("sqlite+aiosqlite:///x.db")
+
+
+def test_a_late_heartbeat_reports_the_leases_another_owner_took(
+    postgres_url: str,  # noqa: F811
+) -> None:
+    async def scenario() -> None:
+        late, other = (
+            PostgresLeases(postgres_url, ttl_s=0.3),
+            PostgresLeases(postgres_url, ttl_s=600),
+        )
+        await late.heartbeat()
+        await other.heartbeat()
+        assert await late.acquire(SESSION, 1.0)
+        # late does not beat (a stalled process): its lease expires and is taken.
+        assert await other.acquire(SESSION, 30.0)
+        assert await late.heartbeat() == [SESSION]  # its run here must stop
+        await late.release(SESSION)  # and letting go leaves the new owner's row
+        assert await other.heartbeat() == []
+        assert not await late.acquire(SESSION, 0.0)
+        await late.close()
+        await other.close()
+
+    asyncio.run(scenario())
