@@ -740,11 +740,20 @@ def tool_input_chunk(
     call_id: str, name: str, args: Any, *, client_executes: bool = False
 ) -> dict[str, Any]:
     """The tool's input. ``client_executes``: the client is to run the tool now
-    and answer with ``tool_result`` (AI SDK: a tool the server does not execute)."""
+    and answer with ``tool_result`` (AI SDK: a tool the server does not execute).
+    The mark rides in ``providerMetadata``, the one place for it that every AI
+    SDK v6 release's chunk schema accepts (early v6 releases refuse unknown keys)."""
     chunk = {"type": "tool-input-available", "toolCallId": call_id, "toolName": name, "input": args}
     if client_executes:
-        chunk["clientExecutes"] = True
+        chunk["providerMetadata"] = {"audiocore": {"clientExecutes": True}}
     return chunk
+
+
+def client_executes(chunk: dict[str, Any]) -> bool:
+    """Is ``chunk`` a ``tool-input-available`` asking the client to run it now?"""
+    metadata = chunk.get("providerMetadata")
+    mark = metadata.get("audiocore") if isinstance(metadata, dict) else None
+    return isinstance(mark, dict) and mark.get("clientExecutes") is True
 
 
 def tool_approval_request_chunk(approval_id: str, call_id: str) -> dict[str, Any]:

@@ -13,7 +13,7 @@
 // Tools: the page speaks the tool protocol on its own socket (LiveSession,
 // the same parsing the AI SDK transport in chat-transport.js builds on): an
 // approval dialog answers `tool-approval-request`, and the browser runs the
-// calls the server marks `clientExecutes` (browser-tools.js: the music,
+// calls the server marks to run now (`clientExecutes`; browser-tools.js: the music,
 // geolocation).
 
 import { AudioEngine, describeMicError } from "./audio.js";

@@ -12,6 +12,15 @@
 import { base64ToBytes, float32ToPcm16, pcm16Bytes } from "./pcm.js";
 
 /** Rates the server resamples from and to (server/protocol.py SUPPORTED_RATES). */
+/**
+ * Is this `tool-input-available` the server's ask to run the tool in the
+ * browser now? The mark rides in `providerMetadata.audiocore`, which every
+ * AI SDK v6 chunk schema accepts.
+ */
+export function clientExecutes(chunk) {
+  return chunk.providerMetadata?.audiocore?.clientExecutes === true;
+}
+
 export const SUPPORTED_RATES = [8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000];
 
 // Audio waiting in the socket's send buffer beyond this is stale: we drop

@@ -7,6 +7,8 @@
 // freely, never assign them). window.__demo is view(): copies for tests and
 // benchmarks, never the state itself.
 
+import { clientExecutes } from "./session.js";
+
 export const VOICE_RMS = 10 ** (-40 / 20); // -40 dBFS, the offline model's VAD threshold
 export const BARGE_IN_FRAMES = 3; // 60 ms of speech over the agent before we cut it off
 
@@ -296,7 +298,7 @@ export class PageState {
           call = { toolCallId: id, toolName: chunk.toolName, input: chunk.input ?? {}, running: false };
           this.toolCalls.set(id, call);
         }
-        if (!chunk.clientExecutes || call.running) return null;
+        if (!clientExecutes(chunk) || call.running) return null;
         call.running = true;
         return call;
       }

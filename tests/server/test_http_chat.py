@@ -17,6 +17,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
+from server.protocol import client_executes
 from server.runtime import CHAT_USER_ID
 
 HEADERS = {
@@ -142,7 +143,7 @@ def test_browser_tool_over_http_approval_then_output(client: TestClient) -> None
     part["approval"] = {**part["approval"], "approved": True}
     run = chunks(post(client, "chat-5", history, messageId=history[-1]["id"]))
     assert [c["type"] for c in run] == ["start", "tool-input-available", "finish-step", "finish"]
-    assert run[1]["clientExecutes"] is True and run[-1]["finishReason"] == "tool-calls"
+    assert client_executes(run[1]) and run[-1]["finishReason"] == "tool-calls"
     part["state"] = "output-available"
     part["output"] = {"latitude": 1.5, "longitude": 2.5}
     done = chunks(post(client, "chat-5", history, messageId=history[-1]["id"]))

@@ -5,10 +5,14 @@ import { Conversation } from "../../../web/conversation.js";
 import {
   LiveSession,
   SUPPORTED_RATES,
+  clientExecutes,
   describeClose,
   socketUrl,
   startMessage,
 } from "../../../web/session.js";
+
+// The server's mark on a tool the browser is to run now.
+const RUN_NOW = { audiocore: { clientExecutes: true } };
 
 class FakeSocket {
   static last = null;
@@ -244,7 +248,7 @@ test("Conversation: a tool call goes approval -> running -> done, denied or erro
   c.toolAnswered("c1", true);
   assert.deepEqual(states(), [["running", null, false]]);
   // The server asks the browser to run it: the same entry, still running.
-  c.apply({ type: "tool-input-available", toolCallId: "c1", toolName: "change_bgm", input: { a: 1 }, clientExecutes: true });
+  c.apply({ type: "tool-input-available", toolCallId: "c1", toolName: "change_bgm", input: { a: 1 }, providerMetadata: RUN_NOW });
   assert.equal(c.entries.length, 1);
   c.apply({ type: "tool-output-available", toolCallId: "c1", output: { track: "jazz" } });
   assert.deepEqual(states(), [["done", '{"track":"jazz"}', true]]);
@@ -266,4 +270,12 @@ test("Conversation loads a resumed session's history", () => {
     { role: "assistant", text: "You said: hi" },
   ]);
   assert.deepEqual(c.entries.map((e) => e.role), ["user", "agent"]);
+});
+
+test("the run-now mark is read from providerMetadata only", () => {
+  const chunk = { type: "tool-input-available", toolCallId: "c1", toolName: "t", input: {} };
+  assert.equal(clientExecutes(chunk), false);
+  assert.equal(clientExecutes({ ...chunk, providerMetadata: RUN_NOW }), true);
+  assert.equal(clientExecutes({ ...chunk, clientExecutes: true }), false);
+  assert.equal(clientExecutes({ ...chunk, providerMetadata: { audiocore: { clientExecutes: "yes" } } }), false);
 });

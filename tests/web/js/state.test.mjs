@@ -3,6 +3,9 @@ import test from "node:test";
 
 import { BARGE_IN_FRAMES, PageState, VOICE_RMS, turnDetectionFor } from "../../../web/state.js";
 
+// The server's mark on a tool the browser is to run now.
+const RUN_NOW = { audiocore: { clientExecutes: true } };
+
 const LOUD = VOICE_RMS * 2;
 const QUIET = VOICE_RMS / 2;
 
@@ -307,9 +310,9 @@ test("an approval request waits in the dialog's queue until answered or resolved
 test("the browser runs a tool once, when the server says so", () => {
   const s = connected();
   assert.equal(s.toolChunk(input("c1", "change_bgm")), null); // asked to approve first
-  const run = s.toolChunk(input("c1", "change_bgm", { clientExecutes: true }));
+  const run = s.toolChunk(input("c1", "change_bgm", { providerMetadata: RUN_NOW }));
   assert.equal(run.toolName, "change_bgm");
-  assert.equal(s.toolChunk(input("c1", "change_bgm", { clientExecutes: true })), null);
+  assert.equal(s.toolChunk(input("c1", "change_bgm", { providerMetadata: RUN_NOW })), null);
   s.toolRan(run, { output: { track: "jazz", playing: true } });
   assert.deepEqual(s.toolRuns, [{ toolName: "change_bgm", input: { track: "jazz" }, output: { track: "jazz", playing: true } }]);
 });

@@ -19,14 +19,20 @@ import {
   uiMessageChunkSchema,
 } from "ai";
 
+import { uiMessageChunkSchema as strictChunkSchema } from "ai-v6-first";
+
 import { AudiocoreChatTransport, withUserMessage } from "../../../../web/chat-transport.js";
+import { clientExecutes } from "../../../../web/session.js";
 
 const URL = process.env.AUDIOCORE_WS_URL;
 if (!URL) throw new Error("AUDIOCORE_WS_URL is not set: run this file from pytest (tests/web/test_ai_sdk.py)");
 // What any one wait may take before the test gives up and shows the state:
 // a guard against a hang, not a speed requirement.
 const GIVE_UP_MS = 30_000;
-const SCHEMA = uiMessageChunkSchema();
+// Every chunk is checked against the pinned SDK's schema and against the
+// first v6 release's (6.0.25, the seed project's pin), whose chunk objects
+// are strict: a key it does not name fails the whole stream there.
+const SCHEMAS = [uiMessageChunkSchema(), strictChunkSchema()];
 
 /** ChatState in memory (AISDK_NOTES §2), telling waiters about every change. */
 class MemoryState {
@@ -85,8 +91,10 @@ function validated(transport, seen, invalid) {
     stream?.pipeThrough(
       new TransformStream({
         async transform(chunk, controller) {
-          const result = await SCHEMA.validate(chunk);
-          if (!result.success) invalid.push({ chunk, error: String(result.error) });
+          for (const schema of SCHEMAS) {
+            const result = await schema.validate(chunk);
+            if (!result.success) invalid.push({ chunk, error: String(result.error) });
+          }
           seen.push(chunk);
           controller.enqueue(chunk);
         },
@@ -266,7 +274,7 @@ test("a browser tool: approved, run in onToolCall, answered through addToolOutpu
   const made = newChat({
     sendAutomaticallyWhen: approvalsOrResults,
     onToolCall: ({ toolCall }) => {
-      if (!toolCall.clientExecutes) return; // the server runs it, or asks first
+      if (!clientExecutes(toolCall)) return; // the server runs it, or asks first
       runs.push(toolCall.toolName);
       // No await: onToolCall runs inside the chat's job queue (AISDK_NOTES §8.6).
       chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: position });
@@ -301,7 +309,7 @@ test("a browser tool that fails: addToolOutput with output-error reaches the mod
   const made = newChat({
     sendAutomaticallyWhen: approvalsOrResults,
     onToolCall: ({ toolCall }) => {
-      if (!toolCall.clientExecutes) return;
+      if (!clientExecutes(toolCall)) return;
       chat.addToolOutput({
         state: "output-error",
         tool: toolCall.toolName,
