@@ -27,7 +27,13 @@ import { Conversation, TOOL_STATES } from "./conversation.js";
 import { BackgroundMusic } from "./music.js";
 import { Pcm16Decoder } from "./pcm.js";
 import { LiveSession, describeClose, newUserKey, socketUrl } from "./session.js";
-import { PageState, TASK_STATES, taskCancellable, turnDetectionFor } from "./state.js";
+import {
+  PageState,
+  TASK_STATES,
+  taskCancellable,
+  taskOffersCancel,
+  turnDetectionFor,
+} from "./state.js";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -250,7 +256,7 @@ function paintTask(el, card, connected) {
     line.textContent = detail;
     parts.push(line);
   }
-  if (card.state === "queued" || card.state === "running") {
+  if (taskOffersCancel(card)) {
     const cancel = document.createElement("button");
     cancel.type = "button";
     cancel.className = "task-cancel";

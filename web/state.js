@@ -25,9 +25,14 @@ export const TASK_STATES = {
   cancelled: "cancelled",
 };
 
-/** While a task is queued or running, its card offers Cancel. */
+/** While a task is queued or running, its card has a Cancel button ... */
+export function taskOffersCancel(card) {
+  return card.state === "queued" || card.state === "running";
+}
+
+/** ... which works until it has been pressed. */
 export function taskCancellable(card) {
-  return (card.state === "queued" || card.state === "running") && !card.cancelRequested;
+  return taskOffersCancel(card) && !card.cancelRequested;
 }
 
 export class PageState {
@@ -382,7 +387,7 @@ export class PageState {
     const known = this.tasks.get(data.id);
     // A cancel in flight keeps its button off until the task leaves the
     // states it could be cancelled in.
-    const cancelRequested = !!known?.cancelRequested && (data.state === "queued" || data.state === "running");
+    const cancelRequested = !!known?.cancelRequested && taskOffersCancel(data);
     const card = { ...data, cancelRequested };
     this.tasks.set(data.id, card);
     if (known?.state !== card.state) this.taskStates.push({ id: card.id, state: card.state });

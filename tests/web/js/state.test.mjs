@@ -7,6 +7,7 @@ import {
   TASK_STATES,
   VOICE_RMS,
   taskCancellable,
+  taskOffersCancel,
   turnDetectionFor,
 } from "../../../web/state.js";
 
@@ -378,12 +379,15 @@ test("a task card is updated in place, and every state it showed is recorded", (
 test("Cancel is offered while queued or running, once, until the server answers", () => {
   const s = connected();
   for (const state of Object.keys(TASK_STATES)) {
-    assert.equal(taskCancellable(task("t", state)), state === "queued" || state === "running", state);
+    const active = state === "queued" || state === "running";
+    assert.equal(taskOffersCancel(task("t", state)), active, state);
+    assert.equal(taskCancellable(task("t", state)), active, state);
   }
   assert.equal(s.taskCancelRequested("nope"), false, "no such card");
   s.taskChanged(task("t1", "running"));
   assert.equal(s.taskCancelRequested("t1"), true);
   assert.equal(taskCancellable(s.tasks.get("t1")), false, "pressed: no second cancel");
+  assert.equal(taskOffersCancel(s.tasks.get("t1")), true, "the button stays, disabled");
   assert.equal(s.taskCancelRequested("t1"), false);
   // A progress update while the cancel travels keeps the button off ...
   s.taskChanged(task("t1", "running", { progress: { tool: "wait", detail: "120" } }));
