@@ -39,6 +39,7 @@ export function startMessage({
   binary = true,
   sessionId,
   turnDetection,
+  userKey,
 }) {
   const message = { type: "start" };
   if (inputRate) message.input = { sampleRate: inputRate, format: inputFormat, channels: 1 };
@@ -47,7 +48,18 @@ export function startMessage({
   // "server": the model's voice detection ends turns; "manual": only
   // activity_start/activity_end do (push-to-talk). Omitted: the server's default.
   if (turnDetection) message.turnDetection = turnDetection;
+  // The user's background tasks are theirs in every session that sends it.
+  if (userKey) message.userKey = userKey;
   return message;
+}
+
+/**
+ * A new random user key (192 bits, base64url: the server takes 20 to 100 of
+ * A-Z a-z 0-9 _ -). Whoever knows it sees the user's tasks: keep it private.
+ */
+export function newUserKey(random = globalThis.crypto) {
+  const bytes = random.getRandomValues(new Uint8Array(24));
+  return btoa(String.fromCharCode(...bytes)).replaceAll("+", "-").replaceAll("/", "_");
 }
 
 /** ws:// or wss:// URL of the endpoint next to the page. */
@@ -83,6 +95,7 @@ export class LiveSession extends EventTarget {
    * @param {boolean} [options.binary=true] ask for audio as binary frames
    * @param {string} [options.sessionId]  resume this session
    * @param {"server"|"manual"} [options.turnDetection] who ends the user's turns
+   * @param {string} [options.userKey] whose background tasks this socket sees (newUserKey)
    * @param {typeof WebSocket} [options.WebSocketImpl]
    */
   constructor(url, options) {
@@ -230,6 +243,11 @@ export class LiveSession extends EventTarget {
     }
     // JSON has no undefined: a tool that returns nothing answers null.
     return this.#sendJson({ type: "tool_result", toolCallId, output: output ?? null });
+  }
+
+  /** Ask the server to cancel a background task; its `data-task` card confirms. */
+  cancelTask(taskId) {
+    return this.#sendJson({ type: "task_cancel", taskId });
   }
 
   /** AI SDK UI messages: the server reads the last one (a user turn, or tool answers). */

@@ -7,6 +7,7 @@ import {
   SUPPORTED_RATES,
   clientExecutes,
   describeClose,
+  newUserKey,
   socketUrl,
   startMessage,
 } from "../../../web/session.js";
@@ -76,6 +77,17 @@ test("startMessage declares both rates, the format and the session", () => {
   const manual = startMessage({ inputRate: 1, outputRate: 1, turnDetection: "manual" });
   assert.equal(manual.turnDetection, "manual");
   assert.ok(SUPPORTED_RATES.includes(44100));
+});
+
+test("a user key is random, and what the server takes (server/protocol.py USER_KEY)", () => {
+  const keys = new Set(Array.from({ length: 100 }, () => newUserKey()));
+  assert.equal(keys.size, 100);
+  for (const key of keys) assert.match(key, /^[A-Za-z0-9_-]{20,100}$/);
+  // Known answer: 24 bytes of 0xfb are base64 "+/"-heavy, which must not survive.
+  const fixed = { getRandomValues: (bytes) => bytes.fill(0xfb) };
+  assert.equal(newUserKey(fixed), "-_v7-_v7-_v7-_v7-_v7-_v7-_v7-_v7");
+  assert.equal(startMessage({ userKey: "k".repeat(20) }).userKey, "k".repeat(20));
+  assert.equal("userKey" in startMessage({}), false);
 });
 
 test("socketUrl follows the page's scheme and host", () => {
@@ -158,12 +170,14 @@ test("typed messages have the protocol's shapes", async () => {
   s.activityEnd();
   s.interrupt();
   s.toolApproval("a1", true);
+  s.cancelTask("task_0123abcd");
   assert.deepEqual(FakeSocket.last.sent.slice(1).map((m) => JSON.parse(m)), [
     { type: "text", text: "hi" },
     { type: "activity_start" },
     { type: "activity_end" },
     { type: "interrupt" },
     { type: "tool_approval", approvalId: "a1", approved: true },
+    { type: "task_cancel", taskId: "task_0123abcd" },
   ]);
 });
 
