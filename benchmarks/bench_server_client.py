@@ -11,6 +11,7 @@ import base64
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import shutil
 import signal
@@ -352,6 +353,15 @@ async def push_to_talk_turns(
         await asyncio.wait_for(finished.get(), 30)
         await quiet_task
         turn = list(arrivals)
+        if turn:
+            # The user speaks again once the answer has been heard, not merely
+            # received: a server that sends ahead of real time (or a loaded
+            # machine that delays the answer past the gap) must not turn the
+            # next turn into a barge-in. The microphone keeps streaming.
+            heard = turn[0][0] + prebuffer_s + sum(n for _, n in turn) / OUT_RATE
+            more = math.ceil((heard - time.monotonic()) / FRAME_S)
+            if more > 0:
+                await paced_frames([quiet] * more, send)
         results.append(
             TurnResult(
                 first_audio_s=(turn[0][0] - ended) if turn else float("nan"),
