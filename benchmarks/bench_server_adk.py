@@ -36,13 +36,16 @@ Per contender and N:
   real time (ADK's sends the model's events as they come) has negative
   values: the chunk came ahead of its play time;
 * late frames for a listener with a 100 ms prebuffer; lost samples;
-* failures: sessions that raised or hung (no ``turnComplete`` within 30 s),
-  with what happened.
+* barge-ins (``interrupted`` events) the client got;
+* failures: sessions the server closed (with its close code and reason) or
+  that hung (no ``turnComplete`` within 30 s).
 
-Checked after the timed region: on ``/run_live`` every turn's audio is the
-exact echo of what was sent (the offline model resamples the utterance to
-24 kHz; ours pads the last 40 ms frame with silence); on ``/ws`` the sample
-count is exact.
+Checked after the timed region (``bench_server_client.check_echo``), for
+all three: every turn's audio against the exact echo of what was sent (the
+offline model resamples the 16 kHz utterance to 24 kHz; ours pads the last
+40 ms frame with silence), frame by frame — frames our pacer made up during
+a stall ("concealed") or faded in after one ("altered"), and turns whose
+echo did not arrive whole and in order ("incomplete").
 """
 
 from __future__ import annotations
