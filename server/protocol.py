@@ -268,25 +268,24 @@ def load_json(raw: str, limits: Limits) -> dict[str, Any]:
 def check_json_tree(obj: Any, limit: int = MAX_JSON_DEPTH) -> None:
     """Without recursion (nothing may recurse on a client's nesting): at most
     ``limit`` deep, and no lone surrogates ("\\ud800" is valid JSON but no
-    text: the model layer cannot encode it, and its run would die later)."""
-    stack = [(obj, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, str):
-            if not value.isascii() and _SURROGATE.search(value):
-                raise InputError("expected text without lone surrogates (\\ud800-\\udfff)")
-            continue
-        if isinstance(value, dict):
-            children: list[Any] = [*value.keys(), *value.values()]
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
-        if depth > limit:
-            raise UnparsableJson(f"expected JSON nested at most {limit} deep")
-        stack.extend(
-            (child, depth + 1) for child in children if isinstance(child, (dict, list, str))
-        )
+    text: the model layer cannot encode it, and its run would die later).
+    Level by level: every audio message passes here."""
+    level: list[Any] = [obj]
+    depth = 1
+    while level:
+        below: list[Any] = []
+        for value in level:
+            if isinstance(value, str):
+                if not value.isascii() and _SURROGATE.search(value):
+                    raise InputError("expected text without lone surrogates (\\ud800-\\udfff)")
+            elif isinstance(value, (dict, list)):
+                if depth > limit:
+                    raise UnparsableJson(f"expected JSON nested at most {limit} deep")
+                below += value  # a dict's keys
+                if isinstance(value, dict):
+                    below += value.values()
+        level = below
+        depth += 1
 
 
 def decode_text(raw: str, fmt: InputFormat, limits: Limits) -> ClientMessage:
