@@ -11,6 +11,7 @@ import base64
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import shutil
 import signal
@@ -164,6 +165,58 @@ class TurnResult:
     expected: int
     late_frames: int  # frames that arrived after the listener's playback ran dry
     frames: int
+    # Per audio chunk received, in order: how long after its ideal play time it
+    # arrived (chunk_lateness); negative when it came ahead of it.
+    lateness_s: list[float] = dataclasses.field(default_factory=list)
+    audio: bytes = b""  # the turn's echo, when the client kept it
+
+
+@dataclasses.dataclass(frozen=True)
+class EchoCheck:
+    complete: bool  # every frame of the echo arrived, in order
+    exact: int  # frames identical to the echo's
+    altered: int  # echo frames that arrived changed (faded in after a concealment)
+    concealed: int  # frames that are not the echo's: made up during a stall
+
+
+def check_echo(audio: bytes, echo: bytes, frame: int = OUT_FRAME) -> EchoCheck:
+    """Walk the received PCM16 in ``frame``-sample frames against the exact
+    echo (the tail padded with silence). A frame equal to the echo's next
+    frame is exact; one close to it (residual energy under a quarter of the
+    frame's) is the echo's, altered; any other was inserted, and the echo's
+    next frame is still expected after it."""
+    step = 2 * frame
+    ref = np.frombuffer(echo + bytes(-len(echo) % step), "<i2").astype(np.float64)
+    got = np.frombuffer(audio[: len(audio) // 2 * 2], "<i2").astype(np.float64)
+    pos = exact = altered = concealed = 0
+    for start in range(0, len(got), frame):
+        f = got[start : start + frame]
+        r = ref[pos : pos + len(f)]
+        if len(r) == len(f) and np.array_equal(f, r):
+            exact += 1
+            pos += frame
+        elif len(r) == len(f) and np.sum((f - r) ** 2) < 0.25 * max(np.sum(r**2), 1.0):
+            altered += 1
+            pos += frame
+        else:
+            concealed += 1
+    return EchoCheck(pos >= len(ref), exact, altered, concealed)
+
+
+def chunk_lateness(arrivals: list[tuple[float, int]], ended: float, rate: int) -> list[float]:
+    """Per-chunk latency of an echo: chunk k, whose first sample is at offset
+    o_k (s) into the echo, arrives at a_k; its latency is a_k - (ended + o_k),
+    where ``ended`` is when the client sent the end of the utterance. That is
+    the time from the earliest moment the model could have the utterance to
+    the chunk arriving, minus the time playing the echo before it would take
+    in real time: the delay a listener who starts playing the echo at
+    ``ended`` would see on that chunk. Chunk 0's is the first-audio latency; a
+    server that sends faster than real time gets negative values (early)."""
+    out, offset = [], 0
+    for arrival, samples in arrivals:
+        out.append(arrival - (ended + offset / rate))
+        offset += samples
+    return out
 
 
 def playout_late_frames(arrivals: list[tuple[float, int]], rate: int, prebuffer_s: float) -> int:
@@ -220,6 +273,7 @@ async def our_session(
             )
         )
         arrivals: list[tuple[float, int]] = []
+        received: list[bytes] = []
         finished = asyncio.Queue()
         errors: list[str] = []
 
@@ -234,8 +288,11 @@ async def our_session(
                 counter["down"] += len(message)
                 if isinstance(message, bytes):
                     arrivals.append((time.monotonic(), len(message) // 2))
+                    received.append(message)
                 elif '"finish"' in message:
                     finished.put_nowait(time.monotonic())
+                elif '"type":"data-interrupted"' in message:
+                    counter["interrupted"] = counter.get("interrupted", 0) + 1
                 elif '"type":"error"' in message:
                     errors.append(json.loads(message)["errorText"])
 
@@ -253,6 +310,7 @@ async def our_session(
                 # The exact echo, padded with silence to whole 40 ms frames.
                 expected=-(-(len(speech) // 2) // OUT_FRAME) * OUT_FRAME,
                 prebuffer_s=prebuffer_s,
+                received=received,
             )
         except TimeoutError:
             raise RuntimeError(
@@ -264,15 +322,29 @@ async def our_session(
 
 
 async def push_to_talk_turns(
-    send, arrivals, finished, *, turns, frames, quiet, gap, edges, expected, prebuffer_s
+    send,
+    arrivals,
+    finished,
+    *,
+    turns,
+    frames,
+    quiet,
+    gap,
+    edges,
+    expected,
+    prebuffer_s,
+    received: list[bytes] | None = None,
 ) -> list[TurnResult]:
     """The turns of one session, whatever its wire format: the activity
     edges around paced speech frames, then silence while the echo plays.
     `receive` (the caller's reader task) fills `arrivals` with (time,
-    samples) and puts the time of each turn's end in `finished`."""
+    samples), and `received` (if given) with the audio, and puts the time of
+    each turn's end in `finished`."""
     results = []
     for _ in range(turns):
         arrivals.clear()
+        if received is not None:
+            received.clear()
         await send(edges[0])
         await paced_frames(frames, send)
         await send(edges[1])
@@ -281,6 +353,15 @@ async def push_to_talk_turns(
         await asyncio.wait_for(finished.get(), 30)
         await quiet_task
         turn = list(arrivals)
+        if turn:
+            # The user speaks again once the answer has been heard, not merely
+            # received: a server that sends ahead of real time (or a loaded
+            # machine that delays the answer past the gap) must not turn the
+            # next turn into a barge-in. The microphone keeps streaming.
+            heard = turn[0][0] + prebuffer_s + sum(n for _, n in turn) / OUT_RATE
+            more = math.ceil((heard - time.monotonic()) / FRAME_S)
+            if more > 0:
+                await paced_frames([quiet] * more, send)
         results.append(
             TurnResult(
                 first_audio_s=(turn[0][0] - ended) if turn else float("nan"),
@@ -288,6 +369,8 @@ async def push_to_talk_turns(
                 expected=expected,
                 late_frames=playout_late_frames(turn, OUT_RATE, prebuffer_s),
                 frames=len(turn),
+                lateness_s=chunk_lateness(turn, ended, OUT_RATE),
+                audio=b"".join(received) if received is not None else b"",
             )
         )
     return results

@@ -134,6 +134,26 @@ class TaskDelivery:
                 return
             await self._until(changed, None if free_at is None else free_at - now)
 
+    async def _hold_until_line_free(self, record: TaskRecord) -> bool:
+        """The line was free before the claim, but taking it took a moment in
+        which the user may have typed or spoken: wait, holding the claim, until
+        the line is free again. False if the claim was lost meanwhile."""
+        renew_at = self._clock() + CLAIM_TTL_S / 3
+        while True:
+            changed = self._watch()
+            free_at = self._line_free_at()
+            now = self._clock()
+            if free_at is not None and free_at <= now:
+                return True
+            if now >= renew_at:
+                if not await self._manager.renew_claim(
+                    self._owner, record.id, self._claimant, CLAIM_TTL_S
+                ):
+                    return False
+                renew_at = now + CLAIM_TTL_S / 3
+            until = renew_at if free_at is None else min(free_at, renew_at)
+            await self._until(changed, max(0.0, until - now))
+
     def _watch(self) -> anyio.Event:
         """A fresh event for the changes from now on: taken before looking,
         so a change while looking is not missed."""
@@ -147,6 +167,8 @@ class TaskDelivery:
 
     async def _present(self, record: TaskRecord) -> bool:
         """Hand the outcome to the model; True once its answer has played."""
+        if not await self._hold_until_line_free(record):
+            return False
         self._answer_ended = False
         self._interrupted = False
         self._hand_to_model(delivery_prompt(record))

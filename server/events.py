@@ -121,11 +121,15 @@ class TurnTranslator:
     def begin(self, message_id: str | None = None) -> list[dict[str, Any]]:
         """Open a turn now (its ``start``, if none is open): for chunks that
         do not come from an event, such as tool calls asked again on resume.
-        ``message_id``: the id of the message the turn continues."""
+        ``message_id``: the id of the message the turn continues — one
+        whose tool step is over, so what the model says next is a step of
+        its own (else AI SDK's ``lastAssistantMessageIsCompleteWithToolCalls``
+        still sees the answered call as the last step, and sends again)."""
         if self.in_turn:
             return []
         self.in_turn = True
         self.message_id = message_id or protocol.new_id("msg")
+        self._stepped = message_id is not None
         return [protocol.start_chunk(self.message_id)]
 
     def end_step(self) -> list[dict[str, Any]]:

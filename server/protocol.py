@@ -268,25 +268,24 @@ def load_json(raw: str, limits: Limits) -> dict[str, Any]:
 def check_json_tree(obj: Any, limit: int = MAX_JSON_DEPTH) -> None:
     """Without recursion (nothing may recurse on a client's nesting): at most
     ``limit`` deep, and no lone surrogates ("\\ud800" is valid JSON but no
-    text: the model layer cannot encode it, and its run would die later)."""
-    stack = [(obj, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, str):
-            if not value.isascii() and _SURROGATE.search(value):
-                raise InputError("expected text without lone surrogates (\\ud800-\\udfff)")
-            continue
-        if isinstance(value, dict):
-            children: list[Any] = [*value.keys(), *value.values()]
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
-        if depth > limit:
-            raise UnparsableJson(f"expected JSON nested at most {limit} deep")
-        stack.extend(
-            (child, depth + 1) for child in children if isinstance(child, (dict, list, str))
-        )
+    text: the model layer cannot encode it, and its run would die later).
+    Level by level: every audio message passes here."""
+    level: list[Any] = [obj]
+    depth = 1
+    while level:
+        below: list[Any] = []
+        for value in level:
+            if isinstance(value, str):
+                if not value.isascii() and _SURROGATE.search(value):
+                    raise InputError("expected text without lone surrogates (\\ud800-\\udfff)")
+            elif isinstance(value, (dict, list)):
+                if depth > limit:
+                    raise UnparsableJson(f"expected JSON nested at most {limit} deep")
+                below += value  # a dict's keys
+                if isinstance(value, dict):
+                    below += value.values()
+        level = below
+        depth += 1
 
 
 def decode_text(raw: str, fmt: InputFormat, limits: Limits) -> ClientMessage:
@@ -740,11 +739,20 @@ def tool_input_chunk(
     call_id: str, name: str, args: Any, *, client_executes: bool = False
 ) -> dict[str, Any]:
     """The tool's input. ``client_executes``: the client is to run the tool now
-    and answer with ``tool_result`` (AI SDK: a tool the server does not execute)."""
+    and answer with ``tool_result`` (AI SDK: a tool the server does not execute).
+    The mark rides in ``providerMetadata``, the one place for it that every AI
+    SDK v6 release's chunk schema accepts (early v6 releases refuse unknown keys)."""
     chunk = {"type": "tool-input-available", "toolCallId": call_id, "toolName": name, "input": args}
     if client_executes:
-        chunk["clientExecutes"] = True
+        chunk["providerMetadata"] = {"audiocore": {"clientExecutes": True}}
     return chunk
+
+
+def client_executes(chunk: dict[str, Any]) -> bool:
+    """Is ``chunk`` a ``tool-input-available`` asking the client to run it now?"""
+    metadata = chunk.get("providerMetadata")
+    mark = metadata.get("audiocore") if isinstance(metadata, dict) else None
+    return isinstance(mark, dict) and mark.get("clientExecutes") is True
 
 
 def tool_approval_request_chunk(approval_id: str, call_id: str) -> dict[str, Any]:

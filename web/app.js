@@ -13,16 +13,27 @@
 // Tools: the page speaks the tool protocol on its own socket (LiveSession,
 // the same parsing the AI SDK transport in chat-transport.js builds on): an
 // approval dialog answers `tool-approval-request`, and the browser runs the
-// calls the server marks `clientExecutes` (browser-tools.js: the music,
+// calls the server marks to run now (`clientExecutes`; browser-tools.js: the music,
 // geolocation).
+//
+// Background tasks: `start` carries the user's key (kept in localStorage),
+// so the user's tasks follow them into every session; each `data-task`
+// chunk updates that task's card in place, and a card's Cancel sends
+// `task_cancel` (the next card confirms it).
 
 import { AudioEngine, describeMicError } from "./audio.js";
 import { runBrowserTool } from "./browser-tools.js";
 import { Conversation, TOOL_STATES } from "./conversation.js";
 import { BackgroundMusic } from "./music.js";
 import { Pcm16Decoder } from "./pcm.js";
-import { LiveSession, describeClose, socketUrl } from "./session.js";
-import { PageState, turnDetectionFor } from "./state.js";
+import { LiveSession, describeClose, newUserKey, socketUrl } from "./session.js";
+import {
+  PageState,
+  TASK_STATES,
+  taskCancellable,
+  taskOffersCancel,
+  turnDetectionFor,
+} from "./state.js";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -34,6 +45,7 @@ const ui = {
   level: $("level"),
   levelFill: $("level").querySelector(".fill"),
   message: $("message"),
+  tasks: $("tasks"),
   log: $("log"),
   compose: $("compose"),
   text: $("text"),
@@ -51,6 +63,7 @@ const ui = {
 };
 
 const SESSION_KEY = "audiocore.sessionId";
+const USER_KEY = "audiocore.userKey";
 const UNMUTE_AFTER_MS = 2000; // give up waiting for the server's data-interrupted
 
 // URL overrides (?prebuffer=80&binary=0&input=s16&mode=push-to-talk, and
@@ -65,6 +78,16 @@ const inputFormat = params.get("input") === "s16" ? "s16" : "f32";
 const serverUrl = params.get("server") ?? socketUrl(location);
 
 // ------------------------------------------------------------------ state
+
+/** This browser's user key: made once, then kept (Forget keeps it too). */
+function userKey() {
+  let key = localStorage.getItem(USER_KEY);
+  if (!key) {
+    key = newUserKey();
+    localStorage.setItem(USER_KEY, key);
+  }
+  return key;
+}
 
 const state = new PageState({
   mode: checkedMode(),
@@ -135,6 +158,7 @@ function render() {
   renderHint();
   renderApproval();
   renderMessage();
+  renderTasks();
   renderStatus();
   renderLevel();
 }
@@ -186,6 +210,70 @@ function renderMessage() {
   ui.message.hidden = !message;
   setText(ui.message, message?.text ?? "");
   if (message) ui.message.dataset.kind = message.kind;
+}
+
+// The task cards, each updated in place: id -> {el, card, connected} as painted.
+const taskElements = new Map();
+
+function renderTasks() {
+  ui.tasks.hidden = state.tasks.size === 0;
+  const connected = state.connection === "connected";
+  for (const card of state.tasks.values()) {
+    let painted = taskElements.get(card.id);
+    if (!painted) {
+      const el = document.createElement("article");
+      el.className = "task";
+      el.id = `task-${card.id}`;
+      painted = { el };
+      taskElements.set(card.id, painted);
+      ui.tasks.append(el);
+    }
+    // Cards are replaced, never changed: the same object is the same card.
+    if (painted.card === card && painted.connected === connected) continue;
+    paintTask(painted.el, card, connected);
+    Object.assign(painted, { card, connected });
+  }
+}
+
+/** A card: the objective, the state, then progress, the result or the error. */
+function paintTask(el, card, connected) {
+  const objective = document.createElement("span");
+  objective.className = "task-objective";
+  objective.textContent = card.objective;
+  const badge = document.createElement("span");
+  badge.className = "task-state";
+  badge.textContent = TASK_STATES[card.state] ?? card.state;
+  const parts = [objective, badge];
+  const detail =
+    card.state === "completed"
+      ? card.result
+      : card.state === "failed"
+        ? card.error
+        : card.progress && `${card.progress.tool} ${card.progress.detail ?? ""}`.trim();
+  if (detail) {
+    const line = document.createElement("span");
+    line.className = "task-detail";
+    line.textContent = detail;
+    parts.push(line);
+  }
+  if (taskOffersCancel(card)) {
+    const cancel = document.createElement("button");
+    cancel.type = "button";
+    cancel.className = "task-cancel";
+    cancel.dataset.taskId = card.id;
+    cancel.disabled = !taskCancellable(card) || !connected; // the cancel goes on the socket
+    cancel.textContent = "Cancel";
+    cancel.setAttribute("aria-label", `Cancel the task: ${card.objective}`);
+    parts.push(cancel);
+  }
+  el.replaceChildren(...parts);
+  el.dataset.state = card.state;
+}
+
+function cancelTask(id) {
+  if (!state.taskCancelRequested(id)) return;
+  if (!live?.session?.cancelTask(id)) state.taskCancelFailed(id);
+  render();
 }
 
 function renderStatus() {
@@ -341,6 +429,7 @@ async function connect() {
     binary: state.settings.binary,
     sessionId: state.resumeId ?? undefined,
     turnDetection: turnDetectionFor(state.mode),
+    userKey: userKey(),
   });
   conn.session = session;
   session.addEventListener("audio", onAudio);
@@ -514,6 +603,10 @@ function onChunk({ detail: chunk }) {
         flushPlayback(`server:${chunk.data?.source ?? "model"}`);
       }
       break;
+    case "data-task":
+      state.taskChanged(chunk.data);
+      render();
+      break;
     case "error":
       state.serverError(chunk.errorText);
       render();
@@ -605,6 +698,10 @@ ui.approval.addEventListener("cancel", (event) => {
   answerApproval(false);
 });
 ui.disconnect.addEventListener("click", () => disconnect());
+ui.tasks.addEventListener("click", (event) => {
+  const button = event.target.closest?.("button.task-cancel");
+  if (button) cancelTask(button.dataset.taskId);
+});
 ui.interrupt.addEventListener("click", () => interruptLocal("button"));
 ui.compose.addEventListener("submit", (event) => {
   event.preventDefault();

@@ -18,7 +18,7 @@
 //   barge-in) waits in a backlog; `onServerTurn` says so, and the app calls
 //   `chat.resumeStream()`, whose `reconnectToStream` returns it.
 
-import { LiveSession, describeClose } from "./session.js";
+import { LiveSession, clientExecutes, describeClose } from "./session.js";
 
 const FINISH_STEP = Object.freeze({ type: "finish-step" });
 const START_STEP = Object.freeze({ type: "start-step" });
@@ -89,7 +89,8 @@ export class TurnTracker {
         return { chunks: out, ends: true };
       case "tool-input-available": {
         const known = this.calls.get(chunk.toolCallId);
-        if (chunk.clientExecutes) {
+        const runNow = clientExecutes(chunk);
+        if (runNow) {
           // Asked once is enough: a second ask must not run the tool twice.
           if (known?.clientExecutes) return { chunks: [], ends: false };
           this.waits = true;
@@ -97,7 +98,7 @@ export class TurnTracker {
         if (!known) this.#openStep(out);
         this.calls.set(chunk.toolCallId, {
           toolName: chunk.toolName,
-          clientExecutes: !!chunk.clientExecutes,
+          clientExecutes: runNow,
         });
         out.push(chunk);
         break;
@@ -135,8 +136,8 @@ export class TurnTracker {
     return this.record
       .filter((chunk) => !chunk.transient)
       .map((chunk) => {
-        if (!chunk.clientExecutes) return chunk;
-        const { clientExecutes, ...rest } = chunk;
+        if (!clientExecutes(chunk)) return chunk;
+        const { providerMetadata, ...rest } = chunk;
         return rest;
       });
   }

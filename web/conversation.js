@@ -7,6 +7,8 @@
 // transcript may come after the agent's first words; so a turn keeps its user
 // entry ahead of its agent entry and `onChange` says where a new one goes.
 
+import { clientExecutes } from "./session.js";
+
 let nextId = 1;
 
 /** A tool call's states, and the words the page shows for them. */
@@ -117,7 +119,7 @@ export class Conversation {
         const known = this.tools.get(chunk.toolCallId);
         if (known) {
           // Asked again: the browser is to run it now (or a resumed session repeats it).
-          if (chunk.clientExecutes) this.#toolState(known, "running");
+          if (clientExecutes(chunk)) this.#toolState(known, "running");
           break;
         }
         const args = JSON.stringify(chunk.input ?? {});

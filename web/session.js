@@ -12,6 +12,15 @@
 import { base64ToBytes, float32ToPcm16, pcm16Bytes } from "./pcm.js";
 
 /** Rates the server resamples from and to (server/protocol.py SUPPORTED_RATES). */
+/**
+ * Is this `tool-input-available` the server's ask to run the tool in the
+ * browser now? The mark rides in `providerMetadata.audiocore`, which every
+ * AI SDK v6 chunk schema accepts.
+ */
+export function clientExecutes(chunk) {
+  return chunk.providerMetadata?.audiocore?.clientExecutes === true;
+}
+
 export const SUPPORTED_RATES = [8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000];
 
 // Audio waiting in the socket's send buffer beyond this is stale: we drop
@@ -30,6 +39,7 @@ export function startMessage({
   binary = true,
   sessionId,
   turnDetection,
+  userKey,
 }) {
   const message = { type: "start" };
   if (inputRate) message.input = { sampleRate: inputRate, format: inputFormat, channels: 1 };
@@ -38,7 +48,18 @@ export function startMessage({
   // "server": the model's voice detection ends turns; "manual": only
   // activity_start/activity_end do (push-to-talk). Omitted: the server's default.
   if (turnDetection) message.turnDetection = turnDetection;
+  // The user's background tasks are theirs in every session that sends it.
+  if (userKey) message.userKey = userKey;
   return message;
+}
+
+/**
+ * A new random user key (192 bits, base64url: the server takes 20 to 100 of
+ * A-Z a-z 0-9 _ -). Whoever knows it sees the user's tasks: keep it private.
+ */
+export function newUserKey(random = globalThis.crypto) {
+  const bytes = random.getRandomValues(new Uint8Array(24));
+  return btoa(String.fromCharCode(...bytes)).replaceAll("+", "-").replaceAll("/", "_");
 }
 
 /** ws:// or wss:// URL of the endpoint next to the page. */
@@ -74,6 +95,7 @@ export class LiveSession extends EventTarget {
    * @param {boolean} [options.binary=true] ask for audio as binary frames
    * @param {string} [options.sessionId]  resume this session
    * @param {"server"|"manual"} [options.turnDetection] who ends the user's turns
+   * @param {string} [options.userKey] whose background tasks this socket sees (newUserKey)
    * @param {typeof WebSocket} [options.WebSocketImpl]
    */
   constructor(url, options) {
@@ -221,6 +243,11 @@ export class LiveSession extends EventTarget {
     }
     // JSON has no undefined: a tool that returns nothing answers null.
     return this.#sendJson({ type: "tool_result", toolCallId, output: output ?? null });
+  }
+
+  /** Ask the server to cancel a background task; its `data-task` card confirms. */
+  cancelTask(taskId) {
+    return this.#sendJson({ type: "task_cancel", taskId });
   }
 
   /** AI SDK UI messages: the server reads the last one (a user turn, or tool answers). */

@@ -7,12 +7,34 @@
 // freely, never assign them). window.__demo is view(): copies for tests and
 // benchmarks, never the state itself.
 
+import { clientExecutes } from "./session.js";
+
 export const VOICE_RMS = 10 ** (-40 / 20); // -40 dBFS, the offline model's VAD threshold
 export const BARGE_IN_FRAMES = 3; // 60 ms of speech over the agent before we cut it off
 
 /** Push-to-talk turns are exactly the held spans; hands-free, the model's voice detection. */
 export function turnDetectionFor(mode) {
   return mode === "push-to-talk" ? "manual" : "server";
+}
+
+/** A background task's states (server/tasks/records.py), in the page's words. */
+export const TASK_STATES = {
+  queued: "queued",
+  running: "running",
+  cancelling: "cancelling…",
+  completed: "completed",
+  failed: "failed",
+  cancelled: "cancelled",
+};
+
+/** While a task is queued or running, its card has a Cancel button ... */
+export function taskOffersCancel(card) {
+  return card.state === "queued" || card.state === "running";
+}
+
+/** ... which works until it has been pressed. */
+export function taskCancellable(card) {
+  return taskOffersCancel(card) && !card.cancelRequested;
 }
 
 export class PageState {
@@ -51,9 +73,14 @@ export class PageState {
     this.toolCalls = new Map(); // toolCallId -> {toolCallId, toolName, input, running}
     this.music = { track: "off", ducked: false };
 
+    // Background tasks: the user's (userKey), not the socket's, so the cards
+    // outlive it; the server sends the latest ones again on connect.
+    this.tasks = new Map(); // task id -> the data-task data, plus cancelRequested
+
     // Measurements, for window.__demo.
     this.decisions = []; // the user's approval answers: {toolName, approved}
     this.toolRuns = []; // browser tools run: {toolName, input, output} or {…, errorText}
+    this.taskStates = []; // every state a task card showed, in order: {id, state}
     this.errors = []; // messages shown to the user
     this.serverErrors = []; // `error` chunks
     this.capture = { frames: 0, sent: 0, voiced: 0, dbfs: -Infinity, speaking: false };
@@ -296,7 +323,7 @@ export class PageState {
           call = { toolCallId: id, toolName: chunk.toolName, input: chunk.input ?? {}, running: false };
           this.toolCalls.set(id, call);
         }
-        if (!chunk.clientExecutes || call.running) return null;
+        if (!clientExecutes(chunk) || call.running) return null;
         call.running = true;
         return call;
       }
@@ -352,6 +379,37 @@ export class PageState {
     return true;
   }
 
+  // ---------------------------------------------------------------- tasks
+
+  /**
+   * A `data-task` chunk's data: the card with that id, the latest wins.
+   * Returns the card.
+   */
+  taskChanged(data) {
+    const known = this.tasks.get(data.id);
+    // A cancel in flight keeps its button off until the task leaves the
+    // states it could be cancelled in.
+    const cancelRequested = !!known?.cancelRequested && taskOffersCancel(data);
+    const card = { ...data, cancelRequested };
+    this.tasks.set(data.id, card);
+    if (known?.state !== card.state) this.taskStates.push({ id: card.id, state: card.state });
+    return card;
+  }
+
+  /** The user pressed Cancel; returns false when the card offers no cancel. */
+  taskCancelRequested(id) {
+    const card = this.tasks.get(id);
+    if (!card || !taskCancellable(card)) return false;
+    this.tasks.set(id, { ...card, cancelRequested: true });
+    return true;
+  }
+
+  /** The cancel did not reach the server (no socket): the button comes back. */
+  taskCancelFailed(id) {
+    const card = this.tasks.get(id);
+    if (card) this.tasks.set(id, { ...card, cancelRequested: false });
+  }
+
   // ---------------------------------------------------------------- view
 
   /**
@@ -379,6 +437,8 @@ export class PageState {
       decisions: () => this.decisions,
       toolRuns: () => this.toolRuns,
       music: () => this.music,
+      tasks: () => [...this.tasks.values()], // the cards, oldest first
+      taskStates: () => this.taskStates,
     };
     const view = { ...probes };
     for (const [name, read] of Object.entries(fields)) {

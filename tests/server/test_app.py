@@ -14,6 +14,7 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from server import Settings, create_app
+from server.protocol import client_executes
 
 
 def test_healthz_and_index(client: TestClient) -> None:
@@ -85,7 +86,7 @@ def test_tool_turn_spans_two_model_responses_with_one_finish(client: TestClient)
     ]
     begun, call, result = turn[2], turn[3], turn[4]
     assert begun["toolCallId"] == call["toolCallId"] and begun["toolName"] == call["toolName"]
-    assert "clientExecutes" not in call
+    assert not client_executes(call)
     assert call["toolName"] == "get_current_time" and call["input"] == {}
     assert call["toolCallId"].startswith("adk-") and result["toolCallId"] == call["toolCallId"]
     assert set(result["output"]) == {"time", "date", "timezone"}

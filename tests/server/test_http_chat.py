@@ -9,14 +9,18 @@ tests/web/js (run from pytest).
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
+import threading
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from server import Settings, create_app
+from server import Settings, create_app, http_chat
+from server.protocol import client_executes
 from server.runtime import CHAT_USER_ID
 
 HEADERS = {
@@ -127,6 +131,33 @@ def test_approved_payment_over_http_runs_once(client: TestClient) -> None:
     assert len(ledger(client, "chat-3")) == 1
 
 
+def test_the_answer_after_a_tool_is_a_step_of_its_own(client: TestClient) -> None:
+    """Regression: the continuation's answer came without ``start-step``, so
+    AI SDK saw the answered call still in the last step and
+    ``lastAssistantMessageIsCompleteWithToolCalls`` sent the chat again, for
+    ever. Now it reads as on /ws (and as AI SDK's own server writes it)."""
+    history, part = _approval_round(client, "chat-3s", "where am I")
+    part["state"] = "approval-responded"
+    part["approval"] = {**part["approval"], "approved": True}
+    post(client, "chat-3s", history, messageId=history[-1]["id"])
+    part["state"] = "output-available"
+    part["output"] = {"latitude": 1.5, "longitude": 2.5}
+    done = chunks(post(client, "chat-3s", history, messageId=history[-1]["id"]))
+    assert [c["type"] for c in done] == [
+        "start",
+        "tool-output-available",
+        "start-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "finish-step",
+        "finish",
+    ]
+    # A new user turn without tools has no steps, as before.
+    plain = chunks(post(client, "chat-3s", [*history, user("thanks", "u2")]))
+    assert [c["type"] for c in plain] == ["start", "text-start", "text-delta", "text-end", "finish"]
+
+
 def test_denied_payment_over_http(client: TestClient) -> None:
     history, part = _approval_round(client, "chat-4", "pay 9 USD to Bob")
     part["state"] = "approval-responded"
@@ -142,7 +173,7 @@ def test_browser_tool_over_http_approval_then_output(client: TestClient) -> None
     part["approval"] = {**part["approval"], "approved": True}
     run = chunks(post(client, "chat-5", history, messageId=history[-1]["id"]))
     assert [c["type"] for c in run] == ["start", "tool-input-available", "finish-step", "finish"]
-    assert run[1]["clientExecutes"] is True and run[-1]["finishReason"] == "tool-calls"
+    assert client_executes(run[1]) and run[-1]["finishReason"] == "tool-calls"
     part["state"] = "output-available"
     part["output"] = {"latitude": 1.5, "longitude": 2.5}
     done = chunks(post(client, "chat-5", history, messageId=history[-1]["id"]))
@@ -196,6 +227,54 @@ def test_seed_stream_route_and_its_api_key_header(settings: Settings) -> None:
         assert client.post("/stream", json=body).status_code == 401
         ok = client.post("/stream", json=body, headers={"x-api-key": "k1"})
         assert ok.status_code == 200
+
+
+def test_resume_mid_run_replays_it_from_the_first_chunk(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``GET /api/chat/{id}/stream`` while a run is in progress: the same
+    bytes as the run's own response, from its first chunk (AI SDK's
+    ``resumeStreamIsReplay``), then 204 once it is over. The run is held
+    after its first event until the resume has attached."""
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    run_async = runtime.chat_runner.run_async
+    holding = threading.Event()  # the run is held, registered for resuming
+    attached = asyncio.Event()  # the resume follows the run
+
+    async def held_run(**kwargs: Any) -> Any:
+        first = True
+        async for event in run_async(**kwargs):
+            yield event
+            if first:
+                first = False
+                holding.set()
+                await attached.wait()
+
+    follow = http_chat._Replay.follow
+
+    def following(replay: http_chat._Replay) -> Any:
+        attached.set()
+        return follow(replay)
+
+    monkeypatch.setattr(runtime.chat_runner, "run_async", held_run)
+    monkeypatch.setattr(http_chat._Replay, "follow", following)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        posted = pool.submit(post, client, "chat-r", [user("hello")])
+        assert holding.wait(30), "the run never started"
+        resumed = client.get("/api/chat/chat-r/stream")
+        body = posted.result(30)
+    assert resumed.status_code == 200
+    for key, value in HEADERS.items():
+        assert resumed.headers[key].startswith(value), key
+    assert resumed.text == body
+    assert [c["type"] for c in chunks(body)] == [
+        "start",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "finish",
+    ]
+    assert client.get("/api/chat/chat-r/stream").status_code == 204
 
 
 def test_resume_with_no_run_in_progress_is_204(client: TestClient) -> None:

@@ -22,6 +22,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
+from server.protocol import client_executes
 
 VERSION = {"version": "1.0", "timestamp": 1764547200000}
 
@@ -186,7 +187,7 @@ def test_flat_tool_result_after_an_approval(client: TestClient) -> None:
         submit(ws, [*history, {"id": "a1", "role": "assistant", "parts": [part]}], "a1")
         run = stream.read()  # asked to run it now; the stream closes
         assert [c["type"] for c in run] == ["tool-input-available", "finish-step"]
-        assert run[0]["clientExecutes"] is True
+        assert client_executes(run[0])
         send(
             ws,
             {"type": "tool_result", "toolCallId": call["toolCallId"], "result": {"track": "lofi"}},

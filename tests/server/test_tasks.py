@@ -31,6 +31,7 @@ from server_helpers import receive_until, start
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
+from server.delivery import TaskDelivery
 from server.leases import LeaseStore, SessionLeases
 from server.offline_model import _answer_text
 from server.runtime import USER_ID, Runtime, build_session_service
@@ -689,6 +690,62 @@ def test_delivered_is_idempotent_and_final(settings: Settings) -> None:
             assert [r.delivery for r in log.records] == ["claimed", "delivered"]
             # Nothing to deliver for a task without an outcome.
             assert not await manager.delivered("alice", "task_00000000", "conn-1")
+
+    asyncio.run(scenario())
+
+
+def test_a_line_taken_while_the_claim_is_made_is_waited_for(settings: Settings) -> None:
+    """The line is free, the delivery claims the outcome, and during that
+    claim the user types: the outcome is handed to the model only once the
+    line is free again (a typed turn and the outcome must not cross)."""
+
+    async def scenario() -> None:
+        async with running(settings) as manager:
+            (task,) = await finished(manager, SUM)
+            line: dict[str, float | None] = {"free_at": 0.0}
+            handed: list[str] = []
+            claim_delivery = manager.claim_delivery
+
+            async def claim_while_the_user_types(*args: Any, **kwargs: Any) -> Any:
+                line["free_at"] = None  # the typed turn arrives meanwhile
+                return await claim_delivery(*args, **kwargs)
+
+            manager.claim_delivery = claim_while_the_user_types  # type: ignore[method-assign]
+            delivery = TaskDelivery(
+                manager,
+                "alice",
+                "conn-1",
+                line_free_at=lambda: line["free_at"],
+                playback_ends_at=lambda: 0.0,
+                hand_to_model=handed.append,
+            )
+            claimed = asyncio.Event()
+            unsubscribe = manager.subscribe(
+                "alice", lambda r: claimed.set() if r.delivery == "claimed" else None
+            )
+            runner = asyncio.create_task(delivery.run())
+            try:
+                await claimed.wait()
+                for _ in range(10):  # the loop gets every chance to hand it over
+                    await asyncio.sleep(0)
+                assert handed == []
+                line["free_at"] = 0.0  # the typed turn has been answered
+                answered = asyncio.Event()
+                unsubscribe_answer = manager.subscribe(
+                    "alice", lambda r: answered.set() if r.delivery == "delivered" else None
+                )
+                delivery.wake()
+                while not handed:
+                    await asyncio.sleep(0)
+                assert handed[0].startswith(f"[background task {task.id} completed]")
+                delivery.turn_ended()
+                await answered.wait()
+                unsubscribe_answer()
+            finally:
+                unsubscribe()
+                runner.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await runner
 
     asyncio.run(scenario())
 

@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from server import Settings, create_app
+from server.protocol import client_executes
 from server.runtime import USER_ID
 
 PAY = "pay 5 EUR to Alice"
@@ -67,7 +68,7 @@ def test_approved_payment_runs_once_and_the_model_answers(client: TestClient) ->
             "finish-step",
         ]
         call = asked[3]
-        assert call["toolName"] == "process_payment" and "clientExecutes" not in call
+        assert call["toolName"] == "process_payment" and not client_executes(call)
         assert call["input"] == {"amount": 5.0, "currency": "EUR", "recipient": "Alice"}
         request = asked[4]
         assert request["toolCallId"] == call["toolCallId"]
@@ -227,7 +228,7 @@ def _browser_tool_approved(ws: Any, text: str) -> dict[str, Any]:
     run = receive_until(ws, "finish-step")
     assert [m["type"] for m in run] == ["tool-input-available", "finish-step"]
     first_input = run[0]
-    assert first_input["clientExecutes"] is True
+    assert client_executes(first_input)
     assert first_input["toolCallId"] == request["toolCallId"]
     return first_input
 

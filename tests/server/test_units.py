@@ -499,3 +499,60 @@ def test_settings_from_env() -> None:
     assert s.output_lead_ms == 120 and s.max_buffered_output_s == 2.5
     assert s.database_url == "postgresql+asyncpg://db/x"
     assert s.session_db_path == Path("/srv/data/sessions.db")
+
+
+# ---------------------------------------------------------------- JSON checks and /run_live's audio
+
+
+def test_json_tree_limits_depth_and_lone_surrogates_at_any_place() -> None:
+    limit = protocol.MAX_JSON_DEPTH
+    protocol.check_json_tree(json.loads("[" * limit + "]" * limit))
+    protocol.check_json_tree({"a": [{"b": "x" * 10_000}], "c": None, "é": "ü"})
+    for deep in (
+        "[" * (limit + 1) + "]" * (limit + 1),
+        '{"a":' * (limit + 1) + "1" + "}" * (limit + 1),
+    ):
+        with pytest.raises(protocol.UnparsableJson, match=f"nested at most {limit} deep"):
+            protocol.check_json_tree(json.loads(deep))
+    for bad in ({"\ud800": 1}, {"a": ["\udfff"]}, [[[{"x": "ok \ud812"}]]]):
+        with pytest.raises(protocol.InputError, match="lone surrogates"):
+            protocol.check_json_tree(bad)
+
+
+def test_run_live_audio_fast_path_reads_what_adks_model_reads() -> None:
+    """``audio_blob`` skips pydantic for the common audio request; whatever it
+    reads, LiveRequest reads the same; what it declines goes the full path."""
+    from google.adk.agents.live_request_queue import LiveRequest
+
+    from server.adk_live import audio_blob
+
+    pcm = bytes(range(256)) * 3 + b"\xfb\xff\xbf\x01"  # "+", "/" and "==" in base64
+    standard = base64.b64encode(pcm).decode()
+    urlsafe = base64.urlsafe_b64encode(pcm).decode()
+    taken = [
+        {"blob": {"mime_type": "audio/pcm;rate=16000", "data": standard}},
+        {"blob": {"mimeType": "audio/pcm;rate=48000", "data": standard}},
+        {"blob": {"mime_type": "audio/pcm", "data": ""}},
+        {"blob": {"mime_type": "audio/pcm", "data": base64.b64encode(b"ab").decode()}},
+    ]
+    for request in taken:
+        fast = audio_blob(request)
+        full = LiveRequest.model_validate(request).blob
+        assert full is not None and fast == (full.mime_type, full.data)
+    declined = [
+        {"blob": {"mime_type": "audio/pcm", "data": urlsafe}},  # URL-safe: pydantic's call
+        {"blob": {"mime_type": "audio/pcm", "data": standard.rstrip("=")}},
+        {"blob": {"mime_type": "audio/pcm", "data": "not base64!"}},
+        {"blob": {"mime_type": "audio/pcm", "data": 5}},
+        {"blob": {"mime_type": "image/png", "data": standard}},
+        {"blob": {"mime_type": "audio/pcm", "data": standard, "extra": 1}},
+        {"blob": {"mime_type": "audio/pcm", "mimeType": "audio/pcm", "data": standard}},
+        {"blob": {"data": standard}},
+        {"blob": [standard]},
+        {"blob": {"mime_type": "audio/pcm", "data": standard}, "close": True},
+        {"content": {"parts": [{"text": "hi"}]}},
+    ]
+    for request in declined:
+        assert audio_blob(request) is None, request
+    url_blob = LiveRequest.model_validate(declined[0]).blob
+    assert url_blob is not None and url_blob.data == pcm  # and the full path reads it

@@ -48,7 +48,10 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         pytest.fail(str(exc))
 
 
-@pytest.fixture(scope="session")
+# Per module, not per session: Playwright's sync API keeps an event loop
+# running in the main thread while it is open, and a test of another
+# directory collected after a browser test (asyncio.run) would fail on it.
+@pytest.fixture(scope="module")
 def playwright_instance() -> Iterator[object]:
     try:
         from playwright import sync_api
@@ -60,7 +63,7 @@ def playwright_instance() -> Iterator[object]:
         yield pw
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright_instance: object, speech_wav: pathlib.Path) -> Iterator[object]:
     browser = launch(playwright_instance, speech_wav)
     yield browser

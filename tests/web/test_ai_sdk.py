@@ -1,6 +1,8 @@
-"""web/chat-transport.js with the real AI SDK (npm ``ai``, pinned in
-tests/web/js/package.json) against the real server: ``node --test`` on
-tests/web/js/aisdk/, given the server's socket URL in AUDIOCORE_WS_URL.
+"""The real AI SDK (npm ``ai``, pinned in tests/web/js/package.json) against
+the real server: ``node --test`` on tests/web/js/aisdk/ — web/chat-transport.js
+on /ws (the socket URL in AUDIOCORE_WS_URL), and AI SDK's own
+DefaultChatTransport on POST /api/chat and /stream (the base URL in
+AUDIOCORE_HTTP_URL).
 
 The npm packages come from ``npm ci --prefix tests/web/js`` (CI runs it; see
 docs/chat-transport.md). Without them, or without node, the test skips (fails
@@ -27,18 +29,17 @@ def node_command(node: str) -> list[str]:
     return [node] if probe.returncode == 0 else [node, "--experimental-websocket"]
 
 
-def test_chat_transport_with_the_ai_sdk(server_url: str) -> None:
+def run_node_tests(test_file: str, env: dict[str, str], *, at_least: int) -> None:
+    """``node --test`` on one file of tests/web/js/aisdk/; every test passes."""
     node = shutil.which("node")
     if node is None:
         missing("node is not installed")
     if not (JS / "node_modules" / "ai" / "package.json").exists():
         missing("the npm packages are not installed (npm ci --prefix tests/web/js)")
-    files = sorted(str(p) for p in (JS / "aisdk").glob("*.test.mjs"))
-    env = {**os.environ, "AUDIOCORE_WS_URL": server_url.replace("http://", "ws://") + "ws"}
     result = subprocess.run(
-        [*node_command(node), "--test", *files],
+        [*node_command(node), "--test", str(JS / "aisdk" / test_file)],
         cwd=JS,
-        env=env,
+        env={**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=300,
@@ -52,4 +53,14 @@ def test_chat_transport_with_the_ai_sdk(server_url: str) -> None:
         )
         if key in ("pass", "fail")
     }
-    assert summary["fail"] == 0 and summary["pass"] >= 9, json.dumps(summary)
+    assert summary["fail"] == 0 and summary["pass"] >= at_least, json.dumps(summary)
+
+
+def test_chat_transport_with_the_ai_sdk(server_url: str) -> None:
+    socket_url = server_url.replace("http://", "ws://") + "ws"
+    run_node_tests("chat-transport.test.mjs", {"AUDIOCORE_WS_URL": socket_url}, at_least=9)
+
+
+def test_default_http_transport_with_the_ai_sdk(server_url: str) -> None:
+    """AI SDK's own DefaultChatTransport on POST /api/chat and /stream."""
+    run_node_tests("http-chat.test.mjs", {"AUDIOCORE_HTTP_URL": server_url}, at_least=7)

@@ -6,6 +6,9 @@ import test from "node:test";
 
 import { AudiocoreChatTransport, TurnTracker, withUserMessage } from "../../../web/chat-transport.js";
 
+// The server's mark on a tool the browser is to run now.
+const RUN_NOW = { audiocore: { clientExecutes: true } };
+
 /** Feed chunks; returns [{types, ends}] per chunk. */
 function feed(tracker, chunks) {
   return chunks.map((chunk) => {
@@ -84,9 +87,9 @@ test("a step that asks for approval ends the stream at its finish-step", () => {
 
 test("a browser tool is run once, however often the server asks", () => {
   const t = new TurnTracker();
-  feed(t, [{ type: "start", messageId: "m1" }, ...call("c1", "change_bgm", { clientExecutes: true })]);
+  feed(t, [{ type: "start", messageId: "m1" }, ...call("c1", "change_bgm", { providerMetadata: RUN_NOW })]);
   const again = t.feed({
-    type: "tool-input-available", toolCallId: "c1", toolName: "change_bgm", input: {}, clientExecutes: true,
+    type: "tool-input-available", toolCallId: "c1", toolName: "change_bgm", input: {}, providerMetadata: RUN_NOW,
   });
   assert.deepEqual(again, { chunks: [], ends: false });
   assert.equal(t.feed({ type: "finish-step" }).ends, true);
@@ -104,7 +107,7 @@ test("after an approval, the browser tool's second input stays in its step", () 
     { type: "finish-step" },
   ]);
   const run = feed(t, [
-    { type: "tool-input-available", toolCallId: "c1", toolName: "get_location", input: {}, clientExecutes: true },
+    { type: "tool-input-available", toolCallId: "c1", toolName: "get_location", input: {}, providerMetadata: RUN_NOW },
     { type: "finish-step" },
   ]);
   assert.deepEqual(run.map((g) => g.types), [["tool-input-available"], ["finish-step"]]);
@@ -119,7 +122,7 @@ test("the replay repeats the turn from its start, without transient parts or ask
     ...call("c1", "get_location"),
     { type: "tool-approval-request", approvalId: "a1", toolCallId: "c1" },
     { type: "finish-step" },
-    { type: "tool-input-available", toolCallId: "c1", toolName: "get_location", input: {}, clientExecutes: true },
+    { type: "tool-input-available", toolCallId: "c1", toolName: "get_location", input: {}, providerMetadata: RUN_NOW },
     { type: "finish-step" },
   ]);
   const replay = t.replay();
@@ -127,7 +130,7 @@ test("the replay repeats the turn from its start, without transient parts or ask
     "start", "start-step", "tool-input-start", "tool-input-available", "tool-approval-request",
     "finish-step", "tool-input-available", "finish-step",
   ]);
-  assert.ok(replay.every((c) => !("clientExecutes" in c)));
+  assert.ok(replay.every((c) => !("providerMetadata" in c)));
 });
 
 test("a non-transient data part (an image) opens a step; a transient one does not", () => {

@@ -5,10 +5,15 @@ import { Conversation } from "../../../web/conversation.js";
 import {
   LiveSession,
   SUPPORTED_RATES,
+  clientExecutes,
   describeClose,
+  newUserKey,
   socketUrl,
   startMessage,
 } from "../../../web/session.js";
+
+// The server's mark on a tool the browser is to run now.
+const RUN_NOW = { audiocore: { clientExecutes: true } };
 
 class FakeSocket {
   static last = null;
@@ -72,6 +77,17 @@ test("startMessage declares both rates, the format and the session", () => {
   const manual = startMessage({ inputRate: 1, outputRate: 1, turnDetection: "manual" });
   assert.equal(manual.turnDetection, "manual");
   assert.ok(SUPPORTED_RATES.includes(44100));
+});
+
+test("a user key is random, and what the server takes (server/protocol.py USER_KEY)", () => {
+  const keys = new Set(Array.from({ length: 100 }, () => newUserKey()));
+  assert.equal(keys.size, 100);
+  for (const key of keys) assert.match(key, /^[A-Za-z0-9_-]{20,100}$/);
+  // Known answer: 24 bytes of 0xfb are base64 "+/"-heavy, which must not survive.
+  const fixed = { getRandomValues: (bytes) => bytes.fill(0xfb) };
+  assert.equal(newUserKey(fixed), "-_v7-_v7-_v7-_v7-_v7-_v7-_v7-_v7");
+  assert.equal(startMessage({ userKey: "k".repeat(20) }).userKey, "k".repeat(20));
+  assert.equal("userKey" in startMessage({}), false);
 });
 
 test("socketUrl follows the page's scheme and host", () => {
@@ -154,12 +170,14 @@ test("typed messages have the protocol's shapes", async () => {
   s.activityEnd();
   s.interrupt();
   s.toolApproval("a1", true);
+  s.cancelTask("task_0123abcd");
   assert.deepEqual(FakeSocket.last.sent.slice(1).map((m) => JSON.parse(m)), [
     { type: "text", text: "hi" },
     { type: "activity_start" },
     { type: "activity_end" },
     { type: "interrupt" },
     { type: "tool_approval", approvalId: "a1", approved: true },
+    { type: "task_cancel", taskId: "task_0123abcd" },
   ]);
 });
 
@@ -244,7 +262,7 @@ test("Conversation: a tool call goes approval -> running -> done, denied or erro
   c.toolAnswered("c1", true);
   assert.deepEqual(states(), [["running", null, false]]);
   // The server asks the browser to run it: the same entry, still running.
-  c.apply({ type: "tool-input-available", toolCallId: "c1", toolName: "change_bgm", input: { a: 1 }, clientExecutes: true });
+  c.apply({ type: "tool-input-available", toolCallId: "c1", toolName: "change_bgm", input: { a: 1 }, providerMetadata: RUN_NOW });
   assert.equal(c.entries.length, 1);
   c.apply({ type: "tool-output-available", toolCallId: "c1", output: { track: "jazz" } });
   assert.deepEqual(states(), [["done", '{"track":"jazz"}', true]]);
@@ -266,4 +284,12 @@ test("Conversation loads a resumed session's history", () => {
     { role: "assistant", text: "You said: hi" },
   ]);
   assert.deepEqual(c.entries.map((e) => e.role), ["user", "agent"]);
+});
+
+test("the run-now mark is read from providerMetadata only", () => {
+  const chunk = { type: "tool-input-available", toolCallId: "c1", toolName: "t", input: {} };
+  assert.equal(clientExecutes(chunk), false);
+  assert.equal(clientExecutes({ ...chunk, providerMetadata: RUN_NOW }), true);
+  assert.equal(clientExecutes({ ...chunk, clientExecutes: true }), false);
+  assert.equal(clientExecutes({ ...chunk, providerMetadata: { audiocore: { clientExecutes: "yes" } } }), false);
 });

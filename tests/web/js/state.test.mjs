@@ -1,7 +1,18 @@
 import assert from "node:assert/strict";
 import test from "node:test";
 
-import { BARGE_IN_FRAMES, PageState, VOICE_RMS, turnDetectionFor } from "../../../web/state.js";
+import {
+  BARGE_IN_FRAMES,
+  PageState,
+  TASK_STATES,
+  VOICE_RMS,
+  taskCancellable,
+  taskOffersCancel,
+  turnDetectionFor,
+} from "../../../web/state.js";
+
+// The server's mark on a tool the browser is to run now.
+const RUN_NOW = { audiocore: { clientExecutes: true } };
 
 const LOUD = VOICE_RMS * 2;
 const QUIET = VOICE_RMS / 2;
@@ -307,9 +318,9 @@ test("an approval request waits in the dialog's queue until answered or resolved
 test("the browser runs a tool once, when the server says so", () => {
   const s = connected();
   assert.equal(s.toolChunk(input("c1", "change_bgm")), null); // asked to approve first
-  const run = s.toolChunk(input("c1", "change_bgm", { clientExecutes: true }));
+  const run = s.toolChunk(input("c1", "change_bgm", { providerMetadata: RUN_NOW }));
   assert.equal(run.toolName, "change_bgm");
-  assert.equal(s.toolChunk(input("c1", "change_bgm", { clientExecutes: true })), null);
+  assert.equal(s.toolChunk(input("c1", "change_bgm", { providerMetadata: RUN_NOW })), null);
   s.toolRan(run, { output: { track: "jazz", playing: true } });
   assert.deepEqual(s.toolRuns, [{ toolName: "change_bgm", input: { track: "jazz" }, output: { track: "jazz", playing: true } }]);
 });
@@ -336,4 +347,69 @@ test("closing forgets pending approvals and the music (the server asks again on 
   assert.equal(s.approval, null);
   assert.deepEqual(s.music, { track: "off", ducked: false });
   assert.equal(s.view().approval, null);
+});
+
+// ------------------------------------------------------------------ background tasks
+
+/** A data-task chunk's data (server/tasks/records.py TaskRecord.chunk). */
+function task(id, state, extra = {}) {
+  return { id, state, objective: `objective ${id}`, progress: null, result: null, error: null, delivery: "none", ...extra };
+}
+
+test("a task card is updated in place, and every state it showed is recorded", () => {
+  const s = connected();
+  s.taskChanged(task("t1", "queued"));
+  s.taskChanged(task("t2", "queued"));
+  s.taskChanged(task("t1", "running", { progress: { tool: "sum_column", detail: "sales.csv" } }));
+  s.taskChanged(task("t1", "running", { progress: { tool: "wait", detail: "2" } })); // progress only
+  s.taskChanged(task("t1", "completed", { result: "12.5", delivery: "pending" }));
+  s.taskChanged(task("t1", "completed", { result: "12.5", delivery: "delivered" }));
+  assert.deepEqual([...s.tasks.keys()], ["t1", "t2"], "one card per task, in arrival order");
+  assert.equal(s.tasks.get("t1").result, "12.5");
+  assert.equal(s.tasks.get("t1").delivery, "delivered");
+  assert.deepEqual(s.taskStates, [
+    { id: "t1", state: "queued" },
+    { id: "t2", state: "queued" },
+    { id: "t1", state: "running" },
+    { id: "t1", state: "completed" },
+  ]);
+  const view = s.view();
+  assert.deepEqual(view.tasks.map((c) => [c.id, c.state]), [["t1", "completed"], ["t2", "queued"]]);
+  view.tasks[0].state = "failed"; // a copy
+  assert.equal(s.tasks.get("t1").state, "completed");
+});
+
+test("Cancel is offered while queued or running, once, until the server answers", () => {
+  const s = connected();
+  for (const state of Object.keys(TASK_STATES)) {
+    const active = state === "queued" || state === "running";
+    assert.equal(taskOffersCancel(task("t", state)), active, state);
+    assert.equal(taskCancellable(task("t", state)), active, state);
+  }
+  assert.equal(s.taskCancelRequested("nope"), false, "no such card");
+  s.taskChanged(task("t1", "running"));
+  assert.equal(s.taskCancelRequested("t1"), true);
+  assert.equal(taskCancellable(s.tasks.get("t1")), false, "pressed: no second cancel");
+  assert.equal(taskOffersCancel(s.tasks.get("t1")), true, "the button stays, disabled");
+  assert.equal(s.taskCancelRequested("t1"), false);
+  // A progress update while the cancel travels keeps the button off ...
+  s.taskChanged(task("t1", "running", { progress: { tool: "wait", detail: "120" } }));
+  assert.equal(taskCancellable(s.tasks.get("t1")), false);
+  s.taskChanged(task("t1", "cancelling"));
+  s.taskChanged(task("t1", "cancelled"));
+  assert.deepEqual(s.taskStates.map((e) => e.state), ["running", "cancelling", "cancelled"]);
+  assert.equal(s.taskCancelRequested("t1"), false, "a cancelled task has no Cancel");
+  // ... and a cancel that never left (no socket) gives it back.
+  s.taskChanged(task("t2", "queued"));
+  s.taskCancelRequested("t2");
+  s.taskCancelFailed("t2");
+  assert.equal(taskCancellable(s.tasks.get("t2")), true);
+});
+
+test("task cards belong to the user: they outlive the socket", () => {
+  const s = connected();
+  s.taskChanged(task("t1", "running"));
+  s.closed();
+  s.disconnected();
+  assert.equal(s.tasks.get("t1").state, "running");
 });

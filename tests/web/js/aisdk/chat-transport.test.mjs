@@ -13,61 +13,16 @@ import assert from "node:assert/strict";
 import { after, test } from "node:test";
 
 import {
-  AbstractChat,
   lastAssistantMessageIsCompleteWithApprovalResponses as approvalsDone,
   lastAssistantMessageIsCompleteWithToolCalls as toolCallsDone,
-  uiMessageChunkSchema,
 } from "ai";
 
 import { AudiocoreChatTransport, withUserMessage } from "../../../../web/chat-transport.js";
+import { clientExecutes } from "../../../../web/session.js";
+import { Chat, MemoryState, describe, finished, text, toolPart, until, validated } from "./chat-helpers.mjs";
 
 const URL = process.env.AUDIOCORE_WS_URL;
 if (!URL) throw new Error("AUDIOCORE_WS_URL is not set: run this file from pytest (tests/web/test_ai_sdk.py)");
-// What any one wait may take before the test gives up and shows the state:
-// a guard against a hang, not a speed requirement.
-const GIVE_UP_MS = 30_000;
-const SCHEMA = uiMessageChunkSchema();
-
-/** ChatState in memory (AISDK_NOTES §2), telling waiters about every change. */
-class MemoryState {
-  #status = "ready";
-  error = undefined;
-  #messages = [];
-  #listeners = new Set();
-  get status() {
-    return this.#status;
-  }
-  set status(value) {
-    this.#status = value;
-    this.changed();
-  }
-  get messages() {
-    return this.#messages;
-  }
-  set messages(value) {
-    this.#messages = value;
-    this.changed();
-  }
-  pushMessage = (m) => {
-    this.messages = [...this.#messages, structuredClone(m)];
-  };
-  popMessage = () => {
-    this.messages = this.#messages.slice(0, -1);
-  };
-  replaceMessage = (i, m) => {
-    this.messages = this.#messages.with(i, structuredClone(m));
-  };
-  snapshot = (x) => structuredClone(x);
-  changed() {
-    for (const listener of this.#listeners) listener();
-  }
-  listen(listener) {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
-  }
-}
-
-class Chat extends AbstractChat {}
 
 /** A socket that records what the client sends. */
 function recordingSocket(sent) {
@@ -76,26 +31,6 @@ function recordingSocket(sent) {
       if (typeof data === "string") sent.push(JSON.parse(data));
       super.send(data);
     }
-  };
-}
-
-/** The transport as a chat sees it, with every chunk checked against the SDK's schema. */
-function validated(transport, seen, invalid) {
-  const check = (stream) =>
-    stream?.pipeThrough(
-      new TransformStream({
-        async transform(chunk, controller) {
-          const result = await SCHEMA.validate(chunk);
-          if (!result.success) invalid.push({ chunk, error: String(result.error) });
-          seen.push(chunk);
-          controller.enqueue(chunk);
-        },
-      }),
-    );
-  return {
-    resumeStreamIsReplay: transport.resumeStreamIsReplay,
-    sendMessages: async (options) => check(await transport.sendMessages(options)),
-    reconnectToStream: async (options) => check(await transport.reconnectToStream(options)),
   };
 }
 
@@ -128,58 +63,9 @@ function newChat({ transportOptions = {}, ...options } = {}) {
     },
     ...options,
   });
-  /** Resolves when `predicate()` holds after a change (checked at once too). */
-  const until = (predicate, what) =>
-    new Promise((resolve, reject) => {
-      const check = () => {
-        if (!predicate()) return;
-        stop();
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        stop();
-        reject(new Error(`gave up waiting for ${what}: ${JSON.stringify(describe(chat), null, 1)}`));
-      }, GIVE_UP_MS);
-      const unlisten = state.listen(check);
-      const stop = () => {
-        clearTimeout(timer);
-        unlisten();
-      };
-      check();
-    });
-  return { chat, transport, sent, finishes, until };
+  const waitFor = (predicate, what) => until(chat, state, predicate, what);
+  return { chat, transport, sent, finishes, until: waitFor };
 }
-
-function describe(chat) {
-  return {
-    status: chat.status,
-    error: chat.error?.message,
-    messages: chat.messages.map((m) => ({
-      id: m.id,
-      role: m.role,
-      parts: m.parts.map((p) => (p.state ? `${p.type}/${p.state}` : p.type)),
-    })),
-  };
-}
-
-function toolPart(chat, name) {
-  for (const message of chat.messages.toReversed()) {
-    const part = message.parts.find((p) => p.type === `tool-${name}`);
-    if (part) return { message, part };
-  }
-  return {};
-}
-
-function text(message) {
-  return message.parts
-    .filter((p) => p.type === "text")
-    .map((p) => p.text)
-    .join(" ");
-}
-
-/** The turn has finished (the model's answer is in) and the chat is idle again. */
-const finished = (chat, finishes, count) => () =>
-  finishes.filter((f) => f.finishReason === "stop").length >= count && chat.status === "ready";
 
 after(() => {
   for (const transport of transports) transport.close();
@@ -266,7 +152,7 @@ test("a browser tool: approved, run in onToolCall, answered through addToolOutpu
   const made = newChat({
     sendAutomaticallyWhen: approvalsOrResults,
     onToolCall: ({ toolCall }) => {
-      if (!toolCall.clientExecutes) return; // the server runs it, or asks first
+      if (!clientExecutes(toolCall)) return; // the server runs it, or asks first
       runs.push(toolCall.toolName);
       // No await: onToolCall runs inside the chat's job queue (AISDK_NOTES §8.6).
       chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: position });
@@ -301,7 +187,7 @@ test("a browser tool that fails: addToolOutput with output-error reaches the mod
   const made = newChat({
     sendAutomaticallyWhen: approvalsOrResults,
     onToolCall: ({ toolCall }) => {
-      if (!toolCall.clientExecutes) return;
+      if (!clientExecutes(toolCall)) return;
       chat.addToolOutput({
         state: "output-error",
         tool: toolCall.toolName,
