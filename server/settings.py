@@ -189,6 +189,18 @@ class Settings:
     def session_db_path(self) -> Path:
         return self.data_dir / "sessions.db"
 
+    def __repr__(self) -> str:
+        """Fit for a log or a test report: no API key, no database password."""
+        shown = []
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "api_key" and value is not None:
+                value = "***"
+            elif field.name == "database_url" and value is not None:
+                value = redact_url(value)
+            shown.append(f"{field.name}={value!r}")
+        return f"Settings({', '.join(shown)})"
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, /, **overrides: Any) -> Settings:
         """Settings from AUDIOCORE_* variables; keyword overrides win."""

@@ -278,6 +278,19 @@ def test_redact_url(url: str, shown: str) -> None:
     assert redact_url(url) == shown
 
 
+def test_settings_never_show_the_api_key_or_the_database_password() -> None:
+    """A Settings in a log line or a failing test's report (pytest prints
+    the fixtures' values) carries neither secret."""
+    settings = Settings(
+        database_url="postgresql+asyncpg://app:hunter2secret@db:5432/v", api_key="k3y" * 8
+    )
+    for shown in (repr(settings), str(settings), f"{settings}"):
+        assert "hunter2secret" not in shown and "k3y" not in shown
+        assert "database_url='postgresql+asyncpg://app:***@db:5432/v'" in shown
+        assert "api_key='***'" in shown
+    assert settings.api_key == "k3y" * 8  # the values themselves are untouched
+
+
 # ---------------------------------------------------------------- bursts
 
 
