@@ -44,7 +44,12 @@ from google.adk.agents.run_config import RunConfig
 from google.adk.events import Event
 from google.genai import types
 from starlette.types import Message
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from starlette.websockets import (
+    WebSocket,
+    WebSocketDisconnect,
+    WebSocketDisconnected,
+    WebSocketState,
+)
 
 from . import protocol
 from .audio import InputAudio, OutputAudio
@@ -304,7 +309,8 @@ class LiveConnection:
             stop = _Shutdown()
         except _Shutdown as exc:
             stop = exc
-        except WebSocketDisconnect:
+        except (WebSocketDisconnect, WebSocketDisconnected):
+            # The second: a send after the first one found the peer gone.
             stop = _Shutdown(code=None)
         except protocol.ProtocolError as exc:
             stop = _Shutdown(exc.close_code, exc.reason)
