@@ -480,3 +480,75 @@ def test_sessions_opened_and_never_used_expire(settings: Settings) -> None:
             with client.websocket_connect("/ws") as ws:
                 resumed = start(ws, sessionId=session_id)["data"]["resumed"]
                 assert resumed is kept, session_id
+
+
+# ---------------------------------------------------------------- session ids
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        lambda sid: sid + "\n",
+        lambda sid: sid + " ",
+        lambda sid: " " + sid,
+        lambda sid: sid.swapcase(),
+        lambda sid: sid + "\x00",
+        lambda sid: sid[:-1] + chr(0xFF10 + int(sid[-1])) if sid[-1].isdigit() else sid + "\u200b",
+    ],
+    ids=["newline", "trailing-space", "leading-space", "case", "nul", "unicode"],
+)
+def test_an_id_that_differs_from_a_live_sessions_is_a_new_session(
+    client: TestClient, variant: Any
+) -> None:
+    """Nothing a store or a regex might normalise away (case, white space,
+    a NUL, look-alike characters) resumes a live session beside its run."""
+    with client.websocket_connect("/ws") as first:
+        session_id = start(first)["data"]["sessionId"]
+        with client.websocket_connect("/ws") as second:
+            other = start(second, sessionId=variant(session_id))
+            assert other["data"]["sessionId"] != session_id and not other["data"]["resumed"]
+            assert receive_until(second, "error")[-1]["errorText"].startswith("unknown sessionId")
+        # The first connection was never taken over: its turn is answered.
+        first.send_text(json.dumps({"type": "text", "text": "still mine"}))
+        said = [m for m in receive_until(first, "finish") if m["type"] == "text-delta"]
+        assert said[0]["delta"].startswith("You said: still mine")
+
+
+# ---------------------------------------------------------------- memory
+
+
+def test_closed_connections_cycles_are_collected_when_the_last_one_closes(
+    client: TestClient,
+) -> None:
+    """The server's tuned collector seldom runs a full collection, so what a
+    closed connection leaves in reference cycles (ADK's invocation context,
+    tasks, tracebacks) is collected by the runtime: when the last connection
+    closes, and under load after every 100 closes at most every 10 s."""
+    import gc
+    import weakref
+
+    from server.metrics import ConnectionMetrics
+
+    class Node:
+        partner: Any = None
+
+    def garbage_cycle() -> weakref.ref[Node]:
+        a, b = Node(), Node()
+        a.partner, b.partner = b, a
+        return weakref.ref(a)
+
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    gc.collect()
+    gc.disable()
+    try:
+        left = garbage_cycle()
+        runtime.record(ConnectionMetrics(), still_open=3)
+        assert left() is not None  # others still open: no collection now
+        runtime.record(ConnectionMetrics(), still_open=0)
+        assert left() is None  # the last one closed: collected
+        again = garbage_cycle()
+        for _ in range(150):  # within 10 s of the last collection
+            runtime.record(ConnectionMetrics(), still_open=0)
+        assert again() is not None  # a load of closes never collects back to back
+    finally:
+        gc.enable()
