@@ -228,6 +228,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             "status": "ok" if problem is None else "unavailable",
             "model": runtime.model_name,
             "connections": len(connections),
+            "liveRuns": runtime.live_runs,
         }
         if problem is not None:
             body["database"] = problem

@@ -31,9 +31,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import sys
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -74,6 +75,17 @@ _TASK_CARDS = 10  # the owner's latest tasks shown to a new connection
 # model's threshold), and for this long after (a pause between words).
 _VOICE_RMS = 32768 * 10 ** (-40 / 20)
 _VOICE_HANGOVER_S = 0.8
+
+
+def _answering(event: Event) -> bool:
+    """Whether the model is in the middle of an answer after ``event``: it
+    said something and has neither ended its turn nor called a tool (then
+    it waits for the tool's answer, which may take the user a while)."""
+    if event.author == "user" or event.turn_complete or event.interrupted:
+        return False
+    if event.get_function_calls() or event.get_function_responses():
+        return False
+    return event.content is not None or event.output_transcription is not None
 
 
 def _voiced(pcm: bytes) -> bool:
@@ -174,6 +186,7 @@ class LiveConnection:
         self._voice_until = 0.0
         self._talking = False
         self._awaiting_answer = False
+        self._model_answering = False  # the stall timer runs (see _next_event)
 
     # ------------------------------------------------------------ lifecycle
     async def run(self) -> None:
@@ -549,13 +562,38 @@ class LiveConnection:
             live_request_queue=self.queue,
             run_config=self.run_config or self.runtime.run_config_for(self.turn_detection),
         )
-        async with contextlib.aclosing(events):
-            async for event in events:
-                await self._on_event(event)
-                await self._send_due()
-                # ADK hands over a burst of ready events without suspending;
-                # let the sender run between them so due frames leave on time.
-                await asyncio.sleep(0)
+        self.runtime.live_runs += 1
+        try:
+            async with contextlib.aclosing(events):
+                while (event := await self._next_event(events)) is not None:
+                    self._model_answering = _answering(event)
+                    await self._on_event(event)
+                    await self._send_due()
+                    # ADK hands over a burst of ready events without suspending;
+                    # let the sender run between them so due frames leave on time.
+                    await asyncio.sleep(0)
+        finally:
+            self.runtime.live_runs -= 1
+
+    async def _next_event(self, events: AsyncIterator[Event]) -> Event | None:
+        """The run's next event (None: the run is over). While the model is
+        answering, a silence of ``model_stall_timeout_s`` is a stalled model:
+        the user would wait for the rest of the answer for ever."""
+        timeout = self.settings.model_stall_timeout_s if self._model_answering else math.inf
+        with anyio.move_on_after(timeout) as waited:
+            return await anext(events, None)
+        assert waited.cancelled_caught
+        log.warning(
+            "connection %s: the model stopped mid-answer for %g s (session %s)",
+            self.name,
+            timeout,
+            self.session_id,
+        )
+        raise _Shutdown(
+            protocol.CLOSE_INTERNAL_ERROR,
+            "the model stalled",
+            error=f"the model stopped answering for {timeout:g} s; reconnect to go on",
+        )
 
     async def _on_event(self, event: Event) -> None:
         received = time.monotonic()

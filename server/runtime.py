@@ -131,6 +131,9 @@ class Runtime:
             auto_create_session=False,
         )
         self.totals = MetricsTotals()
+        # ADK live runs in progress (``/healthz`` liveRuns): one per serving
+        # socket; a run left behind by a closed socket would show here.
+        self.live_runs = 0
         self._expiry: asyncio.Task[None] | None = None
         self._closed_since_gc = 0
         self._gc_at = -_GC_EVERY_S

@@ -103,7 +103,14 @@ class Settings:
     max_pending_requests: int = 100  # LiveRequestQueue entries (2 s of 20 ms audio, 5 s of 50 ms)
     max_buffered_output_s: float = 30.0  # model audio held for pacing, per socket
     max_pending_messages: int = 1000  # non-audio chunks waiting to be sent
-    send_timeout_s: float = 10.0  # a client that reads nothing for this long is dropped
+    # A send that cannot complete for this long drops the client (1008).
+    # Sends block only once the kernel's socket buffers are full, so a
+    # client that stops reading is dropped this long after that, not after
+    # it stopped (see README "Security and operations").
+    send_timeout_s: float = 10.0
+    # A model that started answering and then sends nothing for this long
+    # is stalled: the socket gets an error and close 1011 (the session stays).
+    model_stall_timeout_s: float = 30.0
     hello_timeout_s: float = 2.0  # wait this long for `start` before using defaults
     tool_timeout_s: float = 60.0  # an approval or a browser tool's result, at most
     # How long a pending tool call waits for its client to resume the session
@@ -225,7 +232,15 @@ class Settings:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             limit = field.name.startswith(
-                ("max_", "tool_timeout", "send_timeout", "header_", "task_timeout", "task_cancel")
+                (
+                    "max_",
+                    "tool_timeout",
+                    "send_timeout",
+                    "model_stall",
+                    "header_",
+                    "task_timeout",
+                    "task_cancel",
+                )
             )
             if limit and isinstance(value, (int, float)) and not value > 0:
                 found.append(f"{field.name}: expected more than 0, got {value}")
