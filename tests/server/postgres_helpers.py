@@ -79,3 +79,9 @@ async def refuse_connections(url: str) -> None:
         with_database(url, "postgres"),
         f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'",
     )
+
+
+async def allow_connections(url: str) -> None:
+    """Undo ``refuse_connections``: the database of ``url`` is back."""
+    name = urlsplit(url).path.lstrip("/")
+    await _admin(with_database(url, "postgres"), f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')

@@ -1,0 +1,324 @@
+"""Faults, each on the real parts: uvicorn on 127.0.0.1, ADK's runner, the
+SQLite session store (PostgreSQL where the fault is PostgreSQL's), and a
+model that is a real ADK ``BaseLlm`` (the offline model, which fails or
+stalls mid-answer on a cue).
+
+Every wait is on an event or a condition polled against a deadline; no
+fixed sleep decides a result. The figures (how long a client that stops
+reading holds on, what it costs in memory) are in benchmarks/README.md
+("Faults").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import gc
+import json
+import socket
+import sqlite3
+import threading
+import time
+import urllib.error
+import urllib.request
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pytest
+import uvicorn
+from google.adk.events import Event
+from google.adk.models.base_llm_connection import BaseLlmConnection
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.genai import types
+from postgres_helpers import allow_connections, postgres_url, refuse_connections  # noqa: F401
+from server_helpers import open_ws, say
+
+from server import Settings, create_app
+from server.connection import _answering
+from server.offline_model import (
+    OfflineLiveConnection,
+    OfflineLiveModel,
+    _audio_response,
+    _declared_tools,
+    _manual_turns,
+    audio_cue,
+)
+
+_T = TypeVar("_T")
+
+# ---------------------------------------------------------------- a model that fails
+
+FAIL_CUE = "fail mid-answer"
+STALL_CUE = "stall mid-answer"
+LONG_CUE = "answer at length"
+_FAIL = LlmResponse(error_code="TEST_FAIL")  # a marker in the response queue
+
+
+def _half_an_answer(text: str) -> list[LlmResponse]:
+    """The model has begun: some text and a little audio, no turn end."""
+    said = types.Content(role="model", parts=[types.Part(text=f"Starting on: {text}")])
+    return [LlmResponse(content=said), _audio_response(audio_cue(0.1))]
+
+
+class FaultyLiveConnection(OfflineLiveConnection):
+    """The offline model's connection; on a cue, the answer breaks off."""
+
+    async def send_content(self, content: types.Content) -> None:
+        text = " ".join(p.text for p in content.parts or [] if p.text)
+        if FAIL_CUE in text:
+            await self._emit_all([*_half_an_answer(text), _FAIL])
+        elif STALL_CUE in text:
+            await self._emit_all(_half_an_answer(text))  # and then nothing, ever
+        elif LONG_CUE in text:
+            # 20 s of audio in 100 ms responses, as a live model streams it.
+            said = types.Content(role="model", parts=[types.Part(text=f"You said: {text}")])
+            await self._emit(LlmResponse(content=said))
+            for _ in range(200):
+                await self._emit(_audio_response(audio_cue(0.1)))
+            await self._emit(LlmResponse(turn_complete=True))
+        else:
+            await super().send_content(content)
+
+    async def receive(self) -> AsyncGenerator[LlmResponse, None]:
+        async for response in super().receive():
+            if response is _FAIL:
+                raise ConnectionResetError("the model's connection broke mid-answer")
+            yield response
+
+
+class FaultyLiveModel(OfflineLiveModel):
+    @contextlib.asynccontextmanager
+    async def _connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:
+        connection = FaultyLiveConnection(
+            self, _declared_tools(llm_request), manual=_manual_turns(llm_request)
+        )
+        try:
+            yield connection
+        finally:
+            await connection.close()
+
+
+@pytest.fixture
+def faulty_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Apps created in the test run on ``FaultyLiveModel``."""
+    monkeypatch.setattr("server.agent.OfflineLiveModel", FaultyLiveModel)
+
+
+# ---------------------------------------------------------------- a server in this process
+
+
+@dataclasses.dataclass
+class Served:
+    """The app on real uvicorn in a thread, with its event loop at hand."""
+
+    base: str  # http://127.0.0.1:port
+    app: Any
+    loop: asyncio.AbstractEventLoop
+    data_dir: Path
+
+    def call(self, fn: Callable[[], Awaitable[_T]]) -> _T:
+        """``fn()`` run on the server's loop (where its objects live)."""
+        return asyncio.run_coroutine_threadsafe(_awaited(fn), self.loop).result(10)
+
+    @property
+    def runtime(self) -> Any:
+        return self.app.state.runtime
+
+
+async def _awaited(fn: Callable[[], Awaitable[_T]]) -> _T:
+    return await fn()
+
+
+@contextlib.contextmanager
+def serving(settings: Settings) -> Iterator[Served]:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        ws_max_size=settings.max_message_bytes,
+        ws_per_message_deflate=False,
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(
+        target=loop.run_until_complete, args=(server.serve(sockets=[sock]),), daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        threading.Event().wait(0.01)
+    try:
+        yield Served(f"http://127.0.0.1:{sock.getsockname()[1]}", app, loop, settings.data_dir)
+    finally:
+        server.should_exit = True
+        thread.join(20)
+        loop.close()
+        sock.close()
+
+
+def health(base: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"{base}/healthz", timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> float:
+    """Poll ``condition`` (in a thread: it may do blocking I/O) until it
+    holds; returns how long that took."""
+    started = time.monotonic()
+    while not await asyncio.to_thread(condition):
+        assert time.monotonic() - started < timeout, f"not {what} within {timeout} s"
+        await asyncio.sleep(0.02)
+    return time.monotonic() - started
+
+
+def _tone_s16(seconds: float, rate: int = 16_000) -> bytes:
+    t = np.arange(int(seconds * rate)) / rate
+    return np.rint(0.3 * 32767 * np.sin(2 * np.pi * 330 * t)).astype("<i2").tobytes()
+
+
+@pytest.fixture
+def fault_settings(settings: Settings) -> Settings:
+    return replace(settings, allowed_hosts=(), model_stall_timeout_s=0.5, tool_grace_s=0.5)
+
+
+# ---------------------------------------------------------------- 1. the client vanishes
+
+
+def _leases_held(data_dir: Path) -> int:
+    with contextlib.closing(sqlite3.connect(data_dir / "leases.db")) as db:
+        return int(db.execute("SELECT count(*) FROM leases").fetchone()[0])
+
+
+def _what_is_left(served: Served, tasks_before: set[asyncio.Task[Any]]) -> dict[str, int]:
+    async def on_the_loop() -> dict[str, int]:
+        runtime = served.runtime
+        mine = asyncio.current_task()
+        return {
+            "sockets": len(served.app.state.connections),
+            "claims": len(runtime.claims),
+            "live runs": runtime.live_runs,
+            "tasks": len(asyncio.all_tasks() - tasks_before - {mine}),
+        }
+
+    left = served.call(on_the_loop)
+    left["leases"] = _leases_held(served.data_dir)
+    return left
+
+
+def _connection_parts(served: Served) -> list[weakref.ref[Any]]:
+    """Weak references to the one live connection and its queues."""
+
+    async def parts() -> list[weakref.ref[Any]]:
+        (connection,) = served.app.state.connections
+        return [weakref.ref(connection), weakref.ref(connection.queue)] + (
+            [weakref.ref(connection.pacer)] if connection.pacer is not None else []
+        )
+
+    return served.call(parts)
+
+
+@pytest.mark.parametrize("when", ["while the model answers", "while its audio flows"])
+def test_a_client_that_vanishes_leaves_nothing_behind(
+    fault_settings: Settings, faulty_model: None, when: str
+) -> None:
+    async def scenario(served: Served) -> None:
+        tasks_before = served.call(_all_tasks)
+        client, _ = await open_ws(served.base, input={"sampleRate": 16000, "format": "s16"})
+        if when == "while the model answers":
+            await client.ws.send(json.dumps({"type": "text", "text": LONG_CUE}))
+            await client.wait_for("data-pcm")
+        else:
+            tone = _tone_s16(0.4)
+            for i in range(0, len(tone), 640):  # the first 0.4 s of a turn, then gone
+                await client.ws.send(tone[i : i + 640])
+            await until(lambda: _model_has_audio(served), "audio at the model")
+        parts = _connection_parts(served)
+        client.ws.transport.abort()  # no close frame: the peer is simply gone
+        await client.task
+        await until(
+            lambda: not any(_what_is_left(served, tasks_before).values()),
+            f"nothing left: {_what_is_left(served, tasks_before)}",
+        )
+        served.call(_collect)
+        assert [part() for part in parts] == [None] * len(parts)  # queues and all: gone
+        status, body = health(served.base)
+        assert status == 200 and body["connections"] == 0 and body["liveRuns"] == 0
+
+    with serving(fault_settings) as served:
+        asyncio.run(scenario(served))
+
+
+async def _all_tasks() -> set[asyncio.Task[Any]]:
+    return asyncio.all_tasks()
+
+
+async def _collect() -> None:
+    gc.collect()
+
+
+def _model_has_audio(served: Served) -> bool:
+    async def sent() -> bool:
+        (connection,) = served.app.state.connections
+        return connection._sent_audio
+
+    return served.call(sent)
+
+
+# ---------------------------------------------------------------- 2. the model fails
+
+
+@pytest.mark.parametrize("cue", [FAIL_CUE, STALL_CUE])
+def test_a_model_that_fails_or_stalls_mid_answer_ends_the_socket_and_keeps_the_session(
+    fault_settings: Settings, faulty_model: None, cue: str
+) -> None:
+    async def scenario(base: str) -> None:
+        client, session = await open_ws(base)
+        session_id = session["data"]["sessionId"]
+        await client.ws.send(json.dumps({"type": "text", "text": cue}))
+        await client.wait_for("text-delta")  # the model had begun its answer
+        await asyncio.wait_for(client.task, 20)  # and the server closed the socket
+        assert client.ws.close_code == 1011
+        error = client.messages[-1][1]
+        assert error["type"] == "error"
+        if cue == STALL_CUE:
+            assert "stopped answering for 0.5 s" in error["errorText"]
+        else:
+            assert "ConnectionResetError" in error["errorText"]
+            assert "broke mid-answer" not in error["errorText"]  # the class only
+        again, resumed = await open_ws(base, sessionId=session_id)
+        assert resumed["data"]["resumed"] and resumed["data"]["sessionId"] == session_id
+        assert {"role": "user", "text": cue} in resumed["data"]["history"]
+        assert (await say(again, "still here?", 1)).startswith("You said: still here? (")
+        await again.close()
+        await until(lambda: health(base)[1]["liveRuns"] == 0, "no live run left")
+
+    with serving(fault_settings) as served:
+        asyncio.run(scenario(served.base))
+
+
+def test_a_model_waiting_for_a_tool_is_not_stalled() -> None:
+    """The stall timer runs only while the model is mid-answer: a tool call
+    waits for its answer (an approval may take the user a minute)."""
+    said = types.Content(role="model", parts=[types.Part(text="Let me see")])
+    call = types.Content(
+        role="model", parts=[types.Part(function_call=types.FunctionCall(name="pay", args={}))]
+    )
+    assert _answering(Event(author="voice_agent", content=said))
+    assert not _answering(Event(author="voice_agent", content=call))
+    assert not _answering(Event(author="voice_agent", turn_complete=True))
+    assert not _answering(Event(author="voice_agent", interrupted=True, content=said))
+    assert not _answering(Event(author="user", content=said))
