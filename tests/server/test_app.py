@@ -18,7 +18,12 @@ from server.protocol import client_executes
 
 
 def test_healthz_and_index(client: TestClient) -> None:
-    assert client.get("/healthz").json() == {"status": "ok", "model": "offline", "connections": 0}
+    assert client.get("/healthz").json() == {
+        "status": "ok",
+        "model": "offline",
+        "connections": 0,
+        "liveRuns": 0,
+    }
     page = client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
 
