@@ -18,7 +18,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from .app import create_app
-from .http_limits import BoundedH11Protocol
+from .http_limits import BoundedH11Protocol, BoundedSendWebSockets
 from .settings import ENV_PREFIX, OFFLINE_MODEL, Settings, parse_value
 
 
@@ -44,7 +44,7 @@ def worker_app() -> Starlette:
 
 def uvicorn_options(settings: Settings, *, log_level: str = "info") -> dict[str, Any]:
     """How uvicorn serves the app: bounded request heads (h11, see
-    http_limits.py), WebSocket limits and pings."""
+    http_limits.py), WebSocket limits (a bounded send buffer) and pings."""
     return {
         "host": settings.host,
         "port": settings.port,
@@ -57,6 +57,7 @@ def uvicorn_options(settings: Settings, *, log_level: str = "info") -> dict[str,
             else BoundedH11Protocol.with_timeout(settings.header_timeout_s)
         ),
         "h11_max_incomplete_event_size": settings.max_header_bytes,
+        "ws": BoundedSendWebSockets,
         "ws_max_size": settings.max_message_bytes,
         # PCM barely compresses; deflate would cost CPU on every audio frame.
         "ws_per_message_deflate": False,

@@ -97,12 +97,20 @@ class _Shutdown(Exception):
     """Why a connection ends. ``code`` None: the client is already gone."""
 
     def __init__(
-        self, code: int | None = protocol.CLOSE_NORMAL, reason: str = "", error: str = ""
+        self,
+        code: int | None = protocol.CLOSE_NORMAL,
+        reason: str = "",
+        error: str = "",
+        *,
+        unsendable: bool = False,
     ) -> None:
         super().__init__(reason)
         self.code = code
         self.reason = reason
         self.error = error  # sent as an `error` chunk before closing
+        # The socket's buffers are full: a close frame would wait behind
+        # them for as long as the client does not read (for ever).
+        self.unsendable = unsendable
 
 
 def _internal_error(session_id: str | None, error: BaseException | None = None) -> _Shutdown:
@@ -177,6 +185,7 @@ class LiveConnection:
         self._flushed_at: float | None = None
         self._sent_audio = False
         self._stop: _Shutdown | None = None
+        self._close_tried = False
         self._scope: anyio.CancelScope | None = None
         self._group: anyio.abc.TaskGroup | None = None
         self._user_key: str | None = None
@@ -335,9 +344,17 @@ class LiveConnection:
     async def _close(self) -> None:
         stop = self._stop or _Shutdown()
         self.close_code = stop.code
-        if stop.code is None or self.ws.application_state != WebSocketState.CONNECTED:
+        if self._close_tried or stop.code is None:
             return
-        with contextlib.suppress(Exception):
+        self._close_tried = True
+        if self.ws.application_state != WebSocketState.CONNECTED:
+            return
+        if stop.code != protocol.CLOSE_NORMAL:  # an operator asks why clients were dropped
+            log.info("connection %s: closing with %d (%s)", self.name, stop.code, stop.reason)
+        if stop.unsendable:
+            return  # the server drops the TCP connection once this returns
+        # A client that stops reading just now must not hold the close either.
+        with anyio.move_on_after(self.settings.send_timeout_s), contextlib.suppress(Exception):
             if stop.error:
                 await self.ws.send_text(protocol.encode(protocol.error_chunk(stop.error)))
             await self.ws.close(stop.code, stop.reason[:120])
@@ -684,8 +701,10 @@ class LiveConnection:
                 for text in self.wire.chunk_frames(item):
                     await ws.send_text(text)
         if deadline.cancelled_caught:
-            raise protocol.ProtocolError(
-                protocol.CLOSE_POLICY_VIOLATION, "client is not reading (send timed out)"
+            raise _Shutdown(
+                protocol.CLOSE_POLICY_VIOLATION,
+                "client is not reading (send timed out)",
+                unsendable=True,
             )
         if isinstance(item, AudioFrame):
             # Paced frames may leave up to the timer slack early: count 0.

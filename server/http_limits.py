@@ -9,15 +9,23 @@ runs on h11, whose buffer for an incomplete request head is bounded
 closed), with this protocol, which closes a connection whose request head
 has not arrived in ``header_timeout_s`` — for the first request and for
 every later one on a kept-alive connection.
+
+A WebSocket's kernel send buffer is bounded too (``WEBSOCKET_SEND_BUFFER``).
+Linux grows it on its own up to megabytes (``tcp_wmem``): a client that
+stops reading then soaks up a minute of audio before a send blocks, and
+``send_timeout_s`` (which starts only then) never fires; the keepalive ping
+closed it after 40 s instead, as 1011.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from .settings import Settings
 
@@ -72,3 +80,19 @@ class BoundedH11Protocol(H11Protocol):
         if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
             self.logger.debug("closing a connection whose request head came too slowly")
             self.transport.close()
+
+
+# 128 KiB (Linux doubles it for its bookkeeping): 2 s of the fastest stream
+# we send (48 kHz audio as JSON, 128 KB/s), and at a 300 ms round trip room
+# for three times that rate.
+WEBSOCKET_SEND_BUFFER = 128 * 1024
+
+
+class BoundedSendWebSockets(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol with a fixed kernel send buffer."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, WEBSOCKET_SEND_BUFFER)
+        super().connection_made(transport)

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import gc
 import json
+import os
 import socket
 import sqlite3
 import threading
@@ -31,13 +32,14 @@ from typing import Any, TypeVar
 import numpy as np
 import pytest
 import uvicorn
+import websockets
 from google.adk.events import Event
 from google.adk.models.base_llm_connection import BaseLlmConnection
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 from postgres_helpers import allow_connections, postgres_url, refuse_connections  # noqa: F401
-from server_helpers import open_ws, say
+from server_helpers import assert_clean, open_ws, say, server_process
 
 from server import Settings, create_app
 from server.connection import _answering
@@ -322,3 +324,68 @@ def test_a_model_waiting_for_a_tool_is_not_stalled() -> None:
     assert not _answering(Event(author="voice_agent", turn_complete=True))
     assert not _answering(Event(author="voice_agent", interrupted=True, content=said))
     assert not _answering(Event(author="user", content=said))
+
+
+# ---------------------------------------------------------------- 3. a client that never reads
+
+
+def _rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))
+    return int(kib) / 1024
+
+
+def test_a_client_that_never_reads_is_closed_with_1008_and_memory_stays_bounded(
+    tmp_path: Path,
+) -> None:
+    """The client reads ``data-session`` and nothing more while the model
+    answers at length. Sends block only once the socket's buffers (the
+    kernel's, the client's) are full; ``send_timeout_s`` after that, the
+    server closes with 1008. Set FAULTS_SEND_TIMEOUT_S=10 for the
+    default's figures (benchmarks/README.md, "Faults")."""
+    send_timeout = float(os.environ.get("FAULTS_SEND_TIMEOUT_S", "2"))
+    env = {"AUDIOCORE_SEND_TIMEOUT_S": str(send_timeout)}
+    log = tmp_path / "server.log"
+
+    async def scenario(base: str, pid: int) -> None:
+        ws = await websockets.connect(base.replace("http", "ws") + "/ws", max_size=None)
+        await ws.send(json.dumps({"type": "start", "turnDetection": "manual"}))
+        assert json.loads(await ws.recv())["type"] == "data-session"
+        rss_before = _rss_mb(pid)
+        # One 28 s push-to-talk turn at ten times real time (faster, and
+        # the model's request queue drops audio); the echo is the answer.
+        turn = _tone_s16(28.0)
+        await ws.send(json.dumps({"type": "activity_start"}))
+        for i in range(0, len(turn), 3200):
+            await ws.send(turn[i : i + 3200])
+            await asyncio.sleep(0.01)
+        await ws.send(json.dumps({"type": "activity_end"}))
+        peak = rss_before
+
+        def closed() -> bool:
+            nonlocal peak
+            peak = max(peak, _rss_mb(pid))
+            return health(base)[1]["connections"] == 0
+
+        waited = await until(closed, "the client dropped", timeout=150)
+        held = 0
+        with contextlib.suppress(websockets.ConnectionClosed):
+            async for _ in ws:  # what the buffers held, then the close
+                held += 1
+        print(
+            f"\nnever-reading client: closed {waited:.1f} s after it stopped reading "
+            f"(send_timeout_s {send_timeout:g}); {held} messages were still in the buffers; "
+            f"server RSS {rss_before:.0f} MB -> peak {peak:.0f} MB (+{peak - rss_before:.1f}); "
+            f"close {ws.close_code} {ws.close_reason!r}"
+        )
+        # Nothing more reaches a client that does not read: the server
+        # decided 1008 and dropped the connection (the client sees 1006).
+        assert "closing with 1008 (client is not reading (send timed out))" in log.read_text()
+        assert ws.close_code in (1006, 1008), (ws.close_code, ws.close_reason)
+        # The buffers' worth of audio (well under a minute), then the timeout.
+        assert waited < 30 + send_timeout
+        assert peak - rss_before < 50
+
+    with server_process(tmp_path, log, env=env) as (base, proc):
+        asyncio.run(scenario(base, proc.pid))
+    assert_clean(log)
