@@ -337,6 +337,12 @@ class LiveConnection:
         except protocol.ProtocolError as exc:
             stop = _Shutdown(exc.close_code, exc.reason)
         except Exception:
+            if self._stop is not None:
+                # Already ending, and logged: this is the same failure
+                # reaching another task (the model's sender, then the pump).
+                log.debug("connection %s: a task failed while ending", self.name, exc_info=True)
+                scope.cancel()
+                return
             stop = _internal_error(self.session_id)
         self._stop = self._stop or stop
         scope.cancel()

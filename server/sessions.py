@@ -16,6 +16,12 @@ thread round trip. Calls are serialised by a lock, as ADK already does for its
 in-memory database. The SQL and the schema are ADK's, unchanged; only the
 connection is swapped, through a small adapter with aiosqlite's interface.
 
+The file is checked before every call (one ``stat``): a connection keeps
+writing to a file deleted under it, and every turn from then on would be lost
+at the next start without a word. A deleted file fails each call with
+``SessionFileLost`` (the socket gets an error, ``/healthz`` a 503) until the
+file is back; a file put back or created anew is opened again.
+
 Inline statements must never wait on a lock (another server process on the
 same file holds it for a moment; a backup, for longer): the connection's
 busy timeout is 0, and a statement that finds the file locked is retried
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Generator
@@ -179,15 +186,48 @@ class InlineConnection:
         self._connection.close()
 
 
+class SessionFileLost(RuntimeError):
+    """The session file was deleted while the server had it open."""
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 class SharedConnectionSqliteSessionService(adk_sqlite.SqliteSessionService):
     def __init__(self, db_path: str) -> None:
         super().__init__(db_path)
         self._shared: InlineConnection | None = None
         self._shared_lock = asyncio.Lock()
+        self._opened_file: tuple[int, int] | None = None  # what _shared has open
+        self._on_disk = self._db_path != ":memory:" and not self._db_connect_uri
+
+    async def _check_file(self) -> None:
+        """Fail while the open file is deleted; reopen a file put back."""
+        if self._shared is None or not self._on_disk:
+            return
+        found = _file_identity(self._db_path)
+        if found == self._opened_file:
+            return
+        if found is None:
+            raise SessionFileLost(
+                f"the session file {self._db_path} was deleted while the server had it open; "
+                "restore it (or restart the server for a new, empty one)"
+            )
+        # Put back (a backup) or created anew: closing the old one first lets
+        # SQLite checkpoint and remove the deleted file's WAL, not apply it
+        # to the new file.
+        await self._shared.close()
+        self._shared = None
 
     @contextlib.asynccontextmanager
     async def _get_db_connection(self) -> AsyncIterator[Any]:
         async with self._shared_lock:
+            await self._check_file()
             if self._shared is None:
                 raw = await retry_locked(
                     lambda: _open_once(
@@ -198,6 +238,7 @@ class SharedConnectionSqliteSessionService(adk_sqlite.SqliteSessionService):
                     )
                 )
                 self._shared = InlineConnection(raw)
+                self._opened_file = _file_identity(self._db_path)
                 self._schema_ready = True
             try:
                 yield self._shared

@@ -17,6 +17,7 @@ import dataclasses
 import gc
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import threading
@@ -39,7 +40,7 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 from postgres_helpers import allow_connections, postgres_url, refuse_connections  # noqa: F401
-from server_helpers import assert_clean, open_ws, say, server_process
+from server_helpers import Collector, assert_clean, open_ws, say, server_process
 
 from server import Settings, create_app
 from server.connection import _answering
@@ -389,3 +390,75 @@ def test_a_client_that_never_reads_is_closed_with_1008_and_memory_stays_bounded(
     with server_process(tmp_path, log, env=env) as (base, proc):
         asyncio.run(scenario(base, proc.pid))
     assert_clean(log)
+
+
+# ---------------------------------------------------------------- 5. the database is lost
+
+
+def _delete_session_files(db: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):  # as `rm sessions.db*` would
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+
+
+async def _started(base: str) -> Collector:
+    """A socket that has sent its ``start`` (and waits for nothing)."""
+    ws = await websockets.connect(base.replace("http", "ws") + "/ws", max_size=None)
+    await ws.send(json.dumps({"type": "start"}))
+    return Collector(ws)
+
+
+async def _closed_with_an_error(client: Any) -> str:
+    await asyncio.wait_for(client.task, 20)
+    assert client.ws.close_code == 1011
+    error = client.messages[-1][1]
+    assert error["type"] == "error"
+    return str(error["errorText"])
+
+
+@pytest.mark.parametrize("comeback", ["restored", "created anew"])
+def test_a_deleted_session_file_fails_loudly_and_works_again_once_back(
+    fault_settings: Settings, comeback: str
+) -> None:
+    """The open connection kept writing to the deleted file: every turn
+    since then was lost at the next start, without a word."""
+    db = fault_settings.session_db_path
+    backup = db.with_name("backup.db")
+
+    async def scenario(base: str) -> None:
+        client, session = await open_ws(base)
+        session_id = session["data"]["sessionId"]
+        await say(client, "before", 1)
+        with (
+            contextlib.closing(sqlite3.connect(db)) as live,
+            contextlib.closing(sqlite3.connect(backup)) as copy,
+        ):
+            live.backup(copy)
+        _delete_session_files(db)
+        status, body = health(base)
+        assert status == 503 and "gone" in body["database"]
+        await client.ws.send(json.dumps({"type": "text", "text": "lost?"}))
+        assert "SessionFileLost" in await _closed_with_an_error(client)
+        newcomer = await _started(base)  # no session can be opened either
+        assert "SessionFileLost" in await _closed_with_an_error(newcomer)
+
+        if comeback == "restored":
+            shutil.copy(backup, db)
+        else:
+            sqlite3.connect(db).close()  # an empty file: the schema is made again
+        assert health(base)[0] == 200
+        again, resumed = await open_ws(base, sessionId=session_id)
+        history = resumed["data"]["history"]
+        if comeback == "restored":
+            assert resumed["data"]["resumed"] and {"role": "user", "text": "before"} in history
+            assert {"role": "user", "text": "lost?"} not in history
+        else:
+            assert not resumed["data"]["resumed"] and history == []
+        await say(again, "after", 1)
+        await again.close()
+        # What was said since is in the file on disk, not in a deleted one.
+        with contextlib.closing(sqlite3.connect(db)) as on_disk:
+            rows = on_disk.execute("SELECT event_data FROM events").fetchall()
+        assert any('"after"' in row[0] for row in rows)
+
+    with serving(fault_settings) as served:
+        asyncio.run(scenario(served.base))
