@@ -18,6 +18,7 @@ import gc
 import json
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import threading
@@ -462,3 +463,38 @@ def test_a_deleted_session_file_fails_loudly_and_works_again_once_back(
 
     with serving(fault_settings) as served:
         asyncio.run(scenario(served.base))
+
+
+# ---------------------------------------------------------------- 4. the server restarts
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "kill -9"])
+def test_a_restarted_server_resumes_the_sessions(tmp_path: Path, stop: signal.Signals) -> None:
+    logs = tmp_path / "first.log", tmp_path / "second.log"
+
+    async def before(base: str, proc: Any) -> tuple[str, Collector]:
+        client, session = await open_ws(base)
+        await say(client, "before the restart", 1)
+        proc.send_signal(stop)
+        await asyncio.wait_for(client.task, 30)  # the server ended the socket
+        # uvicorn ends a graceful shutdown by re-raising the signal.
+        assert await asyncio.to_thread(proc.wait, 30) == -stop
+        return session["data"]["sessionId"], client
+
+    async def after(base: str, session_id: str) -> None:
+        client, resumed = await open_ws(base, sessionId=session_id)
+        assert resumed["data"]["resumed"] and resumed["data"]["sessionId"] == session_id
+        assert {"role": "user", "text": "before the restart"} in resumed["data"]["history"]
+        answer = await say(client, "after", 1)
+        assert answer.startswith("You said: after ("), answer  # (n earlier turns …)
+        await client.close()
+
+    with server_process(tmp_path, logs[0]) as (base, proc):
+        session_id, client = asyncio.run(before(base, proc))
+    # SIGTERM: uvicorn's "service restart" close; kill -9: the peer is simply gone.
+    assert client.ws.close_code == (1012 if stop == signal.SIGTERM else 1006)
+    with server_process(tmp_path, logs[1]) as (base, _):
+        asyncio.run(after(base, session_id))
+    if stop == signal.SIGTERM:
+        assert "Application shutdown complete" in logs[0].read_text()
+    assert_clean(*(logs if stop == signal.SIGTERM else logs[1:]))
