@@ -498,3 +498,37 @@ def test_a_restarted_server_resumes_the_sessions(tmp_path: Path, stop: signal.Si
     if stop == signal.SIGTERM:
         assert "Application shutdown complete" in logs[0].read_text()
     assert_clean(*(logs if stop == signal.SIGTERM else logs[1:]))
+
+
+def test_an_unreachable_postgresql_fails_loudly_and_works_again_once_back(
+    tmp_path: Path,
+    postgres_url: str,  # noqa: F811
+) -> None:
+    log = tmp_path / "server.log"
+
+    async def scenario(base: str) -> None:
+        client, session = await open_ws(base)
+        session_id = session["data"]["sessionId"]
+        await say(client, "before", 1)
+        await refuse_connections(postgres_url)
+        status, body = await asyncio.to_thread(health, base)
+        assert status == 503 and "database" in body
+        with contextlib.suppress(websockets.ConnectionClosed):  # it may be over already
+            await client.ws.send(json.dumps({"type": "text", "text": "lost?"}))
+        # The turn's write fails (1011), or first the session's lease, which
+        # can no longer be renewed (1008): either way the client is told.
+        await asyncio.wait_for(client.task, 30)
+        assert client.ws.close_code in (1008, 1011)
+        assert client.messages[-1][1]["type"] == "error"
+
+        await allow_connections(postgres_url)
+        await until(lambda: health(base)[0] == 200, "the database back")
+        again, resumed = await open_ws(base, sessionId=session_id)
+        assert resumed["data"]["resumed"]
+        assert {"role": "user", "text": "before"} in resumed["data"]["history"]
+        assert (await say(again, "after", 1)).startswith("You said: after (")
+        await again.close()
+
+    env = {"AUDIOCORE_DATABASE_URL": postgres_url}
+    with server_process(tmp_path, log, env=env) as (base, _):
+        asyncio.run(scenario(base))
