@@ -1,8 +1,9 @@
 """Soak: one server, many real-time sessions for minutes; is it still the
 same server at the end?
 
-    nice -n -10 python benchmarks/soak.py --json soak.json   # 100 sessions × 10 min
     python benchmarks/soak.py --sessions 10 --minutes 1       # a short trial
+    setsid sh -c 'echo -10 > /proc/self/autogroup &&
+        exec nice -n -10 python benchmarks/soak.py --json soak.json'   # 100 × 10 min
 
 ``python -m server`` (offline model, one worker, a data directory of its
 own, uvicorn on 127.0.0.1) in its own process; the sessions in this one.
@@ -11,9 +12,13 @@ float32, 20 ms frames at real-time pace, silence between turns) and
 receives the 24 kHz PCM16 echo, for ``--minutes``; session starts are
 spread over ``--stagger`` seconds, so turn ends are spread as independent
 users' are. Run it at a higher priority than other work on the machine
-(``nice -n -10``, inherited by the server): what it measures is the
-server, not a machine that lends its cores to someone else — and the
-server's wait for a CPU is reported, so a starved minute shows.
+(inherited by the server): what it measures is the server, not a machine
+that lends its cores to someone else — and the server's wait for a CPU is
+reported, so a starved minute shows. With the kernel's autogroup
+scheduling (``/proc/sys/kernel/sched_autogroup_enabled``), ``nice`` only
+ranks processes within their session's group, and each other login or
+service gets a group's fair share whatever its nice: raise the group's
+weight as above (a new session, ``/proc/self/autogroup``; root).
 
 Every turn's speech carries a watermark (``watermarked``: low-level noise
 keyed to session and turn), and its exact echo through the resampling chain
@@ -50,6 +55,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -350,6 +356,37 @@ def verdicts(rows: list[dict], baseline: dict, after: dict, warm: int, errors: i
     return out
 
 
+def _autogroup() -> str | None:
+    """This process's scheduling group and its nice ("/autogroup-N nice -10")."""
+    try:
+        return Path("/proc/self/autogroup").read_text().strip()
+    except OSError:
+        return None
+
+
+def _gdb_call(pid: int, *calls: str) -> None:
+    """Run ``calls`` (C expressions) in the stopped process ``pid`` with gdb."""
+    command = ["gdb", "-p", str(pid), "-batch", "-nx"]
+    for call in calls:
+        command += ["-ex", f"call {call}"]
+    subprocess.run(command, capture_output=True, check=True, timeout=120)
+
+
+def _collect_and_trim(pid: int) -> dict:
+    """RSS after the server's ``gc.collect()``, then after glibc's
+    ``malloc_trim(0)`` (free heap pages handed back to the kernel): how much
+    of what stays after close is garbage, and how much the allocator keeps."""
+    _gdb_call(
+        pid,
+        "(int)PyGILState_Ensure()",
+        '(int)PyRun_SimpleString("import gc; gc.collect()")',
+        "(void)PyGILState_Release($1)",
+    )
+    collected = proc_sample(pid)
+    _gdb_call(pid, "(int)malloc_trim(0)")
+    return {"after_gc": collected, "after_malloc_trim": proc_sample(pid)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=100)
@@ -358,6 +395,11 @@ def main() -> None:
     parser.add_argument("--stagger", type=float, default=5.0, help="spread starts over this many s")
     parser.add_argument("--warm-minutes", type=int, default=2, help="the minute RSS is held to")
     parser.add_argument("--settle", type=float, default=10.0, help="s after close before sampling")
+    parser.add_argument(
+        "--trim",
+        action="store_true",
+        help="after close, make the server gc.collect() then malloc_trim(0) (through gdb)",
+    )
     parser.add_argument("--sample-every", type=float, default=10.0, help="s between samples")
     args = parser.parse_args()
     speech = speech_48k()
@@ -365,7 +407,7 @@ def main() -> None:
     print(
         f"{date}: {args.sessions} sessions × {args.minutes} min, starts over {args.stagger:g} s; "
         f"speech {len(speech) / IN_RATE:.2f} s per turn; "
-        f"nice {os.getpriority(os.PRIO_PROCESS, 0)}; "
+        f"nice {os.getpriority(os.PRIO_PROCESS, 0)} ({_autogroup()}); "
         f"load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
@@ -377,6 +419,7 @@ def main() -> None:
         load, samples, t0 = uvloop.run(_soak(url, proc.pid, speech, args))
         time.sleep(args.settle)
         after = proc_sample(proc.pid)
+        trimmed = _collect_and_trim(proc.pid) if args.trim else None
         server_nice = os.getpriority(os.PRIO_PROCESS, proc.pid)
     totals = json.loads(stats.read_text()) if stats.exists() else {}
     rows = minute_rows(load, samples, t0, args.minutes)
@@ -401,6 +444,12 @@ def main() -> None:
                                         "concealed_frames", "dropped_input_chunks")}
         )
     )  # fmt: skip
+    if trimmed:
+        print(
+            "after gc.collect(): {:.1f} MB; then after malloc_trim(0): {:.1f} MB".format(
+                trimmed["after_gc"]["rss_kb"] / 1024, trimmed["after_malloc_trim"]["rss_kb"] / 1024
+            )
+        )
     errors = sorted({e[2] for e in load.errors})
     for text in errors[:10]:
         print(f"error: {text}")
@@ -416,9 +465,11 @@ def main() -> None:
                     "command": " ".join([Path(sys.executable).name, *sys.argv]),
                     "args": {k: str(v) for k, v in vars(args).items()},
                     "nice": {"client": os.getpriority(os.PRIO_PROCESS, 0), "server": server_nice},
+                    "autogroup": _autogroup(),
                     "cpus": os.cpu_count(),
                     "baseline": baseline,
                     "after_close": after,
+                    "after_close_trimmed": trimmed,
                     "minutes": rows,
                     "samples": samples,
                     "server_totals": {k: v for k, v in totals.items() if not isinstance(v, list)},
