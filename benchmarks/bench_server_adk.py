@@ -77,6 +77,7 @@ from bench_server_client import (
     TurnResult,
     check_echo,
     cpu_seconds,
+    exact_echo,
     free_port,
     our_server,
     our_session,
@@ -380,8 +381,7 @@ def main() -> None:
 
     speech = speech_48k()
     speech16 = bytes(audiocore.resample(speech, IN_RATE, MODEL_RATE, input="f32", output="s16"))
-    # What the offline model answers: the utterance it got, resampled in one call.
-    echo = bytes(audiocore.resample(speech16, MODEL_RATE, OUT_RATE, input="s16", output="s16"))
+    echo = exact_echo(speech)
     inputs = {"speech": speech, "speech16": speech16, "echo": echo}
     agents = Path(tempfile.mkdtemp())
     (agents / APP).mkdir()

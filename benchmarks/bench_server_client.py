@@ -65,6 +65,28 @@ def speech_48k() -> np.ndarray:
     return x[: len(x) // 6 * 6]
 
 
+WATERMARK_LEVEL = 0.01  # -40 dBFS of uniform noise: far below the speech, far above one LSB
+
+
+def watermarked(speech: np.ndarray, *key: int) -> np.ndarray:
+    """``speech`` plus low-level noise drawn from ``key`` (session, turn):
+    every few samples of the echo then name one place in it, and no other
+    turn's audio matches (see ``account_samples``)."""
+    noise = np.random.default_rng(key).uniform(-WATERMARK_LEVEL, WATERMARK_LEVEL, len(speech))
+    return (speech + noise).astype(np.float32)
+
+
+def exact_echo(speech: np.ndarray) -> bytes:
+    """What the offline model answers to one push-to-talk turn of 48 kHz
+    float32 ``speech``, as 24 kHz PCM16: the server's 48 → 16 kHz PCM16
+    (streamed, reset at each turn edge, so equal to one call), then the
+    model's 16 → 24 kHz of the whole utterance."""
+    import audiocore
+
+    speech16 = audiocore.resample(speech, IN_RATE, 16_000, input="f32", output="s16")
+    return bytes(audiocore.resample(speech16, 16_000, OUT_RATE, input="s16", output="s16"))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -142,6 +164,9 @@ def our_server(stats_path: Path, **env: str) -> Iterator[tuple[str, subprocess.P
         "AUDIOCORE_STATS_PATH": str(stats_path),
         "AUDIOCORE_DATA_DIR": data,
         "AUDIOCORE_MODEL": "offline",
+        # Every benchmark session comes from 127.0.0.1: the per-address limit
+        # (50) would refuse the 51st.
+        "AUDIOCORE_MAX_CONNECTIONS_PER_CLIENT": "1000",
         **env,
     }
     proc = subprocess.Popen(
@@ -201,6 +226,61 @@ def check_echo(audio: bytes, echo: bytes, frame: int = OUT_FRAME) -> EchoCheck:
         else:
             concealed += 1
     return EchoCheck(pos >= len(ref), exact, altered, concealed)
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleAccount:
+    expected: int  # samples of the exact echo
+    received: int
+    lost: int  # echo samples that never arrived
+    duplicated: int  # arrivals of an echo sample beyond its first
+    foreign: int  # received samples that are no sample of this echo
+
+    @property
+    def exact(self) -> bool:
+        return not (self.lost or self.duplicated or self.foreign)
+
+
+def account_samples(received: bytes, expected: bytes, key: int = 8) -> SampleAccount:
+    """Trace every received PCM16 sample to a sample of the exact echo.
+
+    The echo must carry a watermark (low-level noise keyed to the turn) so
+    that ``key`` consecutive samples name one place in it. Received samples
+    are matched in runs: a run goes on while the samples equal the echo's
+    next ones; where it breaks, the next ``key`` received samples are looked
+    up among the echo's windows that occur once, and a run starts there. A
+    sample found nowhere is foreign (made up, or another turn's); an echo
+    sample matched twice is duplicated; never matched, lost."""
+    got = np.frombuffer(received[: len(received) // 2 * 2], "<i2")
+    ref = np.frombuffer(expected[: len(expected) // 2 * 2], "<i2")
+    if np.array_equal(got, ref):  # the usual case, without the index
+        return SampleAccount(len(ref), len(got), 0, 0, 0)
+    windows = np.lib.stride_tricks.sliding_window_view(ref, key) if len(ref) >= key else ()
+    index: dict[bytes, int] = {}
+    for position, window in enumerate(windows):
+        index[window.tobytes()] = -1 if window.tobytes() in index else position
+    # Silence (the padding of the last frame) names no place: a stall's
+    # made-up silence must not pass for it.
+    index.pop(bytes(2 * key), None)
+    uses = np.zeros(len(ref), np.int64)
+    foreign = i = pos = 0
+    while i < len(got):
+        n = min(len(got) - i, len(ref) - pos)
+        same = got[i : i + n] == ref[pos : pos + n]
+        run = n if same.all() else int(np.argmin(same))
+        if run:
+            uses[pos : pos + run] += 1
+            i, pos = i + run, pos + run
+            continue
+        found = index.get(got[i : i + key].tobytes(), -1)
+        if found < 0:
+            foreign += 1
+            i += 1
+        else:
+            pos = found
+    lost = int(np.count_nonzero(uses == 0))
+    duplicated = int(np.sum(uses[uses > 1] - 1))
+    return SampleAccount(len(ref), len(got), lost, duplicated, foreign)
 
 
 def chunk_lateness(arrivals: list[tuple[float, int]], ended: float, rate: int) -> list[float]:
