@@ -44,7 +44,8 @@ class Resampler(ResamplerCore, Generic[_Output]):
     and finishes the stream; ``process`` or ``flush`` after it raise
     `RuntimeError` until ``reset()`` starts a new stream.  Rates are 1 Hz to
     `audiocore.MAX_SAMPLE_RATE` (1 MHz) with a ratio whose filter table fits
-    (`ValueError` says when it does not); `channels` is 1 to
+    and can be designed at `quality` (`ValueError` says when it does not);
+    `channels` is 1 to
     `audiocore.MAX_CHANNELS` (64).
 
     Timing.  The output is aligned with the input, like a one-shot
