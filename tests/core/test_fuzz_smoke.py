@@ -19,5 +19,6 @@ def test_fuzz_target_smoke(name, monkeypatch, tmp_path):
         # refused at once: a first design is in the run's time, up to
         # seconds on a loaded machine (the other ratios are the long run's).
         monkeypatch.setattr(fuzz_core, "_COMMON", [24000, 48000])
-        monkeypatch.setattr(fuzz_core, "_ODD", [47999])
+        monkeypatch.setattr(fuzz_core, "_HIGH", [24000, 48000])
+        monkeypatch.setattr(fuzz_core, "_ODD_PAIRS", [(48000, 47999)])
     smoke(name, TARGETS[name], INPUTS.get(name, 3000), str(tmp_path))
