@@ -85,7 +85,9 @@ class Resampler(ResamplerCore, Generic[_Output]):
     ``"s16"`` follows the PCM policy (clip to [-1, 1], x 32767, round half to
     even).  A NaN or infinity in the input spoils the outputs whose filter
     window holds it (NaN or +-inf in float32 output, and by the PCM policy
-    0 or full scale in PCM16), and the stream recovers once it has passed.
+    0 or full scale in PCM16), and the stream recovers once it has passed;
+    which NaN (its sign and payload) may depend on the chunking, since an
+    addition of two NaNs returns one of them by operand order.
 
     A Resampler belongs to one stream: using it from two threads at once
     raises `RuntimeError`.  Large chunks are filtered without the GIL.
