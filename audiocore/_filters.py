@@ -25,6 +25,11 @@ __all__ = ["MAX_COEFFICIENTS", "QUALITIES", "Design", "design", "prototype", "re
 MAX_COEFFICIENTS = 1 << 20
 
 
+class _NoDesign(Exception):
+    """A stage (or the whole filter, after every margin) found no design
+    meeting its specification: the caller names the ratio and quality."""
+
+
 class _Spec(NamedTuple):
     """A quality preset, with frequencies relative to the lower Nyquist."""
 
@@ -292,7 +297,7 @@ def _lowpass(
     inner = _shortest(stretch * passband, stretch * stopband, 0.85 * ripple, rejection)
     images = _lowpass(passband, 1 / stretch - stopband, 0.14 * ripple, rejection / 10, _STAGE)
     if inner is None:
-        raise ArithmeticError("internal: no design for a filter stage")
+        raise _NoDesign
     # inner(z^K) * images(z), one shifted copy of `images` per tap of
     # `inner`: a few hundred slices, where np.convolve would also multiply
     # every zero of the stretched `inner`.
@@ -332,14 +337,27 @@ def _make_prototype(up: int, down: int, quality: str) -> tuple[np.ndarray, int]:
     # stages' errors compound; i's transition band is unconstrained) is
     # designed again with a margin one dB wider.
     accept = 10 ** (-_MARGIN_DB / 40)  # half the design margin, in dB
-    for extra_db in range(6):
-        margin = 10 ** (-(_MARGIN_DB + extra_db) / 20)
-        h = _lowpass(passband, stopband, ripple * margin, rejection * margin)
-        err_pass, err_stop = _measure(h, passband, stopband)
-        if err_pass <= ripple * accept and err_stop <= rejection * accept:
-            break
-    else:  # pragma: no cover - not reached for any ratio the tests try
-        raise ArithmeticError(f"internal: no filter design for {up}/{down} at {quality!r}")
+    # Some awkward ratios find no design: a stage's exchange can miss its
+    # length limit, and whether it does depends on rounding that differs
+    # with the BLAS thread count (44100 -> 95800 at "high" designs with one
+    # thread and fails with two).  That is the caller's ratio, not a bug in
+    # their program: a ValueError like the size limit's, never an
+    # ArithmeticError from inside.
+    try:
+        for extra_db in range(6):
+            margin = 10 ** (-(_MARGIN_DB + extra_db) / 20)
+            h = _lowpass(passband, stopband, ripple * margin, rejection * margin)
+            err_pass, err_stop = _measure(h, passband, stopband)
+            if err_pass <= ripple * accept and err_stop <= rejection * accept:
+                break
+        else:  # pragma: no cover - not reached for any ratio the tests try
+            raise _NoDesign
+    except _NoDesign:
+        raise ValueError(
+            f"the ratio {up}/{down} cannot be designed at quality {quality!r}: no filter "
+            f"meets its specification; use rates with a simpler ratio"
+            + (' or quality "voice"' if quality != "voice" else "")
+        ) from None
     # Exactly symmetric (the stages' product is, up to the order of its
     # sums), centred on a whole output frame, so that `delay` is exact.
     h = 0.5 * (h + h[::-1])

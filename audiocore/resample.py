@@ -44,7 +44,8 @@ class Resampler(ResamplerCore, Generic[_Output]):
     and finishes the stream; ``process`` or ``flush`` after it raise
     `RuntimeError` until ``reset()`` starts a new stream.  Rates are 1 Hz to
     `audiocore.MAX_SAMPLE_RATE` (1 MHz) with a ratio whose filter table fits
-    (`ValueError` says when it does not); `channels` is 1 to
+    and can be designed at `quality` (`ValueError` says when it does not);
+    `channels` is 1 to
     `audiocore.MAX_CHANNELS` (64).
 
     Timing.  The output is aligned with the input, like a one-shot
@@ -84,7 +85,9 @@ class Resampler(ResamplerCore, Generic[_Output]):
     ``"s16"`` follows the PCM policy (clip to [-1, 1], x 32767, round half to
     even).  A NaN or infinity in the input spoils the outputs whose filter
     window holds it (NaN or +-inf in float32 output, and by the PCM policy
-    0 or full scale in PCM16), and the stream recovers once it has passed.
+    0 or full scale in PCM16), and the stream recovers once it has passed;
+    which NaN (its sign and payload) may depend on the chunking, since an
+    addition of two NaNs returns one of them by operand order.
 
     A Resampler belongs to one stream: using it from two threads at once
     raises `RuntimeError`.  Large chunks are filtered without the GIL.

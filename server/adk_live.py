@@ -344,7 +344,12 @@ class AdkDialect:
 
     def _blob(self, mime: str, data: bytes, limits: protocol.Limits) -> protocol.ClientMessage:
         if mime.startswith("audio/pcm"):
-            rate = audio_rate(mime, _ADK_MODEL_RATE)
+            try:
+                rate = audio_rate(mime, _ADK_MODEL_RATE)
+            except ValueError as exc:
+                raise protocol.InputError(
+                    f"blob: {exc}; expected one of {list(protocol.SUPPORTED_RATES)}"
+                ) from None
             if rate not in protocol.SUPPORTED_RATES:
                 raise protocol.InputError(
                     f"blob: audio rate {rate} Hz; expected one of {list(protocol.SUPPORTED_RATES)}"

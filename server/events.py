@@ -30,7 +30,11 @@ from google.adk.events import Event
 from . import protocol
 from .tools import ToolSpec
 
-_RATE = re.compile(r"rate=(\d+)")
+_RATE = re.compile(r"rate=0*(\d+)")
+# No sample rate has more digits.  A longer run (a client's mime type may
+# hold thousands, past int()'s 4300-digit limit and its ValueError) is
+# refused before int() sees it.
+_RATE_DIGITS = 9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +65,15 @@ class Translator(Protocol):
 
 
 def audio_rate(mime_type: str | None, default: int = 24_000) -> int:
+    """The rate a mime type names (``audio/pcm;rate=16000``), else `default`;
+    ``ValueError`` for a rate of more than nine digits."""
     match = _RATE.search(mime_type or "")
-    return int(match.group(1)) if match else default
+    if match is None:
+        return default
+    digits = match.group(1)
+    if len(digits) > _RATE_DIGITS:
+        raise ValueError(f"audio rate of {len(digits)} digits is not a sample rate")
+    return int(digits)
 
 
 class _TextPart:

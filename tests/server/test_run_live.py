@@ -285,6 +285,12 @@ def test_other_input_rates_are_resampled_and_binary_frames_are_audio(our_server:
         ('{"blob": {"mime_type": "audio/pcm", "data": "!!!"}}', "LiveRequest: blob.data"),
         ('{"blob": {"mime_type": "video/mp4", "data": ""}}', "mime_type must be"),
         ('{"blob": {"mime_type": "audio/pcm;rate=7", "data": ""}}', "audio rate 7 Hz"),
+        # Found by fuzzing: past int()'s 4300-digit limit its ValueError
+        # ended the connection.
+        (
+            '{"blob": {"mime_type": "audio/pcm;rate=' + "9" * 5000 + '", "data": ""}}',
+            "audio rate of 5000 digits is not a sample rate",
+        ),
         ('{"bogus": 1}', "unknown fields ['bogus']"),
         (
             '{"content": {"role": "user", "parts": [{"functionCall": {"name": "x"}}]}}',
