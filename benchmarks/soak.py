@@ -391,6 +391,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--minutes", type=int, default=10)
+    parser.add_argument(
+        "--workers", type=int, default=1, help="server worker processes (RSS, fds, CPU: their sum)"
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--stagger", type=float, default=5.0, help="spread starts over this many s")
     parser.add_argument("--warm-minutes", type=int, default=2, help="the minute RSS is held to")
@@ -405,14 +408,16 @@ def main() -> None:
     speech = speech_48k()
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(
-        f"{date}: {args.sessions} sessions × {args.minutes} min, starts over {args.stagger:g} s; "
+        f"{date}: {args.sessions} sessions × {args.minutes} min on {args.workers} worker(s), "
+        f"starts over {args.stagger:g} s; "
         f"speech {len(speech) / IN_RATE:.2f} s per turn; "
         f"nice {os.getpriority(os.PRIO_PROCESS, 0)} ({_autogroup()}); "
         f"load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
     stats = Path(tempfile.mkdtemp()) / "stats.json"
-    with our_server(stats, AUDIOCORE_COLLECT_TIMINGS="0") as (url, proc):
+    workers = str(args.workers)
+    with our_server(stats, AUDIOCORE_COLLECT_TIMINGS="0", AUDIOCORE_WORKERS=workers) as (url, proc):
         time.sleep(1)
         baseline = proc_sample(proc.pid)
         # uvloop: the clients cost less CPU, which the server shares.
