@@ -285,7 +285,12 @@ def test_python_m_server_starts_offline(tmp_path) -> None:
                 break
             except OSError:
                 time.sleep(0.1)
-        assert json.loads(body) == {"status": "ok", "model": "offline", "connections": 0}
+        assert json.loads(body) == {
+            "status": "ok",
+            "model": "offline",
+            "connections": 0,
+            "liveRuns": 0,
+        }
         page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1)
         assert page.status == 200
     finally:

@@ -488,7 +488,7 @@ def test_python_m_server_runs_the_gemini_path(endpoint: LocalGeminiLive, tmp_pat
             except OSError:
                 assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
                 threading.Event().wait(0.1)  # polling for the port, bounded
-        assert health == {"status": "ok", "model": GEMINI_3, "connections": 0}
+        assert health == {"status": "ok", "model": GEMINI_3, "connections": 0, "liveRuns": 0}
 
         async def scenario() -> Collector:
             ws, col = await open_session(f"ws://127.0.0.1:{port}/ws", endpoint)
