@@ -11,6 +11,7 @@ coverage guidance learns to steer.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import re
 import struct
@@ -80,10 +81,18 @@ def check(condition: bool, what: str) -> None:
         raise Finding(what)
 
 
-_PACKAGE_DIRS = tuple(
-    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name) + os.sep
-    for name in ("audiocore", "server")
-)
+def _package_dirs(*names: str) -> tuple[str, ...]:
+    """Where the packages are imported from: the checkout, or an installed
+    wheel's site-packages (CI tests the wheel from a copy of tests/)."""
+    found = []
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        for location in (spec and spec.submodule_search_locations) or ():
+            found.append(os.path.abspath(location) + os.sep)
+    return tuple(found)
+
+
+_PACKAGE_DIRS = _package_dirs("audiocore", "server")
 
 
 def _raised_in(exc: BaseException, roots: tuple[str, ...]) -> bool:
