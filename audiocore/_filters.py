@@ -16,13 +16,26 @@ import numpy as np
 
 from audiocore._resample import _TAP_ALIGN
 
-__all__ = ["MAX_COEFFICIENTS", "QUALITIES", "Design", "design", "prototype", "remez_lowpass"]
+__all__ = [
+    "MAX_COEFFICIENTS",
+    "QUALITIES",
+    "Design",
+    "RatioRefused",
+    "design",
+    "prototype",
+    "remez_lowpass",
+]
 
 # 4 MiB of float32 coefficients, over six times what any pair of the usual
 # rates up to 96 kHz needs (11025 -> 32000 at "high": 163840).  Ratios of
 # nearby awkward rates (48000 -> 47999) would need far more; they are
 # refused rather than built slowly.
 MAX_COEFFICIENTS = 1 << 20
+
+
+class RatioRefused(ValueError):
+    """A ratio refused with its reason (too many coefficients, or no
+    design); any other error from a design is a bug, never reworded."""
 
 
 class _NoDesign(Exception):
@@ -124,6 +137,11 @@ def remez_lowpass(
     ).astype(np.intp)
     best: tuple[float, np.ndarray, np.ndarray] | None = None
     for _ in range(60):
+        if len(ref) != m + 2:
+            # A band with fewer grid points than the reference needs there
+            # (a very short filter for its bands): the exchange cannot
+            # keep m + 2 points, so this length is a miss.
+            break
         # The m + 2 conditions A(w_i) + (-1)^i delta / W_i = D_i, solved in
         # the cosine basis, which stays well conditioned for any spread of
         # points (the barycentric form loses delta to cancellation when a
@@ -353,7 +371,7 @@ def _make_prototype(up: int, down: int, quality: str) -> tuple[np.ndarray, int]:
         else:  # pragma: no cover - not reached for any ratio the tests try
             raise _NoDesign
     except _NoDesign:
-        raise ValueError(
+        raise RatioRefused(
             f"the ratio {up}/{down} cannot be designed at quality {quality!r}: no filter "
             f"meets its specification; use rates with a simpler ratio"
             + (' or quality "voice"' if quality != "voice" else "")
@@ -408,7 +426,7 @@ def _make_design(up: int, down: int, quality: str) -> Design:
     def check_size(centre: int) -> None:
         coefficients = up * _row_length(up, centre)[1]
         if coefficients > MAX_COEFFICIENTS:
-            raise ValueError(
+            raise RatioRefused(
                 f"the ratio {up}/{down} needs {coefficients} filter coefficients at quality "
                 f"{quality!r}; expected at most {MAX_COEFFICIENTS}: use rates with a simpler ratio"
             )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 import numpy as np
 
-from audiocore._filters import QUALITIES, design
+from audiocore._filters import QUALITIES, RatioRefused, design
 from audiocore._resample import ResamplerCore
 from audiocore._validate import check_channels, check_choice, check_rate
 
@@ -148,7 +148,7 @@ class Resampler(ResamplerCore, Generic[_Output]):
         up, down = out_rate // common, in_rate // common
         try:
             designed = design(up, down, quality)
-        except ValueError as exc:
+        except RatioRefused as exc:
             raise ValueError(f"{in_rate} -> {out_rate} Hz: {exc}") from None
         super().__init__(
             designed.table, up, down, designed.taps, designed.delay, channels, input, output

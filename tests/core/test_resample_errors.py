@@ -70,6 +70,23 @@ def test_a_ratio_with_no_design_is_a_value_error(monkeypatch):
         Resampler(44100, 95800, quality="high")
 
 
+@pytest.mark.parametrize(
+    ("in_rate", "out_rate", "quality"), [(297, 295, "voice"), (309, 1234, "high")]
+)
+def test_ratios_whose_short_trial_filters_lose_a_reference_point_design(
+    rng, in_rate, out_rate, quality
+):
+    # Found by fuzzing: the search for the shortest filter tried lengths too
+    # short for their bands' grids; the exchange then lost a point of its
+    # reference and numpy raised a broadcasting error from inside the
+    # design.  Such a length is a miss, and a longer one designs.
+    stream = Resampler(in_rate, out_rate, quality=quality, output="f32")
+    x = noise(rng, 4 * in_rate, 1)
+    y = np.concatenate((stream.process(x), stream.flush()))
+    assert len(y) == round(len(x) * out_rate / in_rate)
+    assert np.isfinite(y).all()
+
+
 def test_numpy_integer_rates_are_fine():
     assert Resampler(np.int64(48000), np.int32(16000)).in_rate == 48000
 
