@@ -30,6 +30,16 @@ REPO = Path(__file__).resolve().parent.parent
 FRAME_S = 0.020
 IN_RATE = 48_000
 OUT_RATE = 24_000
+# The `start` of a benchmark session: 48 kHz float32 up, binary 24 kHz
+# PCM16 down, push-to-talk (the turns are the activity brackets).
+PUSH_TO_TALK_START = json.dumps(
+    {
+        "type": "start",
+        "input": {"sampleRate": IN_RATE, "format": "f32", "channels": 1},
+        "output": {"sampleRate": OUT_RATE, "binary": True},
+        "turnDetection": "manual",
+    }
+)
 OUT_FRAME = OUT_RATE * 40 // 1000  # the server's default output frame
 SPEECH_TEXT = "Hello, this is a test of the audio bridge."
 
@@ -342,16 +352,7 @@ async def our_session(
     quiet = np.zeros(int(IN_RATE * FRAME_S), np.float32).tobytes()
     gap = int((len(speech) / IN_RATE + 0.6) / FRAME_S)
     async with websockets.connect(url, max_size=None, compression=None) as ws:
-        await ws.send(
-            json.dumps(
-                {
-                    "type": "start",
-                    "input": {"sampleRate": IN_RATE, "format": "f32", "channels": 1},
-                    "output": {"sampleRate": OUT_RATE, "binary": True},
-                    "turnDetection": "manual",  # push-to-talk: the turns are the brackets
-                }
-            )
-        )
+        await ws.send(PUSH_TO_TALK_START)
         arrivals: list[tuple[float, int]] = []
         received: list[bytes] = []
         finished = asyncio.Queue()

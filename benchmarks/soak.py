@@ -67,7 +67,7 @@ from bench_server_client import (
     FRAME_S,
     IN_RATE,
     OUT_FRAME,
-    OUT_RATE,
+    PUSH_TO_TALK_START,
     SampleAccount,
     account_samples,
     exact_echo,
@@ -169,16 +169,7 @@ async def _connection(
     arrivals: list[tuple[float, int]] = []
     finished: asyncio.Queue[float] = asyncio.Queue()
     async with websockets.connect(url, max_size=None, compression=None) as ws:
-        await ws.send(
-            json.dumps(
-                {
-                    "type": "start",
-                    "input": {"sampleRate": IN_RATE, "format": "f32", "channels": 1},
-                    "output": {"sampleRate": OUT_RATE, "binary": True},
-                    "turnDetection": "manual",
-                }
-            )
-        )
+        await ws.send(PUSH_TO_TALK_START)
 
         async def receive() -> None:
             try:
