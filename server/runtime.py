@@ -65,13 +65,15 @@ class SessionNotFound(Exception):
 def build_session_service(settings: Settings) -> BaseSessionService:
     if settings.database_url:
         # Needs SQLAlchemy and the URL's async driver (google-adk[db]).
-        from google.adk.sessions import DatabaseSessionService
+        from .history import database_session_service
 
-        return DatabaseSessionService(db_url=settings.database_url)
+        return database_session_service(settings.database_url, settings.live_history_events)
     from .sessions import SharedConnectionSqliteSessionService
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    return SharedConnectionSqliteSessionService(str(settings.session_db_path))
+    return SharedConnectionSqliteSessionService(
+        str(settings.session_db_path), live_history_events=settings.live_history_events
+    )
 
 
 def build_lease_store(settings: Settings) -> LeaseStore:

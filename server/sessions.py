@@ -40,6 +40,8 @@ from typing import Any, TypeVar
 
 from google.adk.sessions import sqlite_session_service as adk_sqlite
 
+from .history import BoundedLiveHistory
+
 _T = TypeVar("_T")
 
 # What a lock held by another process costs: a statement that finds the
@@ -198,9 +200,10 @@ def _file_identity(path: str) -> tuple[int, int] | None:
     return found.st_dev, found.st_ino
 
 
-class SharedConnectionSqliteSessionService(adk_sqlite.SqliteSessionService):
-    def __init__(self, db_path: str) -> None:
+class SharedConnectionSqliteSessionService(BoundedLiveHistory, adk_sqlite.SqliteSessionService):
+    def __init__(self, db_path: str, *, live_history_events: int = 0) -> None:
         super().__init__(db_path)
+        self.live_history_events = live_history_events
         self._shared: InlineConnection | None = None
         self._shared_lock = asyncio.Lock()
         self._opened_file: tuple[int, int] | None = None  # what _shared has open

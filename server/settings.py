@@ -118,6 +118,11 @@ class Settings:
     tool_grace_s: float = 30.0
     # A session opened and never used (no event) is deleted after this long.
     unused_session_ttl_s: float = 24 * 3600.0
+    # Events an open session holds in memory besides those ADK may still look
+    # up (tool calls and answers, actions): the newest this many, trimmed
+    # every this many (server/history.py; about 20 voice turns); the store
+    # keeps all. 0: all.
+    live_history_events: int = 50
 
     # Background tasks (server/tasks/).
     task_model: str | None = None  # the backend agent's Gemini text model; None: TASK_MODEL
@@ -247,6 +252,10 @@ class Settings:
         for origin in self.allowed_origins:
             if origin != "*" and not origin.startswith(("http://", "https://")):
                 found.append(f"allowed_origins: expected http(s)://host[:port], got {origin!r}")
+        if self.live_history_events < 0:
+            found.append(
+                f"live_history_events: expected 0 (all) or more, got {self.live_history_events}"
+            )
         if self.task_offline_delay_s < 0:
             found.append(
                 f"task_offline_delay_s: expected 0 or more, got {self.task_offline_delay_s}"
