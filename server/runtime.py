@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import dataclasses
 import gc
 import logging
@@ -44,6 +46,21 @@ CHAT_USER_ID = "chat"  # the HTTP chat endpoint's sessions (server/http_chat.py)
 RESERVED_USERS = frozenset({USER_ID, CHAT_USER_ID})
 HISTORY_LIMIT = 50
 _GC_EVERY_S = 10.0
+
+
+def _find_malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim`` (None elsewhere: musl, macOS)."""
+    name = ctypes.util.find_library("c")
+    try:
+        trim = ctypes.CDLL(name).malloc_trim if name else None
+    except (OSError, AttributeError):
+        return None
+    if trim is not None:
+        trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return trim
+
+
+_malloc_trim = _find_malloc_trim()
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +286,12 @@ class Runtime:
         tuned collector (``python -m server``) seldom runs one, so RSS grew
         by hundreds of MB over a load and stayed. A full collection stalls
         every stream for tens of ms: it runs when the last connection has
-        closed, and under load at most every ``_GC_EVERY_S``."""
+        closed, and under load at most every ``_GC_EVERY_S``.
+
+        When the last one has closed, the C heap's free pages are handed back
+        to the system too (glibc's ``malloc_trim``): glibc keeps them, in the
+        main arena and in the arenas of the threads that ran SQLite and
+        leases, and RSS would stay at the load's peak."""
         self.totals.add(metrics)
         self._closed_since_gc += 1
         now = time.monotonic()
@@ -277,6 +299,8 @@ class Runtime:
             freed = gc.collect()
             self._gc_at, self._closed_since_gc = now, 0
             log.debug("collected %d objects of closed connections", freed)
+            if still_open == 0 and _malloc_trim is not None:
+                _malloc_trim(0)
 
     def write_stats(self, path: Path) -> None:
         self.totals.write(path, per_process=self.settings.workers > 1)

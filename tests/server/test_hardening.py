@@ -552,3 +552,24 @@ def test_closed_connections_cycles_are_collected_when_the_last_one_closes(
         assert again() is not None  # a load of closes never collects back to back
     finally:
         gc.enable()
+
+
+def test_the_heap_is_trimmed_when_the_last_connection_closes(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """glibc keeps freed heap pages; when the server goes idle it hands them
+    back (``malloc_trim``), so RSS falls after a load instead of staying at
+    its peak. Only then: a trim under load would stall every stream."""
+    from server import runtime as runtime_module
+    from server.metrics import ConnectionMetrics
+
+    assert runtime_module._malloc_trim is not None  # glibc (Debian): found
+    calls: list[int] = []
+    monkeypatch.setattr(runtime_module, "_malloc_trim", lambda pad: calls.append(pad) or 1)
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    for _ in range(100):  # a hundred closes under load collect, but do not trim
+        runtime.record(ConnectionMetrics(), still_open=5)
+    assert calls == []
+    runtime._gc_at = 0.0  # the last collection long ago
+    runtime.record(ConnectionMetrics(), still_open=0)
+    assert calls == [0]
