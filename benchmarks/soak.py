@@ -37,7 +37,8 @@ end in):
   same for this client process.
 
 After every session has closed (and ``--settle`` seconds): RSS and fds
-against the baseline taken before the first session. The server's own
+against the baseline, taken with the server warm — after one session of
+one turn has come and gone (the server cold, before it, is reported too). The server's own
 latency timings (AUDIOCORE_COLLECT_TIMINGS) stay off: they keep a list
 entry per frame, which would itself grow the RSS being watched.
 
@@ -410,6 +411,16 @@ def main() -> None:
     workers = str(args.workers)
     with our_server(stats, AUDIOCORE_COLLECT_TIMINGS="0", AUDIOCORE_WORKERS=workers) as (url, proc):
         time.sleep(1)
+        cold = proc_sample(proc.pid)
+        # The baseline is the server warm: after one session of one turn,
+        # closed. A server that has never served has not yet imported or
+        # built what the first conversation needs (ADK's live flow, genai's
+        # types, SQLite's page cache): that growth happens once, not per load.
+        warm_up = Load()
+        uvloop.run(_session(url, speech, args.sessions, time.monotonic() + 0.1, warm_up))
+        if warm_up.errors or not warm_up.turns:
+            raise SystemExit(f"the warm-up session failed: {warm_up.errors}")
+        time.sleep(args.settle)
         baseline = proc_sample(proc.pid)
         # uvloop: the clients cost less CPU, which the server shares.
         load, samples, t0 = uvloop.run(_soak(url, proc.pid, speech, args))
@@ -433,7 +444,8 @@ def main() -> None:
             f"{r['client']['cpu_pct']:>7.1f} {r['client']['wait_pct']:>8.1f} {r['loadavg']:>5.2f}"
         )
     print(
-        f"baseline: {baseline['rss_kb'] / 1024:.1f} MB, {baseline['fds']} fds; after close "
+        f"cold: {cold['rss_kb'] / 1024:.1f} MB, {cold['fds']} fds; "
+        f"baseline (warm): {baseline['rss_kb'] / 1024:.1f} MB, {baseline['fds']} fds; after close "
         f"(+{args.settle:g} s): {after['rss_kb'] / 1024:.1f} MB, {after['fds']} fds; "
         f"server nice {server_nice}; server totals: " + json.dumps(
             {k: totals.get(k) for k in ("connections", "frames_sent", "late_frames",
@@ -463,6 +475,7 @@ def main() -> None:
                     "nice": {"client": os.getpriority(os.PRIO_PROCESS, 0), "server": server_nice},
                     "autogroup": _autogroup(),
                     "cpus": os.cpu_count(),
+                    "cold": cold,
                     "baseline": baseline,
                     "after_close": after,
                     "after_close_trimmed": trimmed,
