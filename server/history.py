@@ -12,8 +12,11 @@ tool calls and their answers (matched by id when an answer arrives),
 long-running calls, events carrying actions (state, transfers, agent state,
 confirmations, compaction, rewinds) and scoped events. What goes is plain
 conversation — transcriptions, text, turn ends — which the live flow reads
-only when a run starts, and then from the store. The store itself keeps
-everything; a session loaded again has its whole history.
+only when a run starts, and then from the store. (A run restarted by an
+after-model callback that blocks the model's output would rebuild its
+request from the bounded list; this server installs no such callback.) The
+store itself keeps everything; a session loaded again has its whole
+history.
 """
 
 from __future__ import annotations

@@ -289,9 +289,8 @@ class Runtime:
         closed, and under load at most every ``_GC_EVERY_S``.
 
         When the last one has closed, the C heap's free pages are handed back
-        to the system too (glibc's ``malloc_trim``): glibc keeps them, in the
-        main arena and in the arenas of the threads that ran SQLite and
-        leases, and RSS would stay at the load's peak."""
+        to the system too (glibc's ``malloc_trim``): glibc keeps them, in
+        every thread's arena, and RSS would stay near the load's peak."""
         self.totals.add(metrics)
         self._closed_since_gc += 1
         now = time.monotonic()
