@@ -38,7 +38,10 @@ end in):
 
 After every session has closed (and ``--settle`` seconds): RSS and fds
 against the baseline, taken with the server warm — after one session of
-one turn has come and gone (the server cold, before it, is reported too). The server's own
+one turn has come and gone (the server cold, before it, is reported too).
+With ``--again M`` the same load then runs once more for M minutes on new
+sessions, and RSS after its close is held to the first close's: what a
+load leaves behind must not add up from one load to the next. The server's own
 latency timings (AUDIOCORE_COLLECT_TIMINGS) stay off: they keep a list
 entry per frame, which would itself grow the RSS being watched.
 
@@ -46,7 +49,8 @@ Criteria (verdicts in the output and the JSON): samples exact in every
 minute; no session error; RSS flat after warm-up — every minute from
 ``--warm-minutes`` on within 10% of that minute's value; fds equal to that
 minute's; fds back to baseline after close; RSS after close within 10% of
-baseline; no late frame.
+baseline; no late frame; with ``--again``, RSS after the second close
+within 5% of after the first.
 """
 
 from __future__ import annotations
@@ -242,7 +246,8 @@ def _snapshot(pid: int, t: float) -> dict:
     }
 
 
-async def _soak(url: str, pid: int, speech, args) -> tuple[Load, list[dict], float]:
+async def _soak(url: str, pid: int, speech, args, first: int = 0) -> tuple[Load, list[dict], float]:
+    """``args.sessions`` sessions, numbered from ``first``, for ``args.minutes``."""
     load, samples = Load(), []
     t0 = time.monotonic()
     samples.append(_snapshot(pid, 0.0))
@@ -250,7 +255,7 @@ async def _soak(url: str, pid: int, speech, args) -> tuple[Load, list[dict], flo
 
     async def start(k: int) -> None:
         await asyncio.sleep(args.stagger * k / args.sessions)
-        await _session(url, speech, k, end, load)
+        await _session(url, speech, first + k, end, load)
 
     sampler = asyncio.create_task(_sample(pid, t0, args.minutes, args.sample_every, samples))
     await asyncio.gather(*(start(k) for k in range(args.sessions)))
@@ -396,6 +401,14 @@ def main() -> None:
         help="after close, make the server gc.collect() then malloc_trim(0) (through gdb)",
     )
     parser.add_argument("--sample-every", type=float, default=10.0, help="s between samples")
+    parser.add_argument(
+        "--again",
+        type=int,
+        default=0,
+        metavar="MINUTES",
+        help="after close, run the same load again for this long on new sessions, and "
+        "compare RSS after that close with after the first (nothing kept per load)",
+    )
     args = parser.parse_args()
     speech = speech_48k()
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -427,6 +440,13 @@ def main() -> None:
         time.sleep(args.settle)
         after = proc_sample(proc.pid)
         trimmed = _collect_and_trim(proc.pid) if args.trim else None
+        again = None
+        if args.again:
+            # New sessions (numbered after the first load's), the same load.
+            second = argparse.Namespace(**{**vars(args), "minutes": args.again})
+            load2, _, _ = uvloop.run(_soak(url, proc.pid, speech, second, first=args.sessions + 1))
+            time.sleep(args.settle)
+            again = {"after_close": proc_sample(proc.pid), "errors": len(load2.errors)}
         server_nice = os.getpriority(os.PRIO_PROCESS, proc.pid)
     totals = json.loads(stats.read_text()) if stats.exists() else {}
     rows = minute_rows(load, samples, t0, args.minutes)
@@ -462,6 +482,17 @@ def main() -> None:
     for text in errors[:10]:
         print(f"error: {text}")
     result = verdicts(rows, baseline, after, args.warm_minutes, len(load.errors))
+    if again is not None:
+        first_mb, second_mb = after["rss_kb"] / 1024, again["after_close"]["rss_kb"] / 1024
+        print(
+            f"again ({args.again} min, new sessions, {again['errors']} errors): "
+            f"after close {second_mb:.1f} MB, {again['after_close']['fds']} fds"
+        )
+        result["rss_same_after_another_load"] = {
+            "pass": second_mb <= first_mb * 1.05 and again["errors"] == 0,
+            "detail": f"{second_mb:.1f} MB after the second load's close, {first_mb:.1f} MB "
+            f"after the first's ({100 * (second_mb / first_mb - 1):+.1f}%; bound +5%)",
+        }
     for name, v in result.items():
         flag = {True: "PASS", False: "FAIL", None: "n/a"}[v["pass"]]
         print(f"{flag:>4}  {name}: {v['detail']}")
@@ -479,6 +510,7 @@ def main() -> None:
                     "baseline": baseline,
                     "after_close": after,
                     "after_close_trimmed": trimmed,
+                    "again": again,
                     "minutes": rows,
                     "samples": samples,
                     "server_totals": {k: v for k, v in totals.items() if not isinstance(v, list)},
