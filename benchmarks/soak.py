@@ -39,6 +39,8 @@ end in):
 After every session has closed (and ``--settle`` seconds): RSS and fds
 against the baseline, taken with the server warm — after one session of
 one turn has come and gone (the server cold, before it, is reported too).
+The server inherits this process's environment: ``PYTHONMALLOC=malloc
+python soak.py …`` measures it with Python's objects on glibc's allocator.
 With ``--again M`` the same load then runs once more for M minutes on new
 sessions, and RSS after its close is held to the first close's: what a
 load leaves behind must not add up from one load to the next. The server's own
@@ -417,7 +419,8 @@ def main() -> None:
         f"starts over {args.stagger:g} s; "
         f"speech {len(speech) / IN_RATE:.2f} s per turn; "
         f"nice {os.getpriority(os.PRIO_PROCESS, 0)} ({_autogroup()}); "
-        f"load average {os.getloadavg()[0]:.2f}",
+        f"load average {os.getloadavg()[0]:.2f}; "
+        f"PYTHONMALLOC={os.environ.get('PYTHONMALLOC', '(unset: pymalloc)')}",
         flush=True,
     )
     stats = Path(tempfile.mkdtemp()) / "stats.json"
@@ -506,6 +509,7 @@ def main() -> None:
                     "nice": {"client": os.getpriority(os.PRIO_PROCESS, 0), "server": server_nice},
                     "autogroup": _autogroup(),
                     "cpus": os.cpu_count(),
+                    "pythonmalloc": os.environ.get("PYTHONMALLOC"),
                     "cold": cold,
                     "baseline": baseline,
                     "after_close": after,
