@@ -126,3 +126,12 @@ def test_a_long_conversation_stays_bounded_and_a_tool_call_still_resolves(
         assert [t for t in texts if t.startswith("hello number")] == [
             f"hello number {i}" for i in range(turns)
         ]
+
+
+def test_the_setting(tmp_path: Path) -> None:
+    assert Settings(data_dir=tmp_path).live_history_events == 50
+    problems = Settings(data_dir=tmp_path, live_history_events=-1).problems()
+    assert "live_history_events: expected 0 (all) or more, got -1" in problems
+    assert Settings(data_dir=tmp_path, live_history_events=0).problems() == []
+    env = {"AUDIOCORE_LIVE_HISTORY_EVENTS": "0"}
+    assert Settings.from_env(env).live_history_events == 0
