@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import ctypes.util
 import dataclasses
 import gc
 import logging
@@ -49,12 +48,10 @@ _GC_EVERY_S = 10.0
 
 
 def _find_malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim`` (None elsewhere: musl, macOS)."""
-    name = ctypes.util.find_library("c")
-    try:
-        trim = ctypes.CDLL(name).malloc_trim if name else None
-    except (OSError, AttributeError):
-        return None
+    """glibc's ``malloc_trim`` among the symbols the process has loaded
+    (None elsewhere: musl, macOS). No library search: that would run
+    ``ldconfig`` at import."""
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
     if trim is not None:
         trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
     return trim
