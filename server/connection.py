@@ -73,6 +73,7 @@ _TASK_CARDS = 10  # the owner's latest tasks shown to a new connection
 # The user is speaking: 16 kHz input louder than -40 dBFS RMS (the offline
 # model's threshold), and for this long after (a pause between words).
 _VOICE_RMS = 32768 * 10 ** (-40 / 20)
+_VOICE_POWER = _VOICE_RMS * _VOICE_RMS
 _VOICE_HANGOVER_S = 0.8
 
 
@@ -85,9 +86,6 @@ def _answering(event: Event) -> bool:
     if event.get_function_calls() or event.get_function_responses():
         return False
     return event.content is not None or event.output_transcription is not None
-
-
-_VOICE_POWER = _VOICE_RMS * _VOICE_RMS
 
 
 def _voiced(pcm: bytes) -> bool:
@@ -184,6 +182,7 @@ class LiveConnection:
         self.close_code: int | None = None
         self._send_lock = asyncio.Lock()  # acquiring a free one never suspends
         self._input_audio: InputAudio | None = None
+        self._input_mime = MODEL_AUDIO_MIME.format(rate=settings.model_input_rate)
         self._output_audio: OutputAudio | None = None
         self._input_overloaded = False
         self._content_overloaded = False
@@ -555,7 +554,7 @@ class LiveConnection:
         return self._input_audio.flush() if self._input_audio is not None else []
 
     def _send_audio_chunks(self, chunks: list[bytes]) -> None:
-        mime = MODEL_AUDIO_MIME.format(rate=self.settings.model_input_rate)
+        mime = self._input_mime
         self._sent_audio = bool(chunks)
         if chunks and _voiced(chunks[-1]):
             self._voice_until = time.monotonic() + _VOICE_HANGOVER_S
