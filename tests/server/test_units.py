@@ -556,3 +556,32 @@ def test_run_live_audio_fast_path_reads_what_adks_model_reads() -> None:
         assert audio_blob(request) is None, request
     url_blob = LiveRequest.model_validate(declined[0]).blob
     assert url_blob is not None and url_blob.data == pcm  # and the full path reads it
+
+
+def _rms_dbfs(dbfs: float) -> float:
+    """``_tone``'s level for a sine whose RMS is ``dbfs`` (full scale 32768)."""
+    return float(10 ** (dbfs / 20) * np.sqrt(2) * 32768 / 32767)
+
+
+def test_voice_check_against_the_rms_and_on_odd_input() -> None:
+    from server.connection import _VOICE_RMS, _voiced
+
+    assert not _voiced(b"") and not _voiced(b"\x7f")  # no whole sample
+    assert not _voiced(bytes(640))  # silence
+    # The threshold is -40 dBFS: 20 ms just above and just below it.
+    assert _voiced(_tone(0.02, _rms_dbfs(-39)))
+    assert not _voiced(_tone(0.02, _rms_dbfs(-41)))
+    # An odd trailing byte is no sample: the verdict is the whole samples'.
+    loud = _tone(0.02, _rms_dbfs(-20))
+    assert _voiced(loud + b"\x00") and not _voiced(bytes(640) + b"\xff")
+    # Full scale cannot overflow: 32767² · 16000 samples in one chunk.
+    assert _voiced(np.full(16000, 32767, "<i2").tobytes())
+    assert _voiced(np.full(16000, -32768, "<i2").tobytes())
+    # Against the RMS in float64, away from the threshold's rounding.
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 319, 320, 800, 16000):
+        for scale in (10.0, 100.0, 300.0, 1000.0):
+            pcm = rng.normal(0, scale, n).clip(-32768, 32767).astype("<i2")
+            rms = float(np.sqrt(np.mean(pcm.astype(np.float64) ** 2)))
+            if abs(rms / _VOICE_RMS - 1) > 1e-3:
+                assert _voiced(pcm.tobytes()) == (rms >= _VOICE_RMS), (n, scale, rms)
