@@ -87,6 +87,7 @@ from bench_server_client import (
 )
 
 RSS_BOUND = 0.10  # flat: within 10% of the warm-up minute's RSS
+AGAIN_BOUND = 0.05  # --again: RSS after the second close within 5% of the first's
 
 
 @dataclasses.dataclass
@@ -306,7 +307,9 @@ def minute_rows(load: Load, samples: list[dict], t0: float, minutes: int) -> lis
     return rows
 
 
-def verdicts(rows: list[dict], baseline: dict, after: dict, warm: int, errors: int) -> dict:
+def verdicts(
+    rows: list[dict], baseline: dict, after: dict, warm: int, errors: int, again: dict | None = None
+) -> dict:
     def verdict(ok: bool | None, detail: str) -> dict:
         return {"pass": ok, "detail": detail}
 
@@ -352,6 +355,14 @@ def verdicts(rows: list[dict], baseline: dict, after: dict, warm: int, errors: i
         end <= base * (1 + RSS_BOUND),
         f"{end:.1f} MB after close, {base:.1f} MB before ({100 * (end / base - 1):+.1f}%)",
     )
+    if again is not None:
+        second = again["after_close"]["rss_kb"] / 1024
+        out["rss_same_after_another_load"] = verdict(
+            second <= end * (1 + AGAIN_BOUND) and again["errors"] == 0,
+            f"{second:.1f} MB after the second load's close, {end:.1f} MB after the first's "
+            f"({100 * (second / end - 1):+.1f}%; bound +{100 * AGAIN_BOUND:.0f}%; "
+            f"{again['errors']} errors)",
+        )
     return out
 
 
@@ -484,18 +495,12 @@ def main() -> None:
     errors = sorted({e[2] for e in load.errors})
     for text in errors[:10]:
         print(f"error: {text}")
-    result = verdicts(rows, baseline, after, args.warm_minutes, len(load.errors))
     if again is not None:
-        first_mb, second_mb = after["rss_kb"] / 1024, again["after_close"]["rss_kb"] / 1024
         print(
-            f"again ({args.again} min, new sessions, {again['errors']} errors): "
-            f"after close {second_mb:.1f} MB, {again['after_close']['fds']} fds"
+            f"again ({args.again} min, new sessions, {again['errors']} errors): after close "
+            f"{again['after_close']['rss_kb'] / 1024:.1f} MB, {again['after_close']['fds']} fds"
         )
-        result["rss_same_after_another_load"] = {
-            "pass": second_mb <= first_mb * 1.05 and again["errors"] == 0,
-            "detail": f"{second_mb:.1f} MB after the second load's close, {first_mb:.1f} MB "
-            f"after the first's ({100 * (second_mb / first_mb - 1):+.1f}%; bound +5%)",
-        }
+    result = verdicts(rows, baseline, after, args.warm_minutes, len(load.errors), again)
     for name, v in result.items():
         flag = {True: "PASS", False: "FAIL", None: "n/a"}[v["pass"]]
         print(f"{flag:>4}  {name}: {v['detail']}")
