@@ -51,6 +51,8 @@ from google.genai import types
 
 import audiocore
 
+from .voice import END_OF_SPEECH_S, VOICE_DBFS, VoiceCheck
+
 INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000
 OUTPUT_MIME = f"audio/pcm;rate={OUTPUT_RATE}"
@@ -117,8 +119,8 @@ class OfflineLiveModel(BaseLlm):
     """Deterministic offline stand-in for a Gemini Live model."""
 
     model: str = "offline"
-    vad_threshold_dbfs: float = -40.0
-    hangover_ms: int = 600
+    vad_threshold_dbfs: float = VOICE_DBFS
+    hangover_ms: int = round(END_OF_SPEECH_S * 1000)
     preroll_ms: int = 300
     min_speech_ms: int = 60
     max_utterance_s: float = 30.0
@@ -300,7 +302,7 @@ class _EnergySegmenter:
     """
 
     def __init__(self, model: OfflineLiveModel) -> None:
-        self._threshold = 10 ** (model.vad_threshold_dbfs / 20) * 32768
+        self._voiced = VoiceCheck(model.vad_threshold_dbfs)
         self._hangover = model.hangover_ms * INPUT_RATE // 1000
         self._preroll_max = model.preroll_ms * INPUT_RATE // 1000
         self._min_speech = model.min_speech_ms * INPUT_RATE // 1000
@@ -318,8 +320,7 @@ class _EnergySegmenter:
         n = len(pcm) // 2
         if n == 0:
             return None
-        x = np.frombuffer(pcm, "<i2", count=n).astype(np.float32)
-        voiced = float(np.sqrt(np.mean(x * x))) >= self._threshold
+        voiced = self._voiced(pcm)
         if not self._active:
             if voiced:
                 self._active = True
