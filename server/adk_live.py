@@ -27,20 +27,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import pydantic
-import pydantic_core
 from google.adk.agents.live_request_queue import LiveRequest
 from google.adk.agents.run_config import RunConfig
 from google.adk.events import Event
-from google.adk.events._internal_metadata import public_event
 from google.genai import types
 from starlette.types import Message
 from starlette.websockets import WebSocket
 
-from . import protocol
+from . import chunks, protocol
+from .adk_json import encode_event, event_json
 from .dialects import Opening
 from .events import ModelAudio, Outgoing, TurnEnd, audio_rate
-from .runtime import API_USER_ID, USER_ID, Runtime
 from .settings import Settings
+from .tools import ToolSpec
+from .users import API_USER_ID, USER_ID
 
 Modality = Literal["TEXT", "AUDIO"]
 _TRUE = {"true", "1", "yes", "on"}
@@ -155,20 +155,8 @@ def parse_query(query: Mapping[str, Sequence[str]], settings: Settings) -> RunLi
     )
 
 
-def event_json(event: Event) -> dict[str, Any]:
-    """An event as ADK's server sends it (before the bytes are made JSON)."""
-    dumped: dict[str, Any] = public_event(event).model_dump(
-        exclude_none=True, by_alias=True, mode="json"
-    )
-    return dumped
-
-
-def encode_event(data: dict[str, Any]) -> str:
-    return pydantic_core.to_json(data).decode("utf-8")
-
-
 @dataclasses.dataclass
-class _Speaker:
+class Speaker:
     """Who the paced audio frames are from: the last audio event's author and
     invocation, which the frames' own events carry."""
 
@@ -182,14 +170,15 @@ class AdkEventTranslator:
 
     message_id: str | None = None  # ADK's events have no messages, nor steps
 
-    def __init__(self, speaker: _Speaker) -> None:
+    def __init__(self, speaker: Speaker) -> None:
         self.turn = 0
+        self.in_turn = False
         self._speaker = speaker
 
-    def begin(self, message_id: str | None = None) -> list[dict[str, Any]]:
+    def begin(self, message_id: str | None = None) -> list[chunks.Chunk]:
         return []
 
-    def end_step(self) -> list[dict[str, Any]]:
+    def end_step(self) -> list[chunks.Chunk]:
         return []
 
     def translate(self, event: Event) -> list[Outgoing]:
@@ -215,8 +204,13 @@ class AdkEventTranslator:
         if event.turn_complete or event.interrupted:
             out.append(TurnEnd())
             self.turn += 1
+            self.in_turn = False
+        elif event.author != "user" and (
+            content is not None or event.output_transcription is not None
+        ):
+            self.in_turn = True  # the model has begun to answer
         if rest is event or _carries_more_than_audio(rest):
-            out.append(event_json(rest))
+            out.append(chunks.AdkEvent(event_json(rest)))
         return out
 
 
@@ -241,7 +235,7 @@ class AdkEventWire:
     sends_session = False
     binary_audio = False
 
-    def __init__(self, speaker: _Speaker) -> None:
+    def __init__(self, speaker: Speaker) -> None:
         self._speaker = speaker
         # The shape of an event's defaults (actions, nodeInfo) as ADK dumps them.
         self._defaults = {
@@ -250,14 +244,11 @@ class AdkEventWire:
             if k not in ("author", "id", "timestamp", "invocationId")
         }
 
-    def chunk_frames(self, chunk: dict[str, Any]) -> list[str]:
-        kind = chunk.get("type")
-        if kind is None:
-            return [encode_event(chunk)]
-        if kind == "error":
-            error = Event(
-                author="server", error_code="INVALID_REQUEST", error_message=chunk["errorText"]
-            )
+    def chunk_frames(self, chunk: chunks.Chunk) -> list[str]:
+        if isinstance(chunk, chunks.AdkEvent):
+            return [encode_event(chunk.event)]
+        if isinstance(chunk, chunks.Error):
+            error = Event(author="server", error_code="INVALID_REQUEST", error_message=chunk.text)
             return [encode_event(event_json(error))]
         return []
 
@@ -286,22 +277,21 @@ class AdkEventWire:
 class AdkDialect:
     name = "run_live"
 
-    def __init__(self, query: RunLiveQuery, runtime: Runtime) -> None:
+    def __init__(self, query: RunLiveQuery, base_run_config: RunConfig) -> None:
         self.query = query
-        self._runtime = runtime
-        self._speaker = _Speaker()
+        self._base_run_config = base_run_config
+        self._speaker = Speaker()
         self._input = protocol.InputFormat(_ADK_MODEL_RATE, "s16", 1)  # binary frames' format
 
     async def open(self, ws: WebSocket, timeout_s: float, limits: protocol.Limits) -> Opening:
         start = protocol.Start(
             self._input, protocol.OutputFormat(24_000, False), self.query.session_id
         )
-        base = self._runtime.run_config_for(None)
         return Opening(
             start,
             user_id=self.query.user_id,
             create_missing=False,
-            run_config=self.query.run_config(base),
+            run_config=self.query.run_config(self._base_run_config),
         )
 
     def decode(
@@ -388,7 +378,7 @@ class AdkDialect:
             )
         return [protocol.UserContent(content, state_delta)]
 
-    def translator(self, runtime: Runtime) -> AdkEventTranslator:
+    def translator(self, tools: Mapping[str, ToolSpec], model_name: str) -> AdkEventTranslator:
         return AdkEventTranslator(self._speaker)
 
     def wire(self, output: protocol.OutputFormat) -> AdkEventWire:

@@ -38,9 +38,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from . import protocol
+from . import chunks, protocol
 from .adk_live import AdkDialect, parse_query
 from .connection import LiveConnection
+from .conversation import LiveParts
 from .dialects import SEED, UI_STREAM, Dialect
 from .http_chat import ChatEndpoint
 from .rest import rest_routes
@@ -193,7 +194,12 @@ class ConnectionLimits:
 
 
 def create_app(settings: Settings | None = None) -> Starlette:
+    """The composition root's app: the shared parts (``Runtime``) built here,
+    started and closed by the lifespan; each route gets the parts it uses."""
     settings = settings or Settings.from_env()
+    runtime = Runtime(settings)
+    sessions, agents = runtime.sessions, runtime.agents
+    live_parts = LiveParts(settings, sessions, agents, runtime.tasks, runtime.delegations)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -204,31 +210,24 @@ def create_app(settings: Settings | None = None) -> Starlette:
             if settings.database_url
             else settings.session_db_path,
         )
-        runtime = Runtime(settings)
-        app.state.runtime = runtime
         try:
             await runtime.start()
             yield
         finally:
             if settings.stats_path is not None:
-                runtime.write_stats(settings.stats_path)
+                runtime.reaper.write_stats(settings.stats_path, per_process=settings.workers > 1)
             await runtime.close()
 
     connections: set[LiveConnection] = set()
 
-    def runtime_of(request: Request) -> Runtime:
-        runtime: Runtime = request.app.state.runtime
-        return runtime
-
     async def healthz(request: Request) -> JSONResponse:
         """Liveness, and whether the session database is usable (503 if not)."""
-        runtime = runtime_of(request)
-        problem = await runtime.database_problem()
+        problem = await sessions.database_problem()
         body: dict[str, object] = {
             "status": "ok" if problem is None else "unavailable",
-            "model": runtime.model_name,
+            "model": agents.live_model_name,
             "connections": len(connections),
-            "liveRuns": runtime.live_runs,
+            "liveRuns": agents.live_runs,
         }
         if problem is not None:
             body["database"] = problem
@@ -242,18 +241,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
         refusal = limits.admit(client)
         if refusal is not None:
             with contextlib.suppress(Exception):
-                await websocket.send_text(protocol.encode(protocol.error_chunk(refusal)))
+                await websocket.send_text(chunks.encode(chunks.Error(refusal)))
                 await websocket.close(protocol.CLOSE_TRY_AGAIN_LATER, refusal)
             return
-        connection = LiveConnection(websocket, websocket.app.state.runtime, dialect)
+        connection = LiveConnection(websocket, live_parts, dialect)
         connections.add(connection)
         try:
             await connection.run()
         finally:
             connections.discard(connection)
             limits.release(client)
-            runtime: Runtime = websocket.app.state.runtime
-            runtime.record(connection.metrics, still_open=len(connections))
+            runtime.reaper.record(connection.metrics, still_open=len(connections))
 
     def refused(websocket: WebSocket) -> str | None:
         if not origin_allowed(
@@ -288,15 +286,15 @@ def create_app(settings: Settings | None = None) -> Starlette:
         if query.app_name != settings.app_name:
             await websocket.close(protocol.CLOSE_POLICY_VIOLATION, "App not found")
             return
-        await serve(websocket, AdkDialect(query, websocket.app.state.runtime))
+        await serve(websocket, AdkDialect(query, agents.run_config_for(None)))
 
     routes = [
         Route("/healthz", healthz),
         WebSocketRoute("/ws", live),
         WebSocketRoute("/live", live),
         WebSocketRoute("/run_live", run_live),
-        *rest_routes(runtime_of),
-        *ChatEndpoint(runtime_of).routes(),
+        *rest_routes(settings, sessions, agents.agent),
+        *ChatEndpoint(settings, sessions, agents).routes(),
         Mount("/", StaticFiles(directory=settings.web_dir, html=True, check_dir=False)),
     ]
     cors = Middleware(
@@ -312,5 +310,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         lifespan=lifespan,
         middleware=[Middleware(HttpGuard, settings=settings), cors],
     )
-    app.state.connections = connections  # read by tests: the live connections
+    # Read by tests and benchmarks: the parts, and the live connections.
+    app.state.runtime = runtime
+    app.state.connections = connections
     return app

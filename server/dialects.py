@@ -15,7 +15,7 @@ are framed (``server/wire.py``):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from google.adk.agents.run_config import RunConfig
@@ -25,7 +25,8 @@ from starlette.websockets import WebSocket
 from . import protocol
 from .events import Translator, TurnTranslator
 from .handshake import read_hello
-from .runtime import USER_ID, Runtime
+from .tools import ToolSpec
+from .users import USER_ID
 from .wire import SseOverWebSocketWire, UiStreamWire, Wire
 
 
@@ -51,7 +52,7 @@ class Dialect(Protocol):
         self, message: Message, fmt: protocol.InputFormat, limits: protocol.Limits
     ) -> Sequence[protocol.ClientMessage]: ...
 
-    def translator(self, runtime: Runtime) -> Translator: ...
+    def translator(self, tools: Mapping[str, ToolSpec], model_name: str) -> Translator: ...
 
     def wire(self, output: protocol.OutputFormat) -> Wire: ...
 
@@ -78,8 +79,8 @@ class UiStreamDialect:
     ) -> Sequence[protocol.ClientMessage]:
         return [decode_frame(message, fmt, limits)]
 
-    def translator(self, runtime: Runtime) -> Translator:
-        return TurnTranslator(runtime.tools, runtime.model_name)
+    def translator(self, tools: Mapping[str, ToolSpec], model_name: str) -> Translator:
+        return TurnTranslator(tools, model_name)
 
     def wire(self, output: protocol.OutputFormat) -> Wire:
         return UiStreamWire(binary_audio=output.binary)

@@ -2,7 +2,8 @@
 
 Pure and synchronous: ``TurnTranslator.translate(event)`` returns what to
 send, in order. Audio comes back as ``ModelAudio`` (raw PCM16 and its rate) so
-the connection can resample and pace it; everything else is a chunk dict.
+the connection can resample and pace it; everything else is a typed chunk
+(``server/chunks.py``).
 
 Turn rules: ``start`` opens a turn on its first event; ``finish`` closes it on
 ``turn_complete`` (or ``interrupted``) and never without a ``start``. A tool
@@ -23,11 +24,11 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from google.adk.events import Event
 
-from . import protocol
+from . import chunks
 from .tools import ToolSpec
 
 _RATE = re.compile(r"rate=0*(\d+)")
@@ -48,7 +49,7 @@ class TurnEnd:
     """The model's turn is over here: the audio before it is the turn's last."""
 
 
-Outgoing = dict[str, Any] | ModelAudio | TurnEnd
+Outgoing = chunks.Chunk | ModelAudio | TurnEnd
 
 
 class Translator(Protocol):
@@ -56,12 +57,15 @@ class Translator(Protocol):
 
     turn: int  # increments at every TurnEnd
     message_id: str | None  # the open turn's message, if the dialect has messages
+    # The model's turn is open: it has begun to answer and not yet ended
+    # (the line is not free for anything else; see server/line.py).
+    in_turn: bool
 
     def translate(self, event: Event) -> list[Outgoing]: ...
 
-    def begin(self, message_id: str | None = None) -> list[dict[str, Any]]: ...
+    def begin(self, message_id: str | None = None) -> list[chunks.Chunk]: ...
 
-    def end_step(self) -> list[dict[str, Any]]: ...
+    def end_step(self) -> list[chunks.Chunk]: ...
 
 
 def audio_rate(mime_type: str | None, default: int = 24_000) -> int:
@@ -87,9 +91,9 @@ class _TextPart:
         if not text:
             return
         if self.part_id is None:
-            self.part_id = protocol.new_id("txt")
-            out.append(protocol.text_start_chunk(self.part_id))
-        out.append(protocol.text_delta_chunk(self.part_id, text))
+            self.part_id = chunks.new_id("txt")
+            out.append(chunks.TextStart(self.part_id))
+        out.append(chunks.TextDelta(self.part_id, text))
         self.sent_any = True
 
     def final(self, text: str, out: list[Outgoing]) -> None:
@@ -101,7 +105,7 @@ class _TextPart:
 
     def end(self, out: list[Outgoing]) -> None:
         if self.part_id is not None:
-            out.append(protocol.text_end_chunk(self.part_id))
+            out.append(chunks.TextEnd(self.part_id))
         self.part_id, self.sent_any = None, False
 
 
@@ -123,13 +127,13 @@ class TurnTranslator:
         which after a tool step is a step of its own."""
         if not self.in_turn:
             self.in_turn = True
-            self.message_id = protocol.new_id("msg")
-            out.append(protocol.start_chunk(self.message_id))
+            self.message_id = chunks.new_id("msg")
+            out.append(chunks.Start(self.message_id))
         if content and self._stepped and not self._step_open:
             self._step_open = True
-            out.append(protocol.start_step_chunk())
+            out.append(chunks.StartStep())
 
-    def begin(self, message_id: str | None = None) -> list[dict[str, Any]]:
+    def begin(self, message_id: str | None = None) -> list[chunks.Chunk]:
         """Open a turn now (its ``start``, if none is open): for chunks that
         do not come from an event, such as tool calls asked again on resume.
         ``message_id``: the id of the message the turn continues — one
@@ -139,23 +143,23 @@ class TurnTranslator:
         if self.in_turn:
             return []
         self.in_turn = True
-        self.message_id = message_id or protocol.new_id("msg")
+        self.message_id = message_id or chunks.new_id("msg")
         self._stepped = message_id is not None
-        return [protocol.start_chunk(self.message_id)]
+        return [chunks.Start(self.message_id)]
 
-    def end_step(self) -> list[dict[str, Any]]:
+    def end_step(self) -> list[chunks.Chunk]:
         """Close the open step (its ``finish-step``), if one is open."""
         if not self._step_open:
             return []
         self._step_open = False
-        return [protocol.finish_step_chunk()]
+        return [chunks.FinishStep()]
 
     def _begin_step(self, out: list[Outgoing]) -> None:
         if not self._step_open:
             self._step_open = self._stepped = True
-            out.append(protocol.start_step_chunk())
+            out.append(chunks.StartStep())
 
-    def finish(self, reason: protocol.FinishReason = "stop") -> list[Outgoing]:
+    def finish(self, reason: chunks.FinishReason = "stop") -> list[Outgoing]:
         """Close the current turn if one is open."""
         out: list[Outgoing] = []
         if self.in_turn:
@@ -165,7 +169,7 @@ class TurnTranslator:
             if self._usage:
                 metadata["usage"] = dict(self._usage)
             out.append(TurnEnd())
-            out.append(protocol.finish_chunk(reason, metadata))
+            out.append(chunks.Finish(reason, metadata))
             self.in_turn = False
             self.message_id = None
             self._stepped = False
@@ -194,13 +198,11 @@ class TurnTranslator:
         out: list[Outgoing] = []
         answered = False  # the event holds outputs of tools ADK ran
         if event.error_code or event.error_message:
-            out.append(
-                protocol.error_chunk(f"model error {event.error_code}: {event.error_message}")
-            )
+            out.append(chunks.Error(f"model error {event.error_code}: {event.error_message}"))
         if event.input_transcription and event.input_transcription.text:
             self._open(out)
             final = not event.partial
-            out.append(protocol.transcript_chunk(event.input_transcription.text, final=final))
+            out.append(chunks.Transcript(event.input_transcription.text, final=final))
         if event.output_transcription and event.output_transcription.text:
             self._open(out, content=True)
             if event.partial:
@@ -228,7 +230,7 @@ class TurnTranslator:
                 elif part.inline_data and (part.inline_data.mime_type or "").startswith("image/"):
                     self._open(out, content=True)
                     out.append(
-                        protocol.image_chunk(
+                        chunks.ImageOut(
                             part.inline_data.mime_type or "", part.inline_data.data or b""
                         )
                     )
@@ -239,9 +241,9 @@ class TurnTranslator:
                     call = part.function_call
                     call_id, name = call.id or "", call.name or ""
                     spec = self._tools.get(name)
-                    out.append(protocol.tool_input_start_chunk(call_id, name))
+                    out.append(chunks.ToolInputStart(call_id, name))
                     out.append(
-                        protocol.tool_input_chunk(
+                        chunks.ToolInput(
                             call_id,
                             name,
                             call.args or {},
@@ -254,7 +256,7 @@ class TurnTranslator:
                 elif part.function_response:
                     self._open(out)
                     resp = part.function_response
-                    out.append(protocol.tool_output_chunk(resp.id or "", resp.response))
+                    out.append(chunks.ToolOutput(resp.id or "", resp.response))
                     answered = True
         if answered:
             out += self.end_step()  # the tools ADK ran: their step is over

@@ -13,13 +13,13 @@ Tools go through AI SDK's own HTTP round trip. A delegated tool (approval,
 browser) stops the run: its call is in the session, unanswered; the response
 asks the client (``tool-approval-request``, or a ``tool-input-available``
 marked ``clientExecutes``) and finishes with ``finishReason: "tool-calls"``.
-The next request's messages carry the answers in their tool parts; for each
-call that is still unanswered in the session, an approved server tool runs,
-a browser tool's output is taken, and the function responses (with the
-tool's state writes) resume the run. Answers to calls already answered are
-ignored, so a resubmitted history never runs a tool twice. The approval id
-of a call is ``apr_`` + its call id: the call id is ADK's random one, and
-the session is reachable only through its chat id.
+The next request's messages carry the answers in their tool parts; they
+are applied, as a live connection applies its client's, to the calls still
+unanswered in the session's events (``server/tool_calls.py``, the one model
+of a delegated call): an approved server tool runs, a browser tool's output
+is taken, and the function responses (with the tool's state writes) resume
+the run. Answers to calls already answered are ignored, so a resubmitted
+history never runs a tool twice.
 
 The seed project's SSE client posts the same body to ``/stream`` with an
 ``X-API-Key`` header: accepted, and required when the server has an API key.
@@ -33,26 +33,29 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
 
 # StreamingMode: ADK's documented import path, though not re-exported by name.
 from google.adk.agents.run_config import RunConfig, StreamingMode  # type: ignore[attr-defined,unused-ignore]
-from google.adk.events import Event
 from google.adk.sessions import Session
 from google.genai import types
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from . import protocol
+from . import chunks, protocol
+from .agents import Agents
 from .claims import SessionBusy
 from .events import ModelAudio, TurnEnd, TurnTranslator
-from .rest import HttpError, read_json_body
-from .runtime import API_SESSION_ID, CHAT_USER_ID, Runtime
-from .tools import ToolSpec, ToolState, run_server_tool
+from .http_body import HttpError, read_json_body
+from .session_access import SessionAccess
+from .settings import Settings
+from .tool_calls import Outcome, PendingCall, apply, delegated_calls, pending_in, run_on_server
+from .tools import ToolSpec, ToolState
+from .users import API_SESSION_ID, CHAT_USER_ID
 
 log = logging.getLogger(__name__)
 
@@ -64,132 +67,48 @@ STREAM_HEADERS = {
     "x-accel-buffering": "no",
 }
 DONE = "data: [DONE]\n\n"
-APPROVAL_PREFIX = "apr_"
-Chunk = dict[str, Any]
 
 
-def sse(chunk: Chunk) -> str:
-    return f"data: {protocol.encode(chunk)}\n\n"
-
-
-@dataclasses.dataclass
-class _Pending:
-    spec: ToolSpec
-    args: dict[str, Any]
-
-
-def pending_calls(session: Session, tools: dict[str, ToolSpec]) -> dict[str, _Pending]:
-    """Delegated calls in the session that have no function response yet."""
-    calls: dict[str, _Pending] = {}
-    for event in session.events:
-        long_running = event.long_running_tool_ids or set()
-        for call in event.get_function_calls():
-            spec = tools.get(call.name or "")
-            if spec is not None and spec.delegated and call.id in long_running:
-                calls[call.id or ""] = _Pending(spec, dict(call.args or {}))
-        for response in event.get_function_responses():
-            calls.pop(response.id or "", None)
-    return calls
-
-
-def run_now_chunks(call_id: str, pending: _Pending) -> list[Chunk]:
-    """An approved browser tool's cue to run: its input, ``clientExecutes``."""
-    return [
-        protocol.tool_input_chunk(call_id, pending.spec.name, pending.args, client_executes=True),
-        protocol.finish_step_chunk(),
-    ]
+def sse(chunk: chunks.Chunk) -> str:
+    return f"data: {chunks.encode(chunk)}\n\n"
 
 
 @dataclasses.dataclass
 class _Resolved:
-    chunks: list[Chunk] = dataclasses.field(default_factory=list)
+    shown: list[chunks.Chunk] = dataclasses.field(default_factory=list)  # the calls' outputs
     responses: list[types.Part] = dataclasses.field(default_factory=list)
     state_delta: dict[str, Any] = dataclasses.field(default_factory=dict)
-    asks: list[Chunk] = dataclasses.field(default_factory=list)  # calls the client is to run now
+    asks: list[chunks.Chunk] = dataclasses.field(default_factory=list)  # calls to run now
+
+    def add(self, outcome: Outcome) -> None:
+        self.shown.append(outcome.client)
+        self.responses.append(types.Part(function_response=outcome.function_response()))
+        self.state_delta.update(outcome.state_delta)
 
 
 async def resolve_answers(
     session: Session,
     answers: Sequence[protocol.ToolApproval | protocol.ToolResult],
-    tools: dict[str, ToolSpec],
+    tools: Mapping[str, ToolSpec],
+    timeout_s: float,
 ) -> _Resolved:
-    """Apply the answers a request's messages carry to the session's pending
-    calls (see the module docstring)."""
-    pending = pending_calls(session, tools)
-    approvals = {
-        a.approval_id.removeprefix(APPROVAL_PREFIX): a
-        for a in answers
-        if isinstance(a, protocol.ToolApproval) and a.approval_id.startswith(APPROVAL_PREFIX)
-    }
-    results = {a.tool_call_id: a for a in answers if isinstance(a, protocol.ToolResult)}
+    """Apply the answers a request's messages carry to the calls still
+    pending in the session (``tool_calls``, as a live connection does); a
+    browser tool still waiting for its result is asked to run again."""
+    pending = pending_in(session.events, tools, timeout_s)
     out = _Resolved()
     state = ToolState(session.state)
-
-    def respond(call_id: str, call: _Pending, response: Any, chunk: Chunk) -> None:
-        out.chunks.append(chunk)
-        body = response if isinstance(response, dict) else {"result": response}
-        out.responses.append(
-            types.Part(
-                function_response=types.FunctionResponse(
-                    id=call_id, name=call.spec.name, response=body
-                )
-            )
-        )
-
-    for call_id, call in pending.items():
-        approval = approvals.get(call_id)
-        result = results.get(call_id)
-        if call.spec.approval:
-            if approval is None:
-                continue  # not answered in this request
-            log.info(
-                "tool approval: session=%s tool=%s args=%s verdict=%s reason=%r (http)",
-                session.id,
-                call.spec.name,
-                call.args,
-                "approved" if approval.approved else "denied",
-                approval.reason,
-            )
-            if not approval.approved:
-                reason = approval.reason or "the user denied this call"
-                respond(
-                    call_id,
-                    call,
-                    {"status": "denied", "reason": reason},
-                    protocol.tool_output_denied_chunk(call_id),
-                )
-                continue
-        if call.spec.runs_in == "server":
-            try:
-                output = await run_server_tool(call.spec, call.args, state)
-            except Exception as exc:
-                ref = protocol.new_id("err")
-                log.exception(
-                    "tool %s failed (session %s, ref %s)", call.spec.name, session.id, ref
-                )
-                text = f"{call.spec.name} failed: {type(exc).__name__} (server log reference {ref})"
-                respond(
-                    call_id,
-                    call,
-                    {"status": "error", "error": text},
-                    protocol.tool_output_error_chunk(call_id, text),
-                )
-                continue
-            respond(call_id, call, output, protocol.tool_output_chunk(call_id, output))
-        elif result is None:
-            out.asks += run_now_chunks(call_id, call)
-        elif result.error_text is not None:
-            respond(
-                call_id,
-                call,
-                {"status": "error", "error": result.error_text},
-                protocol.tool_output_error_chunk(call_id, result.error_text),
-            )
-        else:
-            respond(
-                call_id, call, result.output, protocol.tool_output_chunk(call_id, result.output)
-            )
-    out.state_delta = state.delta
+    for step in apply(pending, answers, session_id=session.id, via="http"):
+        if isinstance(step, Outcome):
+            out.add(step)
+            del pending[step.call.call_id]
+        elif step[0] == "run":
+            out.add(await run_on_server(step[1], state, session.id))
+            del pending[step[1].call_id]
+    for call in pending.values():
+        if call.awaits_browser:
+            # The stream of this response ends with the finish: no END_OF_STREAM.
+            out.asks += [c for c in call.run_now() if not isinstance(c, chunks.EndOfStream)]
     return out
 
 
@@ -229,8 +148,13 @@ class _Replay:
 
 
 class ChatEndpoint:
-    def __init__(self, runtime_of: Callable[[Request], Runtime]) -> None:
-        self._runtime_of = runtime_of
+    def __init__(self, settings: Settings, sessions: SessionAccess, agents: Agents) -> None:
+        self._settings = settings
+        self._sessions = sessions
+        self._agents = agents
+        self._limits = protocol.Limits(
+            settings.max_message_bytes, settings.max_image_bytes, settings.max_text_chars
+        )
         self._runs: dict[str, _Replay] = {}
 
     def routes(self) -> list[Route]:
@@ -241,20 +165,14 @@ class ChatEndpoint:
         ]
 
     async def post(self, request: Request) -> Response:
-        runtime = self._runtime_of(request)
-        limits = protocol.Limits(
-            runtime.settings.max_message_bytes,
-            runtime.settings.max_image_bytes,
-            runtime.settings.max_text_chars,
-        )
         try:
-            body = await read_json_body(request, runtime.settings.max_http_body_bytes)
+            body = await read_json_body(request, self._settings.max_http_body_bytes)
             if not isinstance(body, dict):
                 raise HttpError(400, "request body: expected a JSON object")
             chat_id = body.get("id")
             if not isinstance(chat_id, str) or not API_SESSION_ID.fullmatch(chat_id):
                 raise HttpError(400, "id: expected the chat id (1 to 128 of A-Z a-z 0-9 . _ : -)")
-            submit = protocol.decode_chat(body, limits)
+            submit = protocol.decode_chat(body, self._limits)
         except HttpError as exc:
             return Response(exc.detail, status_code=exc.status, media_type="text/plain")
         except protocol.InputError as exc:
@@ -262,7 +180,7 @@ class ChatEndpoint:
         message_id = body.get("messageId")
         continuing = isinstance(message_id, str) and submit.text is None
         return StreamingResponse(
-            self._stream(runtime, chat_id, submit, message_id if continuing else None),
+            self._stream(chat_id, submit, message_id if continuing else None),
             headers=STREAM_HEADERS,
         )
 
@@ -273,12 +191,12 @@ class ChatEndpoint:
         return StreamingResponse(replay.follow(), headers=STREAM_HEADERS)
 
     async def _stream(
-        self, runtime: Runtime, chat_id: str, submit: protocol.ChatSubmit, message_id: str | None
+        self, chat_id: str, submit: protocol.ChatSubmit, message_id: str | None
     ) -> AsyncIterator[str]:
         replay = _Replay()
         self._runs[chat_id] = replay
         try:
-            async for chunk in self._chunks(runtime, chat_id, submit, message_id):
+            async for chunk in self._chunks(chat_id, submit, message_id):
                 frame = sse(chunk)
                 await replay.add(frame)
                 yield frame
@@ -291,35 +209,37 @@ class ChatEndpoint:
                 del self._runs[chat_id]
 
     async def _chunks(
-        self, runtime: Runtime, chat_id: str, submit: protocol.ChatSubmit, message_id: str | None
-    ) -> AsyncIterator[Chunk]:
-        translator = TurnTranslator(runtime.tools, runtime.chat_model_name)
+        self, chat_id: str, submit: protocol.ChatSubmit, message_id: str | None
+    ) -> AsyncIterator[chunks.Chunk]:
+        translator = TurnTranslator(self._agents.tools, self._agents.chat_model_name)
         taken = asyncio.Event()  # another request took the chat: stop this run
         try:
-            async with runtime.open_session(
+            async with self._sessions.open_session(
                 chat_id, taken.set, user_id=CHAT_USER_ID, keep_id=True
             ) as opened:
                 for chunk in translator.begin(message_id):
                     yield chunk
-                async for chunk in self._turn(runtime, opened.session, submit, translator, taken):
+                async for chunk in self._turn(opened.session, submit, translator, taken):
                     yield chunk
         except SessionBusy:
-            yield protocol.error_chunk("this chat is still running elsewhere; try again later")
+            yield chunks.Error("this chat is still running elsewhere; try again later")
         except Exception:
-            ref = protocol.new_id("err")
+            ref = chunks.new_id("err")
             log.exception("chat %s failed (ref %s)", chat_id, ref)
-            yield protocol.error_chunk(f"the chat failed (server log reference {ref})")
+            yield chunks.Error(f"the chat failed (server log reference {ref})")
 
     async def _turn(
         self,
-        runtime: Runtime,
         session: Session,
         submit: protocol.ChatSubmit,
         translator: TurnTranslator,
         taken: asyncio.Event,
-    ) -> AsyncIterator[Chunk]:
-        resolved = await resolve_answers(session, submit.answers, runtime.tools)
-        for chunk in resolved.chunks:
+    ) -> AsyncIterator[chunks.Chunk]:
+        tools = self._agents.tools
+        resolved = await resolve_answers(
+            session, submit.answers, tools, self._settings.tool_timeout_s
+        )
+        for chunk in resolved.shown:
             yield chunk
         parts = list(resolved.responses)
         for image in submit.images:
@@ -332,7 +252,7 @@ class ChatEndpoint:
         for chunk in resolved.asks:
             yield chunk
         if parts and not asked:
-            events = runtime.chat_runner.run_async(
+            events = self._agents.chat_runner.run_async(
                 user_id=CHAT_USER_ID,
                 session_id=session.id,
                 new_message=types.Content(role="user", parts=parts),
@@ -345,32 +265,22 @@ class ChatEndpoint:
                     for item in translator.translate(event):
                         if not isinstance(item, (ModelAudio, TurnEnd)):
                             yield item
-                    asks = _delegated_asks(event, runtime.tools)
-                    if asks is not None:
+                    calls = delegated_calls(event, tools)
+                    if calls:
+                        # Ask about each (a browser tool that needs no
+                        # approval was asked by its client_executes input).
                         asked = True
-                        for chunk in [*asks, *translator.end_step()]:
+                        for call, spec in calls:
+                            pending = PendingCall.new(
+                                call.id or "", spec, {}, self._settings.tool_timeout_s
+                            )
+                            for chunk in pending.ask():
+                                yield chunk
+                        for chunk in translator.end_step():
                             yield chunk
         if taken.is_set():
-            yield protocol.error_chunk("this chat was resumed by another request")
+            yield chunks.Error("this chat was resumed by another request")
             return
         for item in translator.finish("tool-calls" if asked else "stop"):
-            if isinstance(item, dict):
+            if isinstance(item, chunks.Chunk):
                 yield item
-
-
-def _delegated_asks(event: Event, tools: dict[str, ToolSpec]) -> list[Chunk] | None:
-    """The approval requests for the event's delegated calls (a browser tool
-    that needs none was asked by its ``clientExecutes`` input); None if it
-    has no delegated call."""
-    asks: list[Chunk] | None = None
-    long_running = event.long_running_tool_ids or set()
-    for call in event.get_function_calls():
-        spec = tools.get(call.name or "")
-        if spec is not None and spec.delegated and call.id in long_running:
-            asks = asks or []
-            if spec.approval:
-                call_id = call.id or ""
-                asks.append(
-                    protocol.tool_approval_request_chunk(APPROVAL_PREFIX + call_id, call_id)
-                )
-    return asks

@@ -28,6 +28,8 @@ from typing import Any
 
 import audiocore
 
+from . import chunks
+
 _LATE_TOLERANCE_S = 0.005
 # Event-loop timers fire with millisecond granularity (epoll and libuv round
 # up), so a frame due within this much is released now rather than after a
@@ -88,7 +90,7 @@ class OutputPacer:
         # Positions are the jitter buffer's (samples): a chunk goes once the
         # audio queued before it has; a frame's arrival is that of the chunk
         # holding its last sample.
-        self._messages: deque[tuple[int, dict[str, Any]]] = deque()  # (write position, chunk)
+        self._messages: deque[tuple[int, chunks.Chunk]] = deque()  # (write position, chunk)
         self._arrivals: deque[tuple[int, float]] = deque()  # (write position, received at)
         self._waiter: asyncio.Future[None] | None = None  # the consumer, asleep
         self._room = asyncio.Event()
@@ -116,7 +118,7 @@ class OutputPacer:
             else self._play_end
         )
 
-    def put_message_nowait(self, chunk: dict[str, Any]) -> bool:
+    def put_message_nowait(self, chunk: chunks.Chunk) -> bool:
         """Queue a chunk after the audio queued so far; False (dropped) if
         ``max_messages`` are already waiting."""
         if len(self._messages) >= self._max_messages:
@@ -125,7 +127,7 @@ class OutputPacer:
         self._wake()
         return True
 
-    async def put_message(self, chunk: dict[str, Any]) -> None:
+    async def put_message(self, chunk: chunks.Chunk) -> None:
         while not self.put_message_nowait(chunk):
             await self._wait_room()
 
@@ -154,7 +156,7 @@ class OutputPacer:
         self._jb.end_turn()
         self._wake()
 
-    def flush(self, notice: dict[str, Any] | None = None) -> int:
+    def flush(self, notice: chunks.Chunk | None = None) -> int:
         """Barge-in: drop every queued audio frame now; ``notice`` goes out next.
 
         Late chunks of the interrupted turn are rejected from now on. Returns
@@ -209,7 +211,7 @@ class OutputPacer:
                 return
             await self._sleep(timeout)
 
-    def get_nowait(self) -> AudioFrame | dict[str, Any] | None:
+    def get_nowait(self) -> AudioFrame | chunks.Chunk | None:
         """The next item if it is due now, else None."""
         due, _ = self._next()
         if not due:

@@ -24,10 +24,10 @@ cannot be deleted or patched under its run (409).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from google.adk.agents import BaseAgent
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.events import Event
 from google.adk.events.event_actions import EventActions
@@ -37,18 +37,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from . import protocol
-from .adk_live import event_json
-from .runtime import API_SESSION_ID, API_USER_ID, RESERVED_USERS, Runtime
+from .adk_json import event_json
+from .http_body import HttpError, read_json_body
+from .session_access import SessionAccess
+from .settings import Settings
+from .users import API_SESSION_ID, API_USER_ID, RESERVED_USERS
 
 Handler = Callable[[Request], Awaitable[Response]]
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
 
 
 def _fail(status: int, detail: str) -> JSONResponse:
@@ -63,31 +58,10 @@ def session_json(session: Session, *, with_events: bool = True) -> dict[str, Any
     return data
 
 
-async def read_json_body(request: Request, limit: int) -> Any:
-    """The request body as JSON (``None`` if empty); 413 past ``limit`` bytes,
-    400 if it is not JSON."""
-    size = request.headers.get("content-length")
-    if size is not None and size.isdigit() and int(size) > limit:
-        raise HttpError(413, f"request body of {size} bytes exceeds the limit of {limit}")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise HttpError(413, f"request body exceeds the limit of {limit} bytes")
-    if not body.strip():
-        return None
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError):
-        raise HttpError(400, "request body: expected JSON") from None
-    try:
-        protocol.check_json_tree(data)
-    except protocol.InputError as exc:
-        raise HttpError(400, f"request body: {exc}") from None
-    return data
+def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -> list[Route]:
+    service = sessions.service
+    body_limit = settings.max_http_body_bytes
 
-
-def rest_routes(runtime_of: Callable[[Request], Runtime]) -> list[Route]:
     def route(path: str, methods: list[str]) -> Callable[[Handler], Route]:
         def wrap(handler: Handler) -> Route:
             async def guarded(request: Request) -> Response:
@@ -100,15 +74,14 @@ def rest_routes(runtime_of: Callable[[Request], Runtime]) -> list[Route]:
 
         return wrap
 
-    def target(request: Request) -> tuple[Runtime, str, str]:
-        runtime = runtime_of(request)
+    def target(request: Request) -> tuple[str, str]:
         app = request.path_params["app_name"]
         user = request.path_params["user_id"]
-        if app != runtime.settings.app_name:
+        if app != settings.app_name:
             raise HttpError(404, f"App not found: {app!r}")
         if user in RESERVED_USERS or not API_USER_ID.fullmatch(user):
             raise HttpError(404, f"User not found: {user!r}")
-        return runtime, app, user
+        return app, user
 
     def checked_id(session_id: str) -> str:
         if not API_SESSION_ID.fullmatch(session_id):
@@ -119,7 +92,6 @@ def rest_routes(runtime_of: Callable[[Request], Runtime]) -> list[Route]:
         return session_id
 
     async def create(
-        runtime: Runtime,
         app: str,
         user: str,
         session_id: str | None,
@@ -127,19 +99,19 @@ def rest_routes(runtime_of: Callable[[Request], Runtime]) -> list[Route]:
         events: list[Event],
     ) -> Response:
         try:
-            session = await runtime.session_service.create_session(
+            session = await service.create_session(
                 app_name=app, user_id=user, state=state, session_id=session_id
             )
         except AlreadyExistsError:
             return _fail(409, f"Session already exists: {session_id}")
         for event in events:
-            await runtime.session_service.append_event(session, event)
+            await service.append_event(session, event)
         return JSONResponse(session_json(session))
 
     @route("/apps/{app_name}/users/{user_id}/sessions", ["POST"])
     async def create_session(request: Request) -> Response:
-        runtime, app, user = target(request)
-        body = await read_json_body(request, runtime.settings.max_http_body_bytes)
+        app, user = target(request)
+        body = await read_json_body(request, body_limit)
         body = {} if body is None else body
         if not isinstance(body, dict):
             raise HttpError(422, "request body: expected an object")
@@ -151,65 +123,61 @@ def rest_routes(runtime_of: Callable[[Request], Runtime]) -> list[Route]:
             raise HttpError(422, "state: expected an object")
         events = _initial_events(body.get("events"))
         return await create(
-            runtime, app, user, checked_id(session_id) if session_id else None, state, events
+            app, user, checked_id(session_id) if session_id else None, state, events
         )
 
     @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["POST"])
     async def create_session_with_id(request: Request) -> Response:
-        runtime, app, user = target(request)
-        state = await read_json_body(request, runtime.settings.max_http_body_bytes)
+        app, user = target(request)
+        state = await read_json_body(request, body_limit)
         if state is not None and not isinstance(state, dict):
             raise HttpError(422, "request body: expected the state as an object")
         session_id = checked_id(request.path_params["session_id"])
-        return await create(runtime, app, user, session_id, state, [])
+        return await create(app, user, session_id, state, [])
 
-    async def stored(runtime: Runtime, app: str, user: str, session_id: str) -> Session:
+    async def stored(app: str, user: str, session_id: str) -> Session:
         session = None
         if API_SESSION_ID.fullmatch(session_id):
-            session = await runtime.session_service.get_session(
-                app_name=app, user_id=user, session_id=session_id
-            )
+            session = await service.get_session(app_name=app, user_id=user, session_id=session_id)
         if session is None or session.id != session_id:
             raise HttpError(404, "Session not found")
         return session
 
     @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["GET"])
     async def get_session(request: Request) -> Response:
-        runtime, app, user = target(request)
-        session = await stored(runtime, app, user, request.path_params["session_id"])
+        app, user = target(request)
+        session = await stored(app, user, request.path_params["session_id"])
         return JSONResponse(session_json(session))
 
     @route("/apps/{app_name}/users/{user_id}/sessions", ["GET"])
     async def list_sessions(request: Request) -> Response:
-        runtime, app, user = target(request)
-        found = await runtime.session_service.list_sessions(app_name=app, user_id=user)
+        app, user = target(request)
+        found = await service.list_sessions(app_name=app, user_id=user)
         return JSONResponse([session_json(s, with_events=False) for s in found.sessions])
 
-    def not_live(runtime: Runtime, session_id: str) -> None:
-        if runtime.claims.holds(session_id):
+    def not_live(session_id: str) -> None:
+        if sessions.claims.holds(session_id):
             raise HttpError(409, "Session is live: end its connection first")
 
     @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["DELETE"])
     async def delete_session(request: Request) -> Response:
-        runtime, app, user = target(request)
+        app, user = target(request)
         session_id = request.path_params["session_id"]
         if API_SESSION_ID.fullmatch(session_id):
-            not_live(runtime, session_id)
-            await runtime.session_service.delete_session(
-                app_name=app, user_id=user, session_id=session_id
-            )
+            not_live(session_id)
+            await service.delete_session(app_name=app, user_id=user, session_id=session_id)
         return JSONResponse(None)
 
     @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["PATCH"])
     async def patch_session(request: Request) -> Response:
-        runtime, app, user = target(request)
-        body = await read_json_body(request, runtime.settings.max_http_body_bytes)
+        app, user = target(request)
+        body = await read_json_body(request, body_limit)
         delta = body.get("stateDelta", body.get("state_delta")) if isinstance(body, dict) else None
         if not isinstance(delta, dict):
             raise HttpError(422, 'request body: expected {"stateDelta": {...}}')
-        session = await stored(runtime, app, user, request.path_params["session_id"])
-        not_live(runtime, session.id)
-        await runtime.session_service.append_event(
+        session = await stored(app, user, request.path_params["session_id"])
+        not_live(session.id)
+        await service.append_event(
             session,
             Event(
                 invocation_id=f"p-{Event.new_id()}",
@@ -221,10 +189,8 @@ def rest_routes(runtime_of: Callable[[Request], Runtime]) -> list[Route]:
 
     @route("/list-apps", ["GET"])
     async def list_apps(request: Request) -> Response:
-        runtime = runtime_of(request)
-        name = runtime.settings.app_name
+        name = settings.app_name
         if request.query_params.get("detailed", "").lower() in ("true", "1", "yes", "on"):
-            agent = runtime.agent
             return JSONResponse(
                 {
                     "apps": [

@@ -1,8 +1,8 @@
 """How chunks become WebSocket frames: one class per dialect.
 
-The connection produces the same items whatever the client — UI message
+The connection produces the same typed items whatever the client — UI message
 chunks, paced PCM16 audio frames, and two internal markers
-(``protocol.END_OF_STREAM``, a pong) — and its wire turns them into frames.
+(``chunks.EndOfStream``, ``chunks.Pong``) — and its wire turns them into frames.
 
 * ``UiStreamWire`` (``/ws``, docs/protocol.md): one chunk per text frame;
   audio as ``data-pcm`` chunks or binary frames; the markers are dropped.
@@ -16,11 +16,10 @@ chunks, paced PCM16 audio frames, and two internal markers
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
-from . import protocol
+from . import chunks
 
-Chunk = dict[str, Any]
 _DONE = "data: [DONE]\n\n"
 
 
@@ -29,7 +28,7 @@ class Wire(Protocol):
     sends_session: bool  # a data-session chunk opens the conversation
     binary_audio: bool
 
-    def chunk_frames(self, chunk: Chunk) -> list[str]: ...
+    def chunk_frames(self, chunk: chunks.Chunk) -> list[str]: ...
 
     def audio_frame(self, pcm: bytes, sample_rate: int) -> str | bytes: ...
 
@@ -41,15 +40,15 @@ class UiStreamWire:
     def __init__(self, binary_audio: bool = False) -> None:
         self.binary_audio = binary_audio
 
-    def chunk_frames(self, chunk: Chunk) -> list[str]:
-        if chunk is protocol.END_OF_STREAM or chunk["type"] == "pong":
+    def chunk_frames(self, chunk: chunks.Chunk) -> list[str]:
+        if isinstance(chunk, (chunks.EndOfStream, chunks.Pong)):
             return []
-        return [protocol.encode(chunk)]
+        return [chunks.encode(chunk)]
 
     def audio_frame(self, pcm: bytes, sample_rate: int) -> str | bytes:
         if self.binary_audio:
             return pcm
-        return protocol.encode(protocol.pcm_chunk(pcm, sample_rate))
+        return chunks.encode_pcm(pcm, sample_rate)
 
 
 class SseOverWebSocketWire:
@@ -62,20 +61,19 @@ class SseOverWebSocketWire:
         # a tool-approval-request; a [DONE] after that would close the next one.
         self._closes_itself = False
 
-    def chunk_frames(self, chunk: Chunk) -> list[str]:
-        if chunk is protocol.END_OF_STREAM:
+    def chunk_frames(self, chunk: chunks.Chunk) -> list[str]:
+        if isinstance(chunk, chunks.EndOfStream):
             closed, self._closes_itself = self._closes_itself, False
             return [] if closed else [_DONE]
-        kind = chunk["type"]
-        if kind == "pong":
-            return [protocol.encode(chunk)]  # not an event: read by its ping timer
-        if kind == "tool-approval-request":
+        if isinstance(chunk, chunks.Pong):
+            return [chunks.encode(chunk)]  # not an event: read by its ping timer
+        if isinstance(chunk, chunks.ToolApprovalRequest):
             self._closes_itself = True
-        frames = [f"data: {protocol.encode(chunk)}\n\n"]
-        if kind == "finish":
+        frames = [f"data: {chunks.encode(chunk)}\n\n"]
+        if isinstance(chunk, chunks.Finish):
             self._closes_itself = False
             frames.append(_DONE)
         return frames
 
     def audio_frame(self, pcm: bytes, sample_rate: int) -> str | bytes:
-        return f"data: {protocol.encode(protocol.pcm_chunk(pcm, sample_rate))}\n\n"
+        return f"data: {chunks.encode_pcm(pcm, sample_rate)}\n\n"

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from server import Settings, create_app
-from server.protocol import client_executes
+from server.chunks import client_executes
 
 
 def test_healthz_and_index(client: TestClient) -> None:
@@ -440,7 +440,7 @@ def test_slow_reader_cannot_grow_server_memory(settings: Settings) -> None:
         peak_audio, peak_queue = 0.0, 0
         for _ in range(100):
             time.sleep(0.01)
-            peak_audio = max(peak_audio, connection.pacer.buffered_seconds)
+            peak_audio = max(peak_audio, connection.conversation.pacer.buffered_seconds)
             peak_queue = max(peak_queue, connection.queue.pending)
         assert peak_audio <= 0.5 + 0.02
         assert peak_queue <= 20

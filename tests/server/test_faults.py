@@ -44,7 +44,7 @@ from postgres_helpers import allow_connections, postgres_url, refuse_connections
 from server_helpers import Collector, assert_clean, open_ws, say, server_process
 
 from server import Settings, create_app
-from server.connection import _answering
+from server.model_events import answering
 from server.offline_model import (
     OfflineLiveConnection,
     OfflineLiveModel,
@@ -213,8 +213,8 @@ def _what_is_left(served: Served, tasks_before: set[asyncio.Task[Any]]) -> dict[
         mine = asyncio.current_task()
         return {
             "sockets": len(served.app.state.connections),
-            "claims": len(runtime.claims),
-            "live runs": runtime.live_runs,
+            "claims": len(runtime.sessions.claims),
+            "live runs": runtime.agents.live_runs,
             "tasks": len(asyncio.all_tasks() - tasks_before - {mine}),
         }
 
@@ -228,9 +228,12 @@ def _connection_parts(served: Served) -> list[weakref.ref[Any]]:
 
     async def parts() -> list[weakref.ref[Any]]:
         (connection,) = served.app.state.connections
-        return [weakref.ref(connection), weakref.ref(connection.queue)] + (
-            [weakref.ref(connection.pacer)] if connection.pacer is not None else []
-        )
+        conversation = connection.conversation
+        parts = [connection, connection.queue]
+        if conversation is not None:  # each part of the conversation
+            parts += [getattr(conversation, f.name) for f in dataclasses.fields(conversation)]
+            parts = [p for p in parts if not isinstance(p, str)]
+        return [weakref.ref(p) for p in parts]
 
     return served.call(parts)
 
@@ -277,7 +280,7 @@ async def _collect() -> None:
 def _model_has_audio(served: Served) -> bool:
     async def sent() -> bool:
         (connection,) = served.app.state.connections
-        return connection._sent_audio
+        return connection.conversation is not None and connection.conversation.mic.sent
 
     return served.call(sent)
 
@@ -321,11 +324,11 @@ def test_a_model_waiting_for_a_tool_is_not_stalled() -> None:
     call = types.Content(
         role="model", parts=[types.Part(function_call=types.FunctionCall(name="pay", args={}))]
     )
-    assert _answering(Event(author="voice_agent", content=said))
-    assert not _answering(Event(author="voice_agent", content=call))
-    assert not _answering(Event(author="voice_agent", turn_complete=True))
-    assert not _answering(Event(author="voice_agent", interrupted=True, content=said))
-    assert not _answering(Event(author="user", content=said))
+    assert answering(Event(author="voice_agent", content=said))
+    assert not answering(Event(author="voice_agent", content=call))
+    assert not answering(Event(author="voice_agent", turn_complete=True))
+    assert not answering(Event(author="voice_agent", interrupted=True, content=said))
+    assert not answering(Event(author="user", content=said))
 
 
 # ---------------------------------------------------------------- 3. a client that never reads

@@ -23,8 +23,9 @@ from google.genai import types
 from server import settings as settings_module
 from server.gemini_model import LiveGemini
 from server.offline_model import OfflineLiveModel
-from server.runtime import USER_ID, Runtime
+from server.runtime import Runtime
 from server.settings import Settings
+from server.users import USER_ID
 from tests.gemini_live import make_self_signed_cert
 
 GOOGLE_ENV = (
@@ -46,16 +47,20 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 
 def test_no_credentials_means_offline(clean_env, tmp_path: pathlib.Path) -> None:
     runtime = Runtime(Settings(data_dir=tmp_path))
-    assert runtime.model_name == "offline"
-    assert isinstance(runtime.agent.model, OfflineLiveModel)
+    assert runtime.agents.live_model_name == "offline"
+    assert isinstance(runtime.agents.agent.model, OfflineLiveModel)
 
 
 def test_api_key_selects_the_gemini_api_live_model(clean_env, tmp_path: pathlib.Path) -> None:
     clean_env.setenv("GOOGLE_API_KEY", "test-key")
     runtime = Runtime(Settings(data_dir=tmp_path))
-    assert isinstance(runtime.agent.model, LiveGemini) and isinstance(runtime.agent.model, Gemini)
-    assert runtime.agent.model.model == settings_module.GEMINI_API_LIVE_MODEL
-    assert runtime.model_name == "gemini-3.8-live"  # Google's default Live model (see settings)
+    assert isinstance(runtime.agents.agent.model, LiveGemini) and isinstance(
+        runtime.agents.agent.model, Gemini
+    )
+    assert runtime.agents.agent.model.model == settings_module.GEMINI_API_LIVE_MODEL
+    assert (
+        runtime.agents.live_model_name == "gemini-3.8-live"
+    )  # Google's default Live model (see settings)
 
 
 def test_vertex_settings_select_vertex_model(clean_env, tmp_path: pathlib.Path) -> None:
@@ -112,15 +117,15 @@ def test_run_live_hands_google_an_audio_config(clean_env, tmp_path: pathlib.Path
 
     async def scenario() -> None:
         runtime = Runtime(Settings(data_dir=tmp_path))
-        created = await runtime.session_service.create_session(
+        created = await runtime.sessions.service.create_session(
             app_name=runtime.settings.app_name, user_id=USER_ID, session_id="s" * 32
         )
         queue = LiveRequestQueue()
-        events = runtime.runner.run_live(
+        events = runtime.agents.runner.run_live(
             user_id=USER_ID,
             session_id=created.id,
             live_request_queue=queue,
-            run_config=runtime.run_config_for(None),
+            run_config=runtime.agents.run_config_for(None),
         )
         consumer = asyncio.create_task(anext(events, None))
         queue.send_realtime(types.Blob(mime_type="audio/pcm;rate=16000", data=b"\0\0" * 320))
@@ -176,8 +181,10 @@ def test_push_to_talk_disables_the_models_activity_detection(tmp_path) -> None:
     assert config.realtime_input_config.automatic_activity_detection.disabled is True
     # push_to_talk makes "manual" the default for clients that do not choose.
     runtime = Runtime(Settings(data_dir=tmp_path, push_to_talk=True))
-    assert runtime.run_config_for(None).realtime_input_config.automatic_activity_detection.disabled
-    assert runtime.run_config_for("server").realtime_input_config is None
+    assert runtime.agents.run_config_for(
+        None
+    ).realtime_input_config.automatic_activity_detection.disabled
+    assert runtime.agents.run_config_for("server").realtime_input_config is None
 
 
 @pytest.mark.parametrize("turn_detection", ["server", "manual"])
@@ -353,15 +360,15 @@ def test_vertex_settings_produce_the_vertex_url_and_auth(clean_env, tmp_path) ->
 
     async def scenario() -> None:
         runtime = Runtime(Settings(data_dir=tmp_path))
-        created = await runtime.session_service.create_session(
+        created = await runtime.sessions.service.create_session(
             app_name=runtime.settings.app_name, user_id=USER_ID, session_id="v" * 32
         )
         queue = LiveRequestQueue()
-        events = runtime.runner.run_live(
+        events = runtime.agents.runner.run_live(
             user_id=USER_ID,
             session_id=created.id,
             live_request_queue=queue,
-            run_config=runtime.run_config_for(None),
+            run_config=runtime.agents.run_config_for(None),
         )
         consumer = asyncio.create_task(anext(events, None))
         for _ in range(500):

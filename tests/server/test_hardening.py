@@ -418,7 +418,7 @@ def test_healthz_reports_a_corrupt_store_and_a_socket_gets_a_clear_close(
 ) -> None:
     with TestClient(create_app(settings)) as client:
         runtime = client.app.state.runtime  # type: ignore[attr-defined]
-        client.portal.call(runtime.session_service.close)  # type: ignore[union-attr]
+        client.portal.call(runtime.sessions.service.close)  # type: ignore[union-attr]
         settings.session_db_path.write_bytes(b"this is not a database" * 100)
         for suffix in ("-wal", "-shm"):
             settings.session_db_path.with_name(settings.session_db_path.name + suffix).unlink(
@@ -472,9 +472,9 @@ def test_sessions_opened_and_never_used_expire(settings: Settings) -> None:
         with client.websocket_connect("/ws") as ws:
             live = start(ws)["data"]["sessionId"]
             later = clock.time() + settings.unused_session_ttl_s + 1
-            expired = client.portal.call(runtime.expire_unused_sessions, later)  # type: ignore[union-attr]
+            expired = client.portal.call(runtime.sessions.expire_unused, later)  # type: ignore[union-attr]
             assert expired == 1  # not the used one, not the live one
-        now = client.portal.call(runtime.expire_unused_sessions)  # type: ignore[union-attr]
+        now = client.portal.call(runtime.sessions.expire_unused)  # type: ignore[union-attr]
         assert now == 0  # nothing is old yet
         for session_id, kept in ((unused, False), (used, True), (live, True)):
             with client.websocket_connect("/ws") as ws:
@@ -512,64 +512,3 @@ def test_an_id_that_differs_from_a_live_sessions_is_a_new_session(
         first.send_text(json.dumps({"type": "text", "text": "still mine"}))
         said = [m for m in receive_until(first, "finish") if m["type"] == "text-delta"]
         assert said[0]["delta"].startswith("You said: still mine")
-
-
-# ---------------------------------------------------------------- memory
-
-
-def test_closed_connections_cycles_are_collected_when_the_last_one_closes(
-    client: TestClient,
-) -> None:
-    """The server's tuned collector seldom runs a full collection, so what a
-    closed connection leaves in reference cycles (ADK's invocation context,
-    tasks, tracebacks) is collected by the runtime: when the last connection
-    closes, and under load after every 100 closes at most every 10 s."""
-    import gc
-    import weakref
-
-    from server.metrics import ConnectionMetrics
-
-    class Node:
-        partner: Any = None
-
-    def garbage_cycle() -> weakref.ref[Node]:
-        a, b = Node(), Node()
-        a.partner, b.partner = b, a
-        return weakref.ref(a)
-
-    runtime = client.app.state.runtime  # type: ignore[attr-defined]
-    gc.collect()
-    gc.disable()
-    try:
-        left = garbage_cycle()
-        runtime.record(ConnectionMetrics(), still_open=3)
-        assert left() is not None  # others still open: no collection now
-        runtime.record(ConnectionMetrics(), still_open=0)
-        assert left() is None  # the last one closed: collected
-        again = garbage_cycle()
-        for _ in range(150):  # within 10 s of the last collection
-            runtime.record(ConnectionMetrics(), still_open=0)
-        assert again() is not None  # a load of closes never collects back to back
-    finally:
-        gc.enable()
-
-
-def test_the_heap_is_trimmed_when_the_last_connection_closes(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """glibc keeps freed heap pages; when the server goes idle it hands them
-    back (``malloc_trim``), so RSS falls after a load instead of staying at
-    its peak. Only then: a trim under load would stall every stream."""
-    from server import runtime as runtime_module
-    from server.metrics import ConnectionMetrics
-
-    assert runtime_module._malloc_trim is not None  # glibc (Debian): found
-    calls: list[int] = []
-    monkeypatch.setattr(runtime_module, "_malloc_trim", lambda pad: calls.append(pad) or 1)
-    runtime = client.app.state.runtime  # type: ignore[attr-defined]
-    for _ in range(100):  # a hundred closes under load collect, but do not trim
-        runtime.record(ConnectionMetrics(), still_open=5)
-    assert calls == []
-    runtime._gc_at = 0.0  # the last collection long ago
-    runtime.record(ConnectionMetrics(), still_open=0)
-    assert calls == [0]

@@ -21,8 +21,8 @@ from test_tools import PAY, approval_of, approve, ask
 
 from server import Settings, create_app
 from server.history import bound_history
-from server.runtime import USER_ID
 from server.sessions import SharedConnectionSqliteSessionService
+from server.users import USER_ID
 
 
 def _text(author: str, text: str) -> Event:
@@ -82,7 +82,7 @@ def test_a_long_conversation_stays_bounded_and_a_tool_call_still_resolves(
     keep = 1  # trimmed at every append: only what is kept on purpose survives
     with TestClient(create_app(replace(settings, live_history_events=keep))) as client:
         runtime = client.app.state.runtime  # type: ignore[attr-defined]
-        service = runtime.session_service
+        service = runtime.sessions.service
         lengths: list[int] = []
         append = service.append_event
 

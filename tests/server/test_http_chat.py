@@ -20,8 +20,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from server import Settings, create_app, http_chat
-from server.protocol import client_executes
-from server.runtime import CHAT_USER_ID
+from server.chunks import client_executes
+from server.users import CHAT_USER_ID
 
 HEADERS = {
     "content-type": "text/event-stream",
@@ -61,7 +61,7 @@ def ledger(client: TestClient, chat_id: str) -> list[dict[str, Any]]:
     runtime = client.app.state.runtime  # type: ignore[attr-defined]
 
     async def read() -> list[dict[str, Any]]:
-        session = await runtime.session_service.get_session(
+        session = await runtime.sessions.service.get_session(
             app_name=runtime.settings.app_name, user_id=CHAT_USER_ID, session_id=chat_id
         )
         return list(session.state.get("ledger", []))
@@ -237,7 +237,7 @@ def test_resume_mid_run_replays_it_from_the_first_chunk(
     ``resumeStreamIsReplay``), then 204 once it is over. The run is held
     after its first event until the resume has attached."""
     runtime = client.app.state.runtime  # type: ignore[attr-defined]
-    run_async = runtime.chat_runner.run_async
+    run_async = runtime.agents.chat_runner.run_async
     holding = threading.Event()  # the run is held, registered for resuming
     attached = asyncio.Event()  # the resume follows the run
 
@@ -256,7 +256,7 @@ def test_resume_mid_run_replays_it_from_the_first_chunk(
         attached.set()
         return follow(replay)
 
-    monkeypatch.setattr(runtime.chat_runner, "run_async", held_run)
+    monkeypatch.setattr(runtime.agents.chat_runner, "run_async", held_run)
     monkeypatch.setattr(http_chat._Replay, "follow", following)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         posted = pool.submit(post, client, "chat-r", [user("hello")])

@@ -34,11 +34,13 @@ from server import Settings, create_app
 from server.delivery import TaskDelivery
 from server.leases import LeaseStore, SessionLeases
 from server.offline_model import _answer_text
-from server.runtime import USER_ID, Runtime, build_session_service
+from server.runtime import Runtime
+from server.session_access import build_session_service
 from server.tasks import TaskManager, TaskRecord, TooManyTasks, session_owner
 from server.tasks.backend import SAMPLE_FILES, TaskFiles, offline_plan
 from server.tasks.manager import RESTARTED, STOPPED
 from server.tasks.store import TASKS_USER, TaskStore, backend_session_id, tasks_app_name
+from server.users import USER_ID
 
 SUM = "sum the amount column of sales.csv"
 SUM_UNITS = "sum the units column of sales.csv"
@@ -1073,7 +1075,7 @@ def test_sessions_of_two_users_with_one_id_do_not_share_tasks(settings: Settings
     """Clients of ADK's API name their sessions: ids repeat across users."""
 
     async def say(runtime: Runtime, user: str, text: str) -> dict[str, Any]:
-        events = runtime.chat_runner.run_async(
+        events = runtime.agents.chat_runner.run_async(
             user_id=user,
             session_id="shared-id",
             new_message=types.Content(role="user", parts=[types.Part(text=text)]),
@@ -1088,7 +1090,7 @@ def test_sessions_of_two_users_with_one_id_do_not_share_tasks(settings: Settings
         await runtime.start()
         try:
             for user in ("u1", "u2"):
-                await runtime.session_service.create_session(
+                await runtime.sessions.service.create_session(
                     app_name=settings.app_name, user_id=user, session_id="shared-id"
                 )
             started = await say(runtime, "u1", f"start a task to {SUM}")

@@ -18,8 +18,8 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from server import Settings, create_app
-from server.protocol import client_executes
-from server.runtime import USER_ID
+from server.chunks import client_executes
+from server.users import USER_ID
 
 PAY = "pay 5 EUR to Alice"
 
@@ -28,7 +28,7 @@ def ledger(client: TestClient, session_id: str) -> list[dict[str, Any]]:
     runtime = client.app.state.runtime  # type: ignore[attr-defined]
 
     async def read() -> list[dict[str, Any]]:
-        session = await runtime.session_service.get_session(
+        session = await runtime.sessions.service.get_session(
             app_name=runtime.settings.app_name, user_id=USER_ID, session_id=session_id
         )
         return list(session.state.get("ledger", []))
@@ -106,7 +106,7 @@ def test_denied_payment_never_runs_and_the_model_is_told(client: TestClient) -> 
 
 
 def test_every_decision_is_logged(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="server.delegation")
+    caplog.set_level(logging.INFO, logger="server.tool_calls")
     with client.websocket_connect("/ws") as ws:
         session_id = start(ws)["data"]["sessionId"]
         request = approval_of(ask(ws, PAY))

@@ -11,7 +11,7 @@ import pytest
 from google.adk.events import Event
 from google.genai import types
 
-from server import protocol
+from server import chunks, protocol
 from server.events import ModelAudio, TurnEnd, TurnTranslator, audio_rate
 from server.offline_model import OfflineLiveModel, _EnergySegmenter, describe_utterance
 from server.pacer import AudioFrame, OutputPacer
@@ -54,7 +54,7 @@ def test_decode_start_turn_detection() -> None:
 
 
 def test_session_chunk_echoes_turn_detection() -> None:
-    chunk = protocol.session_chunk(
+    chunk = chunks.SessionInfo(
         "id",
         DEFAULT,
         protocol.OutputFormat(),
@@ -63,7 +63,7 @@ def test_session_chunk_echoes_turn_detection() -> None:
         history=[],
         turn_detection="manual",
     )
-    assert chunk["data"]["turnDetection"] == "manual"
+    assert chunk.to_json()["data"]["turnDetection"] == "manual"
 
 
 def test_decode_audio_chunk_accepts_standard_and_url_safe_base64() -> None:
@@ -91,27 +91,39 @@ def test_limits_raise_protocol_error_with_close_code() -> None:
 
 def test_server_chunks_are_ai_sdk_shaped() -> None:
     pcm = b"\x01\x00\xff\x7f"
-    assert protocol.pcm_chunk(pcm, 24000) == {
+    wire_pcm = {
         "type": "data-pcm",
         "data": {"content": "AQD/fw==", "sampleRate": 24000, "channels": 1, "bitDepth": 16},
         "transient": True,
     }
-    assert protocol.error_chunk("x") == {"type": "error", "errorText": "x"}
-    assert protocol.finish_chunk() == {"type": "finish", "finishReason": "stop"}
-    assert protocol.finish_chunk("other", {"model": "m"}) == {
+    assert chunks.Pcm(pcm, 24000).to_json() == wire_pcm
+    # The hot path's encoder writes the same JSON without the dict.
+    assert json.loads(chunks.encode_pcm(pcm, 24000)) == wire_pcm
+    assert chunks.encode_pcm(pcm, 24000) == chunks.encode(chunks.Pcm(pcm, 24000))
+    assert chunks.Error("x").to_json() == {"type": "error", "errorText": "x"}
+    assert chunks.Finish().to_json() == {"type": "finish", "finishReason": "stop"}
+    assert chunks.Finish("other", {"model": "m"}).to_json() == {
         "type": "finish",
         "finishReason": "other",
         "messageMetadata": {"model": "m"},
     }
-    assert protocol.tool_input_chunk("c", "f", {"a": 1}) == {
+    assert chunks.ToolInput("c", "f", {"a": 1}).to_json() == {
         "type": "tool-input-available",
         "toolCallId": "c",
         "toolName": "f",
         "input": {"a": 1},
     }
-    assert json.loads(protocol.encode(protocol.transcript_chunk("é", final=True))) == {
+    marked = chunks.ToolInput("c", "f", {}, client_executes=True).to_json()
+    assert chunks.client_executes(marked) and not chunks.client_executes({"type": "x"})
+    assert json.loads(chunks.encode(chunks.Transcript("é", final=True))) == {
         "type": "data-transcript",
         "data": {"text": "é", "final": True},
+        "transient": True,
+    }
+    assert chunks.StartStep().to_json() == {"type": "start-step"}
+    assert chunks.Interrupted("client", 120).to_json() == {
+        "type": "data-interrupted",
+        "data": {"source": "client", "droppedMs": 120},
         "transient": True,
     }
 
@@ -132,7 +144,7 @@ def _types(items) -> list[str]:
     """The chunk types, "audio" for model audio; the turn-end marker must sit
     right before every finish."""
     kinds = [
-        i["type"] if isinstance(i, dict) else "end" if isinstance(i, TurnEnd) else "audio"
+        i.type if isinstance(i, chunks.Chunk) else "end" if isinstance(i, TurnEnd) else "audio"
         for i in items
     ]
     ends = [k for k, kind in enumerate(kinds) if kind == "end"]
@@ -166,7 +178,7 @@ def test_translator_streaming_transcription_deltas_then_aggregate() -> None:
         "text-end",
         "finish",
     ]
-    assert "".join(i["delta"] for i in out if isinstance(i, dict) and "delta" in i) == "Hi there"
+    assert "".join(i.delta for i in out if isinstance(i, chunks.TextDelta)) == "Hi there"
     assert out[4] == ModelAudio(b"\0\0" * 10, 24000)
     assert t.turn == 1 and not t.in_turn
 
@@ -564,24 +576,25 @@ def _rms_dbfs(dbfs: float) -> float:
 
 
 def test_voice_check_against_the_rms_and_on_odd_input() -> None:
-    from server.connection import _VOICE_RMS, _voiced
+    from server.voice import voiced
 
-    assert not _voiced(b"") and not _voiced(b"\x7f")  # no whole sample
-    assert not _voiced(bytes(640))  # silence
+    threshold = voiced.rms
+    assert not voiced(b"") and not voiced(b"\x7f")  # no whole sample
+    assert not voiced(bytes(640))  # silence
     # The threshold is -40 dBFS: 20 ms just above and just below it.
-    assert _voiced(_tone(0.02, _rms_dbfs(-39)))
-    assert not _voiced(_tone(0.02, _rms_dbfs(-41)))
+    assert voiced(_tone(0.02, _rms_dbfs(-39)))
+    assert not voiced(_tone(0.02, _rms_dbfs(-41)))
     # An odd trailing byte is no sample: the verdict is the whole samples'.
     loud = _tone(0.02, _rms_dbfs(-20))
-    assert _voiced(loud + b"\x00") and not _voiced(bytes(640) + b"\xff")
+    assert voiced(loud + b"\x00") and not voiced(bytes(640) + b"\xff")
     # Full scale cannot overflow: 32767² · 16000 samples in one chunk.
-    assert _voiced(np.full(16000, 32767, "<i2").tobytes())
-    assert _voiced(np.full(16000, -32768, "<i2").tobytes())
+    assert voiced(np.full(16000, 32767, "<i2").tobytes())
+    assert voiced(np.full(16000, -32768, "<i2").tobytes())
     # Against the RMS in float64, away from the threshold's rounding.
     rng = np.random.default_rng(7)
     for n in (1, 2, 319, 320, 800, 16000):
         for scale in (10.0, 100.0, 300.0, 1000.0):
             pcm = rng.normal(0, scale, n).clip(-32768, 32767).astype("<i2")
             rms = float(np.sqrt(np.mean(pcm.astype(np.float64) ** 2)))
-            if abs(rms / _VOICE_RMS - 1) > 1e-3:
-                assert _voiced(pcm.tobytes()) == (rms >= _VOICE_RMS), (n, scale, rms)
+            if abs(rms / threshold - 1) > 1e-3:
+                assert voiced(pcm.tobytes()) == (rms >= threshold), (n, scale, rms)

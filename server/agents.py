@@ -1,0 +1,59 @@
+"""The agent as the handlers run it: its tools, and the ADK runners.
+
+``Agents`` holds the live runner (``/ws``, ``/live``, ``/run_live``) and the
+HTTP chat's (the same agent and tools on a text model), the tools by name,
+the live run configuration for each turn detection, and how many live runs
+are in progress (``/healthz`` liveRuns: one per serving socket; a run left
+behind by a closed socket would show there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from google.adk.agents.run_config import RunConfig
+from google.adk.runners import Runner
+from google.adk.sessions import BaseSessionService
+
+from .agent import build_agent, build_run_config
+from .protocol import TurnDetection
+from .settings import Settings
+from .tools import ToolSpec
+
+
+class Agents:
+    def __init__(
+        self, settings: Settings, tools: Sequence[ToolSpec], session_service: BaseSessionService
+    ) -> None:
+        self.tools: Mapping[str, ToolSpec] = {spec.name: spec for spec in tools}
+        self.agent = build_agent(settings, tools)
+        self.live_model_name = settings.live_model_name
+        self.chat_model_name = settings.chat_model_name
+        self.default_turn_detection: TurnDetection = "manual" if settings.push_to_talk else "server"
+        self._run_configs = {
+            mode: build_run_config(settings, mode) for mode in ("server", "manual")
+        }
+        self.runner = Runner(
+            app_name=settings.app_name,
+            agent=self.agent,
+            session_service=session_service,
+            auto_create_session=False,
+        )
+        self.chat_runner = Runner(
+            app_name=settings.app_name,
+            agent=build_agent(settings, tools, chat=True),
+            session_service=session_service,
+            auto_create_session=False,
+        )
+        self.live_runs = 0
+
+    def run_config_for(self, turn_detection: TurnDetection | None) -> RunConfig:
+        """The live run config of a connection that chose ``turn_detection``."""
+        return self._run_configs[turn_detection or self.default_turn_detection]
+
+    def describe_tools(self) -> list[dict[str, object]]:
+        return [spec.describe() for spec in self.tools.values()]
+
+    async def close(self) -> None:
+        await self.runner.close()
+        await self.chat_runner.close()
