@@ -40,6 +40,7 @@ from starlette.websockets import WebSocket
 
 from . import chunks, protocol
 from .adk_live import AdkDialect, parse_query
+from .budget import AddressBudgets
 from .connection import LiveConnection
 from .conversation import LiveParts
 from .dialects import SEED, UI_STREAM, Dialect
@@ -199,7 +200,14 @@ def create_app(settings: Settings | None = None) -> Starlette:
     settings = settings or Settings.from_env()
     runtime = Runtime(settings)
     sessions, agents = runtime.sessions, runtime.agents
-    live_parts = LiveParts(settings, sessions, agents, runtime.tasks, runtime.delegations)
+    live_parts = LiveParts(
+        settings,
+        sessions,
+        agents,
+        runtime.tasks,
+        runtime.delegations,
+        AddressBudgets(rate_scale=settings.client_rate_scale),
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

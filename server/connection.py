@@ -43,6 +43,7 @@ from starlette.websockets import (
 )
 
 from . import chunks, protocol
+from .budget import MessageBudget
 from .claims import SessionBusy
 from .conversation import Conversation, LiveParts, assemble, welcome
 from .dialects import Dialect, Opening
@@ -61,6 +62,8 @@ from .shutdown import (
 
 log = logging.getLogger(__name__)
 
+_CANCELS_AT_ONCE = 2  # task_cancel requests under way per connection; more are refused
+
 
 class LiveConnection:
     def __init__(self, websocket: WebSocket, parts: LiveParts, dialect: Dialect) -> None:
@@ -77,6 +80,13 @@ class LiveConnection:
         self.queue.watch_consumer(self._model_side_failed)
         self.translator = dialect.translator(parts.agents.tools, parts.agents.live_model_name)
         self.metrics = ConnectionMetrics(collect_timings=settings.collect_timings)
+        self._address = websocket.client.host if websocket.client else ""
+        self.budget = MessageBudget(
+            parts.budgets.take(self._address),
+            close_after=settings.max_dropped_messages,
+            rate_scale=settings.client_rate_scale,
+        )
+        self._cancels = 0  # task_cancel requests under way
         self.session_id: str | None = None
         self.close_code: int | None = None
         self.conversation: Conversation | None = None
@@ -113,6 +123,7 @@ class LiveConnection:
             self._end(internal_error(self.session_id))
         finally:
             self.queue.close()
+            self.parts.budgets.release(self._address)
             self._fold_metrics()
         await self._close()
 
@@ -231,15 +242,25 @@ class LiveConnection:
 
     async def _handle(self, message: Message) -> None:
         received = time.monotonic()
-        c = self.conversation
+        c, budget = self.conversation, self.budget
         assert c is not None
+        refused = budget.admit_frame()  # None: admitted; "": dropped, already told
+        if refused is not None:
+            if refused:
+                c.report(refused)
+            return
         try:
             for msg in self.dialect.decode(message, self.input_format, self.limits):
-                self._dispatch(c, msg)
-                if isinstance(msg, protocol.Audio) and c.mic.sent:
-                    self.metrics.input_latency(time.monotonic() - received)
+                refused = budget.admit(msg)
+                if refused is None:
+                    self._dispatch(c, msg)
+                    if isinstance(msg, protocol.Audio) and c.mic.sent:
+                        self.metrics.input_latency(time.monotonic() - received)
+                elif refused:
+                    c.report(refused)
         except protocol.InputError as exc:
-            c.report(str(exc))
+            if budget.may_report():
+                c.report(str(exc))
 
     def _dispatch(self, c: Conversation, msg: protocol.ClientMessage) -> None:
         uplink = c.uplink
@@ -256,7 +277,10 @@ class LiveConnection:
         elif isinstance(msg, protocol.ToolResponse):
             c.delegations.answer_function_response(msg.tool_call_id, msg.response)
         elif isinstance(msg, protocol.TaskCancel):
+            if self._cancels >= _CANCELS_AT_ONCE:
+                raise protocol.InputError("task_cancel: the last ones are still being cancelled")
             assert self._group is not None
+            self._cancels += 1
             self._group.start_soon(self._cancel_task, c, msg.task_id)
         elif isinstance(msg, protocol.ChatSubmit):
             c.delegations.answer(msg.answers)
@@ -281,8 +305,11 @@ class LiveConnection:
     async def _cancel_task(self, c: Conversation, task_id: str | None) -> None:
         """The client's cancel button: confirmed when the task says so (its
         card); a task that is not there gets an error."""
-        if await self.parts.tasks.cancel(c.delivery.owner, task_id) is None:
-            c.report(f"task_cancel: no task {task_id!r}" if task_id else "task_cancel: no task")
+        try:
+            if await self.parts.tasks.cancel(c.delivery.owner, task_id) is None:
+                c.report(f"task_cancel: no task {task_id!r}" if task_id else "task_cancel: no task")
+        finally:
+            self._cancels -= 1
 
     # ------------------------------------------------------------ pump
     async def _pump(self, user_id: str, run_config: RunConfig) -> None:

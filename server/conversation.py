@@ -21,6 +21,7 @@ from starlette.websockets import WebSocket
 
 from . import chunks
 from .agents import Agents
+from .budget import AddressBudgets
 from .delegation import Delegations, SessionDelegations
 from .delivery import TaskDelivery
 from .events import Translator
@@ -52,6 +53,7 @@ class LiveParts:
     agents: Agents
     tasks: TaskManager
     delegations: Delegations
+    budgets: AddressBudgets
 
 
 class DelegationLink:

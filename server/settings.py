@@ -103,6 +103,10 @@ class Settings:
     max_pending_requests: int = 100  # LiveRequestQueue entries (2 s of 20 ms audio, 5 s of 50 ms)
     max_buffered_output_s: float = 30.0  # model audio held for pacing, per socket
     max_pending_messages: int = 1000  # non-audio chunks waiting to be sent
+    # A client past a message kind's rate (server/budget.py) has what it
+    # sends dropped; this many dropped in a row closes it (1008).
+    max_dropped_messages: int = 1000
+    client_rate_scale: float = 1.0  # multiplies every message kind's rate (not its burst)
     # A send that cannot complete for this long drops the client (1008).
     # Sends block only once the kernel's socket buffers are full, so a
     # client that stops reading is dropped this long after that, not after
@@ -252,6 +256,8 @@ class Settings:
         for origin in self.allowed_origins:
             if origin != "*" and not origin.startswith(("http://", "https://")):
                 found.append(f"allowed_origins: expected http(s)://host[:port], got {origin!r}")
+        if not self.client_rate_scale > 0:
+            found.append(f"client_rate_scale: expected more than 0, got {self.client_rate_scale}")
         if self.live_history_events < 0:
             found.append(
                 f"live_history_events: expected 0 (all) or more, got {self.live_history_events}"

@@ -1,0 +1,195 @@
+"""How much a client may send: every message kind has a rate.
+
+A live socket's frames pass two token buckets before they are decoded —
+the connection's, and its address's (shared by every socket from one
+address, ``ADDRESS_SHARE`` connections' worth) — and, once decoded, the
+bucket of their kind. A message past its bucket is dropped: the client gets
+one ``error`` per overload episode (not one per message; an episode ends
+once the client has slowed down, its bucket half full again), and a client
+that goes on flooding — ``close_after`` messages dropped in one episode — is
+closed with 1008 (a policy violation, never "internal error", never "not
+reading"). The ``error`` chunks the server sends about bad input have a
+rate too, so a flood of bad messages cannot fill the client's queue with
+answers.
+
+Rates are per second with a burst; a normal client stays far below every
+one of them (the page sends 50 audio frames a second, a few control
+messages a turn).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+from . import protocol
+from .shutdown import Shutdown
+
+
+@dataclasses.dataclass(frozen=True)
+class Rate:
+    per_s: float
+    burst: float
+
+
+RATES: dict[str, Rate] = {
+    "frame": Rate(400, 800),  # any frame, before it is decoded
+    "audio": Rate(300, 600),  # 10 ms frames are 100 a second
+    "edge": Rate(10, 20),  # activity_start / activity_end / audio_control
+    "ping": Rate(5, 10),
+    "interrupt": Rate(10, 20),
+    "content": Rate(10, 20),  # text, image, message, content, close
+    "answer": Rate(20, 50),  # tool approvals, results, function responses
+    "task": Rate(2, 5),  # task_cancel
+    "error": Rate(5, 10),  # error chunks about bad input, sent by us
+}
+ADDRESS_SHARE = 4  # an address's sockets together: four connections' worth of frames
+_KINDS: dict[type, str] = {
+    protocol.Audio: "audio",
+    protocol.ActivityStart: "edge",
+    protocol.ActivityEnd: "edge",
+    protocol.AudioControl: "edge",
+    protocol.Ping: "ping",
+    protocol.Interrupt: "interrupt",
+    protocol.Text: "content",
+    protocol.Image: "content",
+    protocol.ChatSubmit: "content",
+    protocol.UserContent: "content",
+    protocol.Close: "content",
+    protocol.Start: "content",
+    protocol.ToolApproval: "answer",
+    protocol.ToolResult: "answer",
+    protocol.ToolResponse: "answer",
+    protocol.TaskCancel: "task",
+}
+_NAMES = {
+    "frame": "messages",
+    "audio": "audio frames",
+    "edge": "turn edges",
+    "ping": "pings",
+    "interrupt": "interrupts",
+    "content": "messages",
+    "answer": "tool answers",
+    "task": "task_cancel messages",
+}
+
+
+def kind_of(message: protocol.ClientMessage) -> str:
+    return _KINDS[type(message)]
+
+
+class TokenBucket:
+    def __init__(self, rate: Rate, clock: Callable[[], float]) -> None:
+        self.rate = rate
+        self._clock = clock
+        self._tokens = rate.burst
+        self._at = clock()
+
+    @property
+    def tokens(self) -> float:
+        return self._tokens
+
+    def ready(self) -> bool:
+        """Whether a token is there (refilled to now), without taking it."""
+        now = self._clock()
+        rate = self.rate
+        self._tokens = min(rate.burst, self._tokens + (now - self._at) * rate.per_s)
+        self._at = now
+        return self._tokens >= 1
+
+    def take(self) -> bool:
+        if self.ready():
+            self._tokens -= 1
+            return True
+        return False
+
+
+def take_both(first: TokenBucket, second: TokenBucket) -> bool:
+    """A token from each, or from neither."""
+    if first.ready() and second.ready():
+        return first.take() and second.take()
+    return False
+
+
+class AddressBudgets:
+    """The frame buckets of client addresses, shared by their sockets.
+    ``rate_scale`` multiplies every rate (not the bursts)."""
+
+    def __init__(
+        self, *, rate_scale: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.rate_scale = rate_scale
+        self._clock = clock
+        self._buckets: dict[str, tuple[TokenBucket, int]] = {}
+        frame = RATES["frame"]
+        self._rate = Rate(frame.per_s * ADDRESS_SHARE * rate_scale, frame.burst * ADDRESS_SHARE)
+
+    def take(self, address: str) -> TokenBucket:
+        bucket, users = self._buckets.get(address) or (TokenBucket(self._rate, self._clock), 0)
+        self._buckets[address] = (bucket, users + 1)
+        return bucket
+
+    def release(self, address: str) -> None:
+        bucket, users = self._buckets[address]
+        if users > 1:
+            self._buckets[address] = (bucket, users - 1)
+        else:
+            del self._buckets[address]
+
+
+class MessageBudget:
+    """One connection's buckets, and its overload episodes."""
+
+    def __init__(
+        self,
+        address: TokenBucket,
+        *,
+        close_after: int,
+        rate_scale: float = 1.0,
+        on_drop: Callable[[str], None] = lambda kind: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._address = address
+        self._buckets = {
+            kind: TokenBucket(Rate(rate.per_s * rate_scale, rate.burst), clock)
+            for kind, rate in RATES.items()
+        }
+        self._close_after = close_after
+        self._on_drop = on_drop  # counted by kind (for /metrics)
+        self._dropping: dict[str, int] = {}  # kind → drops in its episode
+        self.dropped = 0
+
+    def admit_frame(self) -> str | None:
+        """Take a frame; None if admitted, else the error to tell (once an episode)."""
+        return self._admit("frame", take_both(self._buckets["frame"], self._address))
+
+    def admit(self, message: protocol.ClientMessage) -> str | None:
+        kind = kind_of(message)
+        return self._admit(kind, self._buckets[kind].take())
+
+    def may_report(self) -> bool:
+        """Whether an error about bad input may be sent now."""
+        return self._buckets["error"].take()
+
+    def _admit(self, kind: str, taken: bool) -> str | None:
+        if taken:
+            # An episode ends once the client has slowed down: its bucket
+            # half refilled. A flood just above the rate stays one episode.
+            bucket = self._buckets[kind]
+            if kind in self._dropping and bucket.tokens >= bucket.rate.burst / 2:
+                del self._dropping[kind]
+            return None
+        self.dropped += 1
+        self._on_drop(kind)
+        drops = self._dropping.get(kind, 0) + 1
+        self._dropping[kind] = drops
+        if drops > self._close_after:
+            raise Shutdown(
+                protocol.CLOSE_POLICY_VIOLATION,
+                f"too many {_NAMES[kind]}",
+                error=f"too many {_NAMES[kind]}: closing",
+            )
+        if drops == 1:
+            return f"too many {_NAMES[kind]}: dropped until the rate falls"
+        return ""  # dropped, already told
