@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from postgres_helpers import postgres_server, postgres_url  # noqa: F401 (fixtures)
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
