@@ -13,8 +13,8 @@ Limits, the same in every function: interleaved audio has 1 to
 import os as _os
 import warnings as _warnings
 
-from audiocore._convert import float32_to_pcm16, pcm16_to_float32
-from audiocore._validate import MAX_CHANNELS, MAX_SAMPLE_RATE
+from audiocore._convert import MAX_CHANNELS, float32_to_pcm16, pcm16_to_float32
+from audiocore._validate import MAX_SAMPLE_RATE
 from audiocore.jitter import JitterBuffer
 from audiocore.resample import Resampler, resample
 from audiocore.wav import WavInfo, read_wav, to_wav, wav_header

@@ -22,7 +22,7 @@ from audiocore._simd cimport ac_best_path, path_index, path_name, supported_path
 import numpy
 
 # Channels per interleaved frame, at most, for every audiocore module (the C
-# kernels' limit, pcm.h); audiocore._validate applies it.
+# kernels' limit, pcm.h); the Python modules pass it to audiocore._validate.
 MAX_CHANNELS = AC_MAX_CHANNELS
 
 # Below this many samples the kernel takes less time than releasing and
@@ -144,7 +144,7 @@ def _copy(src, str format="f32"):
         PyBuffer_Release(&view)
 
 
-def _check_samples(src, str format, str what="src"):
+def check_samples(src, str format, str what="src"):
     """Number of `format` ("f32"/"s16") samples in `src`, checked exactly as
     the kernels check their input: for pure-Python callers (wav)."""
     cdef Py_buffer view

@@ -3,7 +3,9 @@ equiripple (Parks-McClellan) low-pass design, and the polyphase tables that
 `resample.Resampler` runs, cached per ratio and quality.
 
 Runs in numpy when a ratio and quality is first used; the tables are shared
-by every stream that uses them.
+by every stream that uses them.  Pure Python, no compiled module: the row
+alignment the kernels need comes in as `design`'s argument, from
+resample.py (tests/core/test_layers.py).
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-
-from audiocore._resample import _TAP_ALIGN
 
 __all__ = [
     "MAX_COEFFICIENTS",
@@ -410,21 +410,23 @@ def _estimated_centre(up: int, down: int, quality: str) -> int:
     return math.ceil(length / 2 / down) * down
 
 
-def _row_length(up: int, centre: int) -> tuple[int, int]:
+def _row_length(up: int, centre: int, tap_align: int) -> tuple[int, int]:
     """Taps per phase, and that rounded up to the vector alignment."""
     per_phase = -(-(2 * centre + 1) // up)
-    return per_phase, -(-per_phase // _TAP_ALIGN) * _TAP_ALIGN
+    return per_phase, -(-per_phase // tap_align) * tap_align
 
 
-def _make_design(up: int, down: int, quality: str) -> Design:
+def _make_design(up: int, down: int, quality: str, tap_align: int) -> Design:
+    """The polyphase table for `up`/`down` at `quality`, each row padded to
+    a multiple of `tap_align` taps (the kernels' TAP_ALIGN)."""
     if up == down == 1:  # same rate: the C side passes samples straight through
-        table = np.zeros(_TAP_ALIGN, np.float32)
+        table = np.zeros(tap_align, np.float32)
         table[-1] = 1.0
         table.flags.writeable = False
-        return Design(table, _TAP_ALIGN, 0)
+        return Design(table, tap_align, 0)
 
     def check_size(centre: int) -> None:
-        coefficients = up * _row_length(up, centre)[1]
+        coefficients = up * _row_length(up, centre, tap_align)[1]
         if coefficients > MAX_COEFFICIENTS:
             raise RatioRefused(
                 f"the ratio {up}/{down} needs {coefficients} filter coefficients at quality "
@@ -434,7 +436,7 @@ def _make_design(up: int, down: int, quality: str) -> Design:
     check_size(_estimated_centre(up, down, quality))  # before any time is spent
     h, centre = _prototype(up, down, quality)
     check_size(centre)
-    per_phase, taps = _row_length(up, centre)
+    per_phase, taps = _row_length(up, centre, tap_align)
     # Row p holds h[p], h[p + up], ... newest-last, so it lines up with the
     # `taps` most recent input frames; the padding goes in front (oldest).
     phases = np.zeros(per_phase * up)
@@ -447,5 +449,5 @@ def _make_design(up: int, down: int, quality: str) -> Design:
     return Design(table, taps, centre // down)
 
 
-# One table per (up, down, quality), shared by every stream that uses it.
+# One table per (up, down, quality, alignment), shared by every stream that uses it.
 design = functools.lru_cache(maxsize=64)(_make_design)

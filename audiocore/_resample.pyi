@@ -4,7 +4,7 @@ from typing_extensions import disjoint_base
 
 from audiocore._typing import SampleBuffer
 
-_TAP_ALIGN: int
+TAP_ALIGN: int
 
 def _paths() -> list[str]: ...
 def _get_path() -> str: ...

@@ -36,8 +36,9 @@ cdef int64_t _MAX_FRAMES = 1 << 40
 
 cdef int _path = ac_best_path()
 
-# Filter rows must be a multiple of this many taps long (_filters.py pads).
-_TAP_ALIGN = AC_RESAMPLE_TAP_ALIGN
+# Filter rows must be a multiple of this many taps long: resample.py hands
+# it to _filters.design, which pads the rows.
+TAP_ALIGN = AC_RESAMPLE_TAP_ALIGN
 
 
 def _get_path():

@@ -4,6 +4,11 @@ A check returns the value as the kernels want it (an `int`, a `float`) or
 raises with the argument's name, what was expected and what came:
 ``TypeError`` for a wrong type, ``ValueError`` for a value out of range,
 e.g. "channels: expected an integer from 1 to 64, got 0".
+
+Pure Python on purpose: the layers go one way (``.py`` -> ``.pyx`` -> C),
+so a limit that belongs to the C kernels (the channel count) comes in as an
+argument from the module that wraps them, never by importing a compiled
+module here (tests/core/test_layers.py).
 """
 
 from __future__ import annotations
@@ -11,10 +16,7 @@ from __future__ import annotations
 import math
 import operator
 
-from audiocore._convert import MAX_CHANNELS
-
 __all__ = [
-    "MAX_CHANNELS",
     "MAX_SAMPLE_RATE",
     "check_channels",
     "check_choice",
@@ -28,9 +30,6 @@ __all__ = [
 # 768 kHz that the fastest audio interfaces run at.  (The jitter buffer also
 # has a lower bound of its own.)
 MAX_SAMPLE_RATE = 1_000_000
-
-# MAX_CHANNELS, channels per interleaved frame, is the C kernels' limit
-# (64; audiocore/src/pcm.h says why), imported so there is one number.
 
 
 def _index(name: str, value: object, what: str) -> int:
@@ -62,9 +61,10 @@ def check_rate(name: str, value: object, lo: int = 1) -> int:
     return rate
 
 
-def check_channels(value: object) -> int:
-    """A channel count, from 1 to MAX_CHANNELS."""
-    return check_int("channels", value, 1, MAX_CHANNELS)
+def check_channels(value: object, limit: int) -> int:
+    """A channel count, from 1 to `limit`: the kernels' MAX_CHANNELS, which
+    the caller takes from the compiled module (one number, in pcm.h)."""
+    return check_int("channels", value, 1, limit)
 
 
 def check_real(name: str, value: object, lo: float, hi: float, what: str) -> float:

@@ -16,6 +16,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 from audiocore import _jitter
+from audiocore._convert import MAX_CHANNELS
 from audiocore._jitter import JitterCore
 from audiocore._validate import (
     check_channels,
@@ -162,7 +163,7 @@ class JitterBuffer:
         high_water_ms: float | None = None,
     ) -> None:
         rate = check_rate("sample_rate", sample_rate, MIN_SAMPLE_RATE)
-        channels = check_channels(channels)
+        channels = check_channels(channels, MAX_CHANNELS)
         frame_ms = check_real("frame_ms", frame_ms, 1, MAX_FRAME_MS, "a frame length in ms")
         check_choice("profile", profile, PROFILES)
         exact = rate * frame_ms / 1000

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 import numpy as np
 
+from audiocore._convert import MAX_CHANNELS
 from audiocore._filters import QUALITIES, RatioRefused, design
-from audiocore._resample import ResamplerCore
+from audiocore._resample import TAP_ALIGN, ResamplerCore
 from audiocore._validate import check_channels, check_choice, check_rate
 
 if TYPE_CHECKING:
@@ -140,14 +141,14 @@ class Resampler(ResamplerCore, Generic[_Output]):
     ) -> None:
         in_rate = check_rate("in_rate", in_rate)
         out_rate = check_rate("out_rate", out_rate)
-        channels = check_channels(channels)
+        channels = check_channels(channels, MAX_CHANNELS)
         check_choice("quality", quality, tuple(QUALITIES))
         check_choice("input", input, _FORMATS)
         check_choice("output", output, _FORMATS)
         common = math.gcd(in_rate, out_rate)
         up, down = out_rate // common, in_rate // common
         try:
-            designed = design(up, down, quality)
+            designed = design(up, down, quality, TAP_ALIGN)
         except RatioRefused as exc:
             raise ValueError(f"{in_rate} -> {out_rate} Hz: {exc}") from None
         super().__init__(

@@ -10,9 +10,8 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, NamedTuple
 
-from audiocore._convert import _check_samples
+from audiocore._convert import MAX_CHANNELS, check_samples
 from audiocore._validate import (
-    MAX_CHANNELS,
     MAX_SAMPLE_RATE,
     check_channels,
     check_choice,
@@ -63,7 +62,7 @@ def wav_header(
     1 to `audiocore.MAX_CHANNELS` (64).
     """
     rate = check_rate("sample_rate", sample_rate)
-    nch = check_channels(channels)
+    nch = check_channels(channels, MAX_CHANNELS)
     tag, size = _writable_format(format)
     block = nch * size
     if tag == _PCM:
@@ -105,8 +104,8 @@ def to_wav(pcm: SampleBuffer, sample_rate: int, *, channels: int = 1, format: st
     `wav_header`.
     """
     _, size = _writable_format(format)
-    nch = check_channels(channels)
-    samples = _check_samples(pcm, format, "pcm")
+    nch = check_channels(channels, MAX_CHANNELS)
+    samples = check_samples(pcm, format, "pcm")
     if samples % nch:
         raise ValueError(
             f"pcm: expected a whole number of {nch}-channel frames, got {samples} samples"

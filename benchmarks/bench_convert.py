@@ -6,14 +6,10 @@ Each test times one contender on one size, then checks its result against
 audiocore's (which the test suite checks against the reference).
 """
 
-import warnings
-
 import pytest
 from convert_cases import SIZES, f32_input, s16_input, to_f32_cases, to_s16_cases
 
 import audiocore
-
-warnings.filterwarnings("ignore", category=DeprecationWarning)  # audioop
 
 
 def all_cases():

@@ -224,6 +224,9 @@ def main() -> None:
         "--models", default="offline,gemini", help="offline, gemini (the local endpoint), or both"
     )
     parser.add_argument(
+        "--barge-ins", type=int, default=5, help="interrupted turns per model (1: a smoke run)"
+    )
+    parser.add_argument(
         "--py-spy",
         type=Path,
         metavar="DIR",
@@ -266,9 +269,10 @@ def main() -> None:
                 )
                 assert r["lost_samples"] >= 0, "more echo than was spoken"
         for model in models:
-            b = barge_in(speech, workers=args.workers, model_env=envs[model])
+            b = barge_in(speech, args.barge_ins, workers=args.workers, model_env=envs[model])
             print(
-                f"barge-in, {model} (client interrupt 0.5 s into the echo, 5 times): "
+                f"barge-in, {model} (client interrupt 0.5 s into the echo, "
+                f"{args.barge_ins} times): "
                 f"interrupt → data-interrupted max {max(b['notice_ms']):.1f} ms; "
                 f"interrupt → last audio frame received max {max(b['last_audio_ms']):.1f} ms; "
                 f"server flush → last frame sent max {max(b['server_last_frame_ms']):.2f} ms"

@@ -376,6 +376,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help="a subset, in order")
     parser.add_argument("--json", type=Path, help="write every block's figures here")
+    parser.add_argument(
+        "--no-warm-up",
+        dest="warm_up",
+        action="store_false",
+        help="skip the warm-up block (a smoke run: its first figures are cold)",
+    )
     args = parser.parse_args()
     import audiocore
 
@@ -404,7 +410,8 @@ def main() -> None:
                     "pid adk": adk_proc.pid,
                 }
                 contenders = tuple(args.contenders.split(","))
-                for contender in contenders:  # warm-up: imports, filter designs, the database
+                for contender in contenders if args.warm_up else ():
+                    # Imports, filter designs, the database.
                     run_block(contender, 1, 1, target, inputs)
                 for rep in range(args.repeat):
                     order = contenders if rep % 2 == 0 else contenders[::-1]

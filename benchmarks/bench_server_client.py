@@ -27,6 +27,10 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
+# The speech the server tests use, from their helper (as pytest imports it).
+sys.path.insert(0, str(REPO / "tests" / "server"))
+from speech_helpers import speech_f32  # noqa: E402
+
 FRAME_S = 0.020
 IN_RATE = 48_000
 OUT_RATE = 24_000
@@ -41,37 +45,13 @@ PUSH_TO_TALK_START = json.dumps(
     }
 )
 OUT_FRAME = OUT_RATE * 40 // 1000  # the server's default output frame
-SPEECH_TEXT = "Hello, this is a test of the audio bridge."
 
 
 def speech_48k() -> np.ndarray:
-    """espeak-ng speech as 48 kHz float32, trimmed to a multiple of 6 samples."""
-    folder = Path(tempfile.mkdtemp())
-    raw, out = folder / "speech.wav", folder / "speech.f32"
-    subprocess.run(["espeak-ng", "-w", str(raw), SPEECH_TEXT], check=True)
-    subprocess.run(
-        [
-            "sox",
-            str(raw),
-            "-t",
-            "raw",
-            "-e",
-            "floating-point",
-            "-b",
-            "32",
-            "-r",
-            str(IN_RATE),
-            "-c",
-            "1",
-            str(out),
-            "rate",
-            "-v",
-        ],
-        check=True,
-    )
-    x = np.fromfile(out, "<f4")
-    shutil.rmtree(folder)
-    x = (x / np.max(np.abs(x)) * 0.5).astype(np.float32)
+    """The tests' speech (espeak-ng) as 48 kHz float32, trimmed to a
+    multiple of 6 samples (whole frames at 48 and 16 kHz)."""
+    with tempfile.TemporaryDirectory() as folder:
+        x = speech_f32(Path(folder), IN_RATE)
     return x[: len(x) // 6 * 6]
 
 

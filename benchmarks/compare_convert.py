@@ -1,6 +1,7 @@
 """One table, one run: float32 <-> PCM16 conversion against the anchors.
 
     python benchmarks/compare_convert.py [--repeat 15]
+    python benchmarks/compare_convert.py --smoke    # each call once: that it runs (CI)
 
 Per contender and size: the median over `repeat` timeit runs of the time per
 call (each run long enough to swamp the timer), the ratio to audiocore, and
@@ -24,6 +25,8 @@ warnings.filterwarnings("ignore", category=DeprecationWarning)  # audioop
 
 
 def per_call_ns(call, repeat):
+    if repeat == 0:  # the smoke run: one call, a figure of no meaning
+        return timeit.Timer(call).timeit(number=1) * 1e9
     number, _ = timeit.Timer(call).autorange()  # runs of >= 0.2 s
     number = max(1, number // 4)
     runs = timeit.Timer(call).repeat(repeat=repeat, number=number)
@@ -72,7 +75,12 @@ def paths(repeat):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument(
+        "--smoke", action="store_true", help="time each call once (--repeat 0): that it runs"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.repeat = 0
     print(
         f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
         f"numpy {np.__version__}, default path {_convert._get_path()}"

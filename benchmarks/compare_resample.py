@@ -1,6 +1,7 @@
 """One run, three tables and two plots: streaming resamplers side by side.
 
     python benchmarks/compare_resample.py [--calls 1000] [--plots DIR]
+    python benchmarks/compare_resample.py --smoke   # one ratio, few calls, no plots (CI)
 
 1. Speed: time per 20 ms chunk (median and p99 over `calls` consecutive
    calls of one stream, after 100 warm-up calls) and the time for a 10 s
@@ -71,7 +72,7 @@ def per_chunk_us(factory, in_rate, calls):
     return float(np.median(times)), float(times.mean()), float(np.percentile(times, 99))
 
 
-def ten_seconds_ms(factory, in_rate, reps=5):
+def ten_seconds_ms(factory, in_rate, reps):
     x = speech_like(10 * in_rate, in_rate)
     runs = []
     for _ in range(reps):
@@ -84,7 +85,7 @@ def ten_seconds_ms(factory, in_rate, reps=5):
     return statistics.median(runs) * 1000
 
 
-def one_shot_ms(function, in_rate, reps=5):
+def one_shot_ms(function, in_rate, reps):
     x = speech_like(10 * in_rate, in_rate)
     runs = []
     for _ in range(reps):
@@ -100,22 +101,22 @@ def check(factory, in_rate, out_rate):
     assert abs(amplitude - 0.5) < 0.01, amplitude
 
 
-def speed_table(calls):
+def speed_table(calls, pairs, reps=5):
     print("## Speed: µs per 20 ms chunk, and ms per 10 s buffer (process + flush)\n")
     print("| ratio | contender | median | mean | p99 | median vs soxr HQ | 10 s | × real time |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for in_rate, out_rate in PAIRS:
+    for in_rate, out_rate in pairs:
         found = contenders(in_rate, out_rate)
         rows = {name: per_chunk_us(f, in_rate, calls) for name, f in found.items()}
         anchor = rows["soxr HQ"][0] if "soxr HQ" in rows else float("nan")
         for name, (median, mean, p99) in rows.items():
-            ms = ten_seconds_ms(found[name], in_rate)
+            ms = ten_seconds_ms(found[name], in_rate, reps)
             print(
                 f"| {in_rate}→{out_rate} | {name} | {median:.2f} | {mean:.2f} | {p99:.2f} | "
                 f"{median / anchor:.2f}× | {ms:.2f} | {10000 / ms:.0f} |"
             )
         for name, function in one_shot(in_rate, out_rate).items():
-            ms = one_shot_ms(function, in_rate)
+            ms = one_shot_ms(function, in_rate, reps)
             print(
                 f"| {in_rate}→{out_rate} | {name} | — | — | — | — | {ms:.2f} | {10000 / ms:.0f} |"
             )
@@ -123,14 +124,14 @@ def speed_table(calls):
             check(factory, in_rate, out_rate)
 
 
-def quality_table():
+def quality_table(pairs):
     print("\n## Quality (same measurement for everyone)\n")
     print(
         "| ratio | contender | alias rejection dB | ripple dB | SNR 1 kHz dB | "
         "delay ms mean/max | latency@20ms mean/max | empty calls |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for in_rate, out_rate in PAIRS:
+    for in_rate, out_rate in pairs:
         found = contenders(in_rate, out_rate)
         for name, factory in found.items():
             if name.startswith("audiocore") and not name.endswith("f32"):
@@ -145,14 +146,14 @@ def quality_table():
             )
 
 
-def path_table(calls):
+def path_table(calls, pairs):
     print("\n## audiocore by SIMD path: µs per 20 ms chunk (median), f32 in, s16 out\n")
     paths = _resample._paths()
     print("| ratio | " + " | ".join(paths) + " |")
     print("|---|" + "---:|" * len(paths))
     before = _resample._get_path()
     try:
-        for in_rate, out_rate in PAIRS:
+        for in_rate, out_rate in pairs:
             cells = []
             for path in paths:
                 _resample._set_path(path)
@@ -226,14 +227,22 @@ def main():
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--plots", default=os.path.dirname(os.path.abspath(__file__)))
     parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the first ratio only, 5 calls, one repetition, no plots: that it runs",
+    )
     args = parser.parse_args()
+    pairs, reps = PAIRS, 5
+    if args.smoke:
+        pairs, reps, args.calls, args.no_plots = PAIRS[:1], 1, 5, True
     print(
         f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
         f"numpy {np.__version__}, audiocore path {_resample._get_path()}\n"
     )
-    speed_table(args.calls)
-    quality_table()
-    path_table(args.calls)
+    speed_table(args.calls, pairs, reps)
+    quality_table(pairs)
+    path_table(args.calls, pairs)
     if not args.no_plots:
         plots(args.plots)
 

@@ -611,6 +611,9 @@ def main():
     parser.add_argument("--seed", type=int, default=20261130)
     parser.add_argument("--seconds", type=float, default=120.0)
     args = parser.parse_args()
+    if args.seconds < 14:
+        # model_trace starts a turn of up to 10 s only while 12 s remain.
+        parser.error(f"--seconds: expected at least 14 (one model turn), got {args.seconds:g}")
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
     rows, checks = [], []

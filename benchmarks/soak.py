@@ -2,6 +2,7 @@
 same server at the end?
 
     python benchmarks/soak.py --sessions 10 --minutes 1       # a short trial
+    python benchmarks/soak.py --sessions 2 --minutes 1 --minute-s 5 --settle 1   # smoke: it runs
     setsid sh -c 'echo -10 > /proc/self/autogroup &&
         exec nice -n -10 python benchmarks/soak.py --json soak.json'   # 100 × 10 min
 
@@ -229,12 +230,13 @@ async def _connection(
     return turn
 
 
-async def _sample(pid: int, t0: float, minutes: int, every_s: float, samples: list[dict]) -> None:
+async def _sample(
+    pid: int, t0: float, minutes: int, every_s: float, samples: list[dict], minute_s: int = 60
+) -> None:
     """A sample of the server and of this process at every ``every_s``;
     exactly at each minute's end too."""
-    ticks = sorted(
-        {*np.arange(every_s, 60 * minutes + every_s / 2, every_s), *range(60, 60 * minutes + 1, 60)}
-    )
+    ends = range(minute_s, minute_s * minutes + 1, minute_s)
+    ticks = sorted({*np.arange(every_s, minute_s * minutes + every_s / 2, every_s), *ends})
     for tick in ticks:
         await asyncio.sleep(max(0.0, t0 + tick - time.monotonic()))
         samples.append(_snapshot(pid, float(tick)))
@@ -254,36 +256,41 @@ async def _soak(url: str, pid: int, speech, args, first: int = 0) -> tuple[Load,
     load, samples = Load(), []
     t0 = time.monotonic()
     samples.append(_snapshot(pid, 0.0))
-    end = t0 + 60 * args.minutes
+    end = t0 + args.minute_s * args.minutes
 
     async def start(k: int) -> None:
         await asyncio.sleep(args.stagger * k / args.sessions)
         await _session(url, speech, first + k, end, load)
 
-    sampler = asyncio.create_task(_sample(pid, t0, args.minutes, args.sample_every, samples))
+    sampler = asyncio.create_task(
+        _sample(pid, t0, args.minutes, args.sample_every, samples, args.minute_s)
+    )
     await asyncio.gather(*(start(k) for k in range(args.sessions)))
     await sampler
     return load, samples, t0
 
 
-def minute_rows(load: Load, samples: list[dict], t0: float, minutes: int) -> list[dict]:
-    at_minute = {round(s["t"]): s for s in samples if s["t"] % 60 == 0}
+def minute_rows(
+    load: Load, samples: list[dict], t0: float, minutes: int, minute_s: int = 60
+) -> list[dict]:
+    at_minute = {round(s["t"]): s for s in samples if s["t"] % minute_s == 0}
     rows = []
     for m in range(1, minutes + 1):
         # Turns that end after the last minute (the turn in flight) count in it.
         turns = [
             t
             for t in load.turns
-            if m - 1 <= (t.ended - t0) / 60 < m or (m == minutes and (t.ended - t0) / 60 >= m)
+            if m - 1 <= (t.ended - t0) / minute_s < m
+            or (m == minutes and (t.ended - t0) / minute_s >= m)
         ]
         errors = [
             e
             for e in load.errors
-            if m - 1 <= (e[0] - t0) / 60 < m or (m == minutes and (e[0] - t0) / 60 >= m)
+            if m - 1 <= (e[0] - t0) / minute_s < m or (m == minutes and (e[0] - t0) / minute_s >= m)
         ]
         lateness = np.concatenate([t.lateness_s for t in turns]) if turns else np.zeros(0)
         first = [t.first_audio_s for t in turns if t.first_audio_s == t.first_audio_s]
-        a, b = at_minute[60 * (m - 1)], at_minute[60 * m]
+        a, b = at_minute[minute_s * (m - 1)], at_minute[minute_s * m]
         rows.append(
             {
                 "minute": m,
@@ -415,6 +422,13 @@ def main() -> None:
     )
     parser.add_argument("--sample-every", type=float, default=10.0, help="s between samples")
     parser.add_argument(
+        "--minute-s",
+        type=int,
+        default=60,
+        help="how long a 'minute' (a row, the load's unit) is: shorter only for a smoke run "
+        "(tests/test_benchmarks.py), whose figures mean nothing",
+    )
+    parser.add_argument(
         "--again",
         type=int,
         default=0,
@@ -463,7 +477,7 @@ def main() -> None:
             again = {"after_close": proc_sample(proc.pid), "errors": len(load2.errors)}
         server_nice = os.getpriority(os.PRIO_PROCESS, proc.pid)
     totals = json.loads(stats.read_text()) if stats.exists() else {}
-    rows = minute_rows(load, samples, t0, args.minutes)
+    rows = minute_rows(load, samples, t0, args.minutes, args.minute_s)
     print(
         f"{'min':>3} {'turns':>5} {'lost':>5} {'dup':>4} {'forgn':>5} {'late':>4} "
         f"{'1st p99':>7} {'chunk p99':>9} {'err':>3} {'RSS MB':>7} {'fds':>4} "

@@ -28,6 +28,7 @@ import pytest
 from audiocore import _jitter, _resample, float32_to_pcm16, pcm16_to_float32
 from audiocore._filters import design
 from audiocore._jitter import JitterCore
+from audiocore._resample import TAP_ALIGN
 from audiocore.resample import Resampler
 
 SOURCES = Path(__file__).resolve().parents[2] / "audiocore" / "src"
@@ -140,7 +141,7 @@ def run_swapping(lib, in_rate, out_rate, channels, input, output, data):
     """One stream through the swapping build: process all of `data`, then flush."""
     common = np.gcd(in_rate, out_rate)
     up, down = out_rate // common, in_rate // common
-    table = design(up, down, "voice")
+    table = design(up, down, "voice", TAP_ALIGN)
     formats = {"f32": F32, "s16": S16}
     r = lib.ac_resampler_new(
         table.table.ctypes.data,

@@ -20,6 +20,7 @@ from resample_reference import (
 
 from audiocore import _resample
 from audiocore._filters import QUALITIES, design, prototype, remez_lowpass
+from audiocore._resample import TAP_ALIGN
 from audiocore.resample import Resampler, resample
 
 RATES = [8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000]
@@ -33,7 +34,7 @@ def rounding_bound(in_rate, out_rate, quality, peak):
     exact float64 one: (taps + 2) unit roundoffs (summation, coefficient and
     result rounding) times the largest sum of |coefficients| of any phase."""
     up, down = ratio(in_rate, out_rate)
-    designed = design(up, down, quality)
+    designed = design(up, down, quality, TAP_ALIGN)
     rows = np.abs(designed.table.reshape(up, designed.taps).astype(np.float64)).sum(axis=1)
     return (designed.taps + 2) * UNIT_ROUNDOFF * rows.max() * peak
 

@@ -11,6 +11,7 @@ from resample_reference import noise, pcm16_policy, ratio
 
 from audiocore import _filters
 from audiocore._filters import design
+from audiocore._resample import TAP_ALIGN
 from audiocore.resample import Resampler, resample
 
 
@@ -177,7 +178,7 @@ def spoiled_outputs(k, frames_out, in_rate, out_rate, stream):
     """Output frames whose filter window (the `taps` frames up to
     floor((n + delay) * in / out)) holds input frame k."""
     up, down = ratio(in_rate, out_rate)
-    taps = design(up, down, stream.quality).taps
+    taps = design(up, down, stream.quality, TAP_ALIGN).taps
     newest = (np.arange(frames_out) + stream.delay) * down // up
     return set(np.flatnonzero((newest >= k) & (newest - taps + 1 <= k)))
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import pathlib
 import shutil
-import subprocess
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from postgres_helpers import postgres_server, postgres_url  # noqa: F401 (fixtures)
+from speech_helpers import speech_f32
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
-
-SPEECH_TEXT = "Hello, this is a test of the audio bridge."
 
 
 @pytest.fixture
@@ -43,31 +42,7 @@ def speech_48k(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
     """Real speech (espeak-ng) as 48 kHz mono float32."""
     _need("espeak-ng")
     _need("sox")
-    folder = tmp_path_factory.mktemp("speech")
-    raw, out = folder / "speech.wav", folder / "speech48k.f32"
-    subprocess.run(["espeak-ng", "-w", str(raw), SPEECH_TEXT], check=True)
-    subprocess.run(
-        [
-            "sox",
-            str(raw),
-            "-t",
-            "raw",
-            "-e",
-            "floating-point",
-            "-b",
-            "32",
-            "-r",
-            "48000",
-            "-c",
-            "1",
-            str(out),
-            "rate",
-            "-v",
-        ],
-        check=True,
-    )
-    samples = np.fromfile(out, dtype="<f4")
-    return (samples / max(1e-9, float(np.max(np.abs(samples)))) * 0.5).astype(np.float32)
+    return speech_f32(tmp_path_factory.mktemp("speech"), 48_000)
 
 
 @pytest.fixture

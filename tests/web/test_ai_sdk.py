@@ -4,13 +4,15 @@ on /ws (the socket URL in AUDIOCORE_WS_URL), and AI SDK's own
 DefaultChatTransport on POST /api/chat and /stream (the base URL in
 AUDIOCORE_HTTP_URL).
 
-The npm packages come from ``npm ci --prefix tests/web/js`` (CI runs it; see
-docs/chat-transport.md). Without them, or without node, the test skips (fails
-under AUDIOCORE_REQUIRE_BROWSER=1).
+The npm packages come from ``npm ci --prefix tests/web/js``, exactly as
+locked; the first test that needs them runs it when they are missing (see
+docs/chat-transport.md). Without node or npm, or when npm ci fails, the test
+skips (fails under AUDIOCORE_REQUIRE_BROWSER=1).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -29,13 +31,37 @@ def node_command(node: str) -> list[str]:
     return [node] if probe.returncode == 0 else [node, "--experimental-websocket"]
 
 
+def install_npm_packages() -> None:
+    """``npm ci`` in tests/web/js unless its packages are there: the README's
+    test command needs no step of its own for them."""
+    installed = JS / "node_modules" / "ai" / "package.json"
+    if installed.exists():
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        missing("the npm packages are not installed, and npm is not (Debian package npm)")
+    # One install at a time (pytest -n runs the tests in several processes).
+    with open(JS / "package-lock.json") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if installed.exists():
+            return
+        result = subprocess.run(
+            [npm, "ci", "--prefix", str(JS), "--no-audit", "--no-fund"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    if result.returncode != 0:
+        missing(f"npm ci --prefix tests/web/js failed: {result.stderr[-2000:]}")
+
+
 def run_node_tests(test_file: str, env: dict[str, str], *, at_least: int) -> None:
     """``node --test`` on one file of tests/web/js/aisdk/; every test passes."""
     node = shutil.which("node")
     if node is None:
-        missing("node is not installed")
-    if not (JS / "node_modules" / "ai" / "package.json").exists():
-        missing("the npm packages are not installed (npm ci --prefix tests/web/js)")
+        missing("node is not installed (Debian package nodejs)")
+    install_npm_packages()
     result = subprocess.run(
         [*node_command(node), "--test", str(JS / "aisdk" / test_file)],
         cwd=JS,
