@@ -44,7 +44,7 @@ STAGES = (
     ("ADK: send_to_model", "send_to_model"),
     ("ours: pump (_pump)", "LiveConnection._pump"),
     ("ours: receiver (_receiver)", "LiveConnection._receiver"),
-    ("ours: sender (_sender)", "LiveConnection._sender"),
+    ("ours: sender (Sender.run)", "Sender.run"),
     ("uvicorn: socket writes", "WebSocketsSansIOProtocol.send"),
 )
 

@@ -62,7 +62,7 @@ class BoundedLiveHistory(BaseSessionService):
 
 @functools.cache
 def _database_service_class() -> type[BoundedLiveHistory]:
-    # Imported on first use: it needs SQLAlchemy (the `db` extra).
+    # Imported on first use: it needs SQLAlchemy (the `db` dependency group).
     from google.adk.sessions import DatabaseSessionService
 
     class BoundedDatabaseSessionService(BoundedLiveHistory, DatabaseSessionService):

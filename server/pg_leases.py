@@ -22,7 +22,7 @@ LISTEN belongs to one long-lived connection (asyncpg's ``add_listener``),
 which SQLAlchemy's async layer has no interface for, and the store is a few
 fixed statements, for which SQLAlchemy's Core would only add a layer over
 the same driver. asyncpg is already what ``postgresql+asyncpg://`` URLs
-load (the ``[db]`` extra); every call is a coroutine, so the event loop
+load (the ``db`` dependency group); every call is a coroutine, so the event loop
 never blocks, and every statement is bounded by ``STATEMENT_TIMEOUT_S``.
 """
 
