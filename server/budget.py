@@ -117,9 +117,14 @@ class AddressBudgets:
     ``rate_scale`` multiplies every rate (not the bursts)."""
 
     def __init__(
-        self, *, rate_scale: float = 1.0, clock: Callable[[], float] = time.monotonic
+        self,
+        *,
+        rate_scale: float = 1.0,
+        on_drop: Callable[[str], None] = lambda kind: None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.rate_scale = rate_scale
+        self.on_drop = on_drop  # every connection's drops, by kind (for /metrics)
         self._clock = clock
         self._buckets: dict[str, tuple[TokenBucket, int]] = {}
         frame = RATES["frame"]

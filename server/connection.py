@@ -84,7 +84,8 @@ class LiveConnection:
         self.budget = MessageBudget(
             parts.budgets.take(self._address),
             close_after=settings.max_dropped_messages,
-            rate_scale=settings.client_rate_scale,
+            rate_scale=parts.budgets.rate_scale,
+            on_drop=parts.budgets.on_drop,
         )
         self._cancels = 0  # task_cancel requests under way
         self.session_id: str | None = None
