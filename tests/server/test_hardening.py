@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from server import Settings, create_app
-from server.app import SECURITY_HEADERS, host_allowed
+from server.guard import SECURITY_HEADERS, host_allowed
 from server.settings import redact_url
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
