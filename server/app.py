@@ -4,7 +4,7 @@
 |---|---|
 | ``/`` | the demo page (``web/``) |
 | ``GET /healthz`` | liveness and the number of live sockets |
-| ``GET /metrics`` | Prometheus text: loop lag, sockets, runs, drops and refusals (``server/telemetry.py``) |
+| ``GET /metrics`` | Prometheus text: loop lag, sockets, drops, refusals (``telemetry.py``) |
 | ``WS /ws`` | our live protocol (docs/protocol.md) |
 | ``WS /live`` | the seed project's BIDI dialect of it |
 | ``WS /run_live`` | ADK's live protocol (``server/adk_live.py``) |

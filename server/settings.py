@@ -132,6 +132,8 @@ class Settings:
     task_model: str | None = None  # the backend agent's Gemini text model; None: TASK_MODEL
     task_offline_delay_s: float = 1.0  # offline backend model: each step takes this long
     max_queued_tasks: int = 5  # tasks waiting per owner (besides the running one)
+    max_running_tasks: int = 8  # tasks this process runs at once; the rest wait queued
+    max_task_owners: int = 200  # owners with work queued or running in this process
     max_task_objective_chars: int = 2_000
     max_task_result_chars: int = 4_000
     max_task_records: int = 50  # kept per owner; the oldest finished ones go first

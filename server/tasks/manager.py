@@ -115,6 +115,9 @@ class TaskManager:
         # task running and the owner's queue stuck.
         self._watched: set[str] = set()
         self._watch: asyncio.Task[None] | None = None
+        # Tasks this process runs at once, whoever owns them: the others
+        # stay queued until a run ends (a cost bound with a paid model).
+        self._slots = asyncio.Semaphore(settings.max_running_tasks)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -256,6 +259,13 @@ class TaskManager:
         if self._closing:
             raise RuntimeError("the task manager is closed")
         now = self._clock()
+
+        busy = sum(1 for o, state in self._owners.items() if state.worker and o != owner)
+        if busy >= self.settings.max_task_owners:
+            raise TooManyTasks(
+                f"the server has background work for {busy} users (at most "
+                f"{self.settings.max_task_owners}); try again later"
+            )
 
         def add(ledger: Ledger) -> TaskRecord:
             waiting = sum(1 for r in ledger.records.values() if r.state == "queued")
@@ -476,10 +486,13 @@ class TaskManager:
     async def _work(self, owner: str, state: _Owner) -> None:
         try:
             while not self._closing:
-                run = await self._take_next(owner, state)
-                if run is None:
-                    return
-                await self._execute(owner, state, run)
+                async with self._slots:  # queued until a slot is free
+                    if self._closing:
+                        return
+                    run = await self._take_next(owner, state)
+                    if run is None:
+                        return
+                    await self._execute(owner, state, run)
         except Exception:
             log.exception("the task worker of %r failed; the next submit restarts it", owner)
         finally:

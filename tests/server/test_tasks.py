@@ -1106,3 +1106,31 @@ def test_sessions_of_two_users_with_one_id_do_not_share_tasks(settings: Settings
             await runtime.close()
 
     asyncio.run(scenario())
+
+
+def test_the_process_runs_at_most_max_running_tasks_and_serves_max_task_owners(
+    settings: Settings,
+) -> None:
+    """150 chat ids once started 150 runs at once: a cost amplifier with a
+    paid model. Runs past the bound wait queued; owners past theirs are told."""
+    bounded = dataclasses.replace(settings, max_running_tasks=2, max_task_owners=3)
+
+    async def scenario() -> None:
+        async with running(bounded) as manager:
+            owners = ["a", "b", "c"]
+            first = {o: await manager.submit(o, LONG) for o in owners}
+            await until(manager, "a", waiting_on_timer(first["a"].id))
+            await until(manager, "b", waiting_on_timer(first["b"].id))
+            third = await manager.status("c", first["c"].id)
+            assert third is not None and third.state == "queued"  # no slot for it
+            with pytest.raises(TooManyTasks, match="background work for 3 users"):
+                await manager.submit("d", SUM)
+            await manager.submit("a", SUM)  # an owner with work may queue more
+            await manager.cancel("a", first["a"].id)
+            # A slot is free: the queued run of c (or a's next) takes it.
+            records = await until(manager, "c", lambda r: r[first["c"].id].state == "running")
+            assert records[first["c"].id].started_at is not None
+            for owner in owners:
+                await manager.cancel(owner, first[owner].id)
+
+    asyncio.run(scenario())
