@@ -135,6 +135,17 @@ class AddressBudgets:
         self._buckets[address] = (bucket, users + 1)
         return bucket
 
+    def for_connection(self, address: str, *, close_after: int) -> MessageBudget:
+        """A new connection's budget, sharing its address's frames; ``release``
+        the address when the connection ends."""
+        return MessageBudget(
+            self.take(address),
+            close_after=close_after,
+            rate_scale=self.rate_scale,
+            on_drop=self.on_drop,
+            clock=self._clock,
+        )
+
     def release(self, address: str) -> None:
         bucket, users = self._buckets[address]
         if users > 1:

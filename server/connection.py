@@ -43,7 +43,6 @@ from starlette.websockets import (
 )
 
 from . import chunks, protocol
-from .budget import MessageBudget
 from .claims import SessionBusy
 from .conversation import Conversation, LiveParts, assemble, welcome
 from .dialects import Dialect, Opening
@@ -81,11 +80,8 @@ class LiveConnection:
         self.translator = dialect.translator(parts.agents.tools, parts.agents.live_model_name)
         self.metrics = ConnectionMetrics(collect_timings=settings.collect_timings)
         self._address = websocket.client.host if websocket.client else ""
-        self.budget = MessageBudget(
-            parts.budgets.take(self._address),
-            close_after=settings.max_dropped_messages,
-            rate_scale=parts.budgets.rate_scale,
-            on_drop=parts.budgets.on_drop,
+        self.budget = parts.budgets.for_connection(
+            self._address, close_after=settings.max_dropped_messages
         )
         self._cancels = 0  # task_cancel requests under way
         self.session_id: str | None = None
