@@ -34,12 +34,17 @@ class Rate:
 
 
 RATES: dict[str, Rate] = {
-    "frame": Rate(400, 800),  # any frame, before it is decoded
-    "audio": Rate(300, 600),  # 10 ms frames are 100 a second
+    "frame": Rate(400, 1200),  # any frame, before it is decoded
+    # 10 ms frames are 100 a second; the burst is 20 s of 20 ms frames, for
+    # a client that sends a recording faster than real time.
+    "audio": Rate(300, 1000),
     "edge": Rate(10, 20),  # activity_start / activity_end / audio_control
     "ping": Rate(5, 10),
     "interrupt": Rate(10, 20),
-    "content": Rate(10, 20),  # text, image, message, content, close
+    # Text, image, message, content, close: the burst is the model queue's
+    # room for content (max_pending_requests), so a burst the queue takes
+    # is never cut short here.
+    "content": Rate(10, 100),
     "answer": Rate(20, 50),  # tool approvals, results, function responses
     "task": Rate(2, 5),  # task_cancel
     "error": Rate(5, 10),  # error chunks about bad input, sent by us
