@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from starlette.requests import Request
 
-from . import protocol
+from . import protocol, strict_json
 
 
 class HttpError(Exception):
@@ -19,7 +18,7 @@ class HttpError(Exception):
 
 async def read_json_body(request: Request, limit: int) -> Any:
     """The request body as JSON (``None`` if empty); 413 past ``limit`` bytes,
-    400 if it is not JSON."""
+    400 if it is not JSON (``NaN`` and ``Infinity`` are not)."""
     size = request.headers.get("content-length")
     if size is not None and size.isdigit() and int(size) > limit:
         raise HttpError(413, f"request body of {size} bytes exceeds the limit of {limit}")
@@ -31,7 +30,9 @@ async def read_json_body(request: Request, limit: int) -> Any:
     if not body.strip():
         return None
     try:
-        data = json.loads(body)
+        data = strict_json.loads(body)
+    except strict_json.NonFiniteNumber as exc:
+        raise HttpError(400, f"request body: {exc}") from None
     except (ValueError, RecursionError):
         raise HttpError(400, "request body: expected JSON") from None
     try:

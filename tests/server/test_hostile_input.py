@@ -1,0 +1,167 @@
+"""Hostile input on every surface (issue 28, items 3, 5, 7 and 8): state a
+client may not write, bodies that never come, non-JSON numbers, and REST
+bodies that used to get a 500.
+
+Real app, real SQLite session store, the offline model; the body timeouts
+on real uvicorn over raw sockets. Every frame and SSE event the server
+sends is read with a strict JSON parser (a browser's ``JSON.parse``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from server_helpers import start
+from starlette.testclient import TestClient
+
+from server import chunks, protocol
+from server.adk_json import encode_event
+
+BASE = "/apps/audiocore/users/u1/sessions"
+
+
+def _reject(token: str) -> Any:
+    raise AssertionError(f"non-JSON constant {token} sent to a client")
+
+
+def strict(text: str) -> Any:
+    return json.loads(text, parse_constant=_reject)
+
+
+def strict_until(ws: Any, kind: str, limit: int = 2000) -> list[dict[str, Any]]:
+    """Frames up to and including the first of type ``kind``, parsed strictly."""
+    seen = []
+    for _ in range(limit):
+        message = strict(ws.receive_text())
+        seen.append(message)
+        if message["type"] == kind:
+            return seen
+    raise AssertionError(f"no {kind!r} in {limit} messages")
+
+
+def sse_events(body: str) -> list[dict[str, Any]]:
+    assert body.endswith("data: [DONE]\n\n"), body[-200:]
+    events = body.split("\n\n")[:-2]
+    assert all(e.startswith("data: ") for e in events), events
+    return [strict(e[len("data: ") :]) for e in events]
+
+
+def session_state(client: TestClient, user: str, session_id: str) -> dict[str, Any]:
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+
+    async def read() -> dict[str, Any]:
+        session = await runtime.sessions.service.get_session(
+            app_name=runtime.settings.app_name, user_id=user, session_id=session_id
+        )
+        return dict(session.state)
+
+    return client.portal.call(read)  # type: ignore[union-attr,no-any-return]
+
+
+# ---------------------------------------------------------------- strict JSON
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_numbers_are_refused_as_input(constant: str) -> None:
+    with pytest.raises(protocol.InputError, match=f"expected finite numbers, got {constant}") as e:
+        protocol.load_json(f'{{"type": "ping", "timestamp": {constant}}}', protocol.Limits())
+    assert not isinstance(e.value, protocol.UnparsableJson)  # an error chunk, not a close
+
+
+def _browser_tool_asked(ws: Any) -> dict[str, Any]:
+    ws.send_text(json.dumps({"type": "text", "text": "where am I"}))
+    request = next(
+        m for m in strict_until(ws, "finish-step") if m["type"] == "tool-approval-request"
+    )
+    ws.send_text(
+        json.dumps({"type": "tool_approval", "approvalId": request["approvalId"], "approved": True})
+    )
+    run = strict_until(ws, "finish-step")
+    return next(m for m in run if m["type"] == "tool-input-available")
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_a_browser_tool_result_with_nan_on_ws(client: TestClient, constant: str) -> None:
+    with client.websocket_connect("/ws") as ws:
+        start(ws)
+        run = _browser_tool_asked(ws)
+        call_id = run["toolCallId"]
+        ws.send_text(
+            f'{{"type": "tool_result", "toolCallId": "{call_id}", '
+            f'"output": {{"latitude": {constant}, "longitude": 2.5}}}}'
+        )
+        error = strict(ws.receive_text())
+        assert error["type"] == "error"
+        assert f"expected finite numbers, got {constant}" in error["errorText"]
+        output = {"latitude": 1.5, "longitude": 2.5}
+        ws.send_text(json.dumps({"type": "tool_result", "toolCallId": call_id, "output": output}))
+        rest = strict_until(ws, "finish")
+    assert next(m for m in rest if m["type"] == "tool-output-available")["output"] == output
+
+
+def test_a_browser_tool_result_with_nan_over_http_chat(client: TestClient) -> None:
+    def post(messages: list[dict[str, Any]], raw: str | None = None, **extra: Any) -> Any:
+        body = {"id": "chat-nan", "messages": messages, "trigger": "submit-message", **extra}
+        content = json.dumps(body) if raw is None else raw
+        return client.post(
+            "/api/chat", content=content, headers={"content-type": "application/json"}
+        )
+
+    asked_for = [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "where am I"}]}]
+    first = sse_events(post(asked_for).text)
+    call = next(c for c in first if c["type"] == "tool-input-available")
+    request = next(c for c in first if c["type"] == "tool-approval-request")
+    part: dict[str, Any] = {
+        "type": f"tool-{call['toolName']}",
+        "toolCallId": call["toolCallId"],
+        "state": "approval-responded",
+        "input": call["input"],
+        "approval": {"id": request["approvalId"], "approved": True},
+    }
+    history = [*asked_for, {"id": first[0]["messageId"], "role": "assistant", "parts": [part]}]
+    sse_events(post(history, messageId=first[0]["messageId"]).text)
+    part["state"] = "output-available"
+    part["output"] = {"latitude": 1.5, "longitude": 2.5}
+    body = json.dumps({"id": "chat-nan", "messages": history, "trigger": "submit-message"}).replace(
+        '"latitude": 1.5', '"latitude": NaN'
+    )
+    assert "NaN" in body
+    refused = post([], raw=body)
+    assert refused.status_code == 400
+    assert "expected finite numbers, got NaN" in refused.text
+    done = sse_events(post(history, messageId=first[0]["messageId"]).text)
+    output = next(c for c in done if c["type"] == "tool-output-available")
+    assert output["output"] == {"latitude": 1.5, "longitude": 2.5}
+
+
+def test_non_finite_numbers_that_reach_the_wire_are_sent_as_null(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """From a server tool's own result or the model, not a client: sent as
+    null (and logged), never as a bare NaN."""
+    output = {"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5], "c": "NaN"}
+    with caplog.at_level(logging.WARNING, logger="server.strict_json"):
+        frame = strict(chunks.encode(chunks.ToolOutput("call_1", output)))
+    assert frame["output"] == {"a": None, "b": [None, None, 1.5], "c": "NaN"}
+    assert "sent as null" in caplog.text
+    assert strict(encode_event({"x": float("nan"), "y": 2.0})) == {"x": None, "y": 2.0}
+
+
+def test_a_non_finite_number_in_a_sessions_state_reads_as_null(client: TestClient) -> None:
+    """Put there by the server itself, never by a client: the session still
+    reads, the number as null (pydantic's JSON mode writes it so)."""
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+
+    async def write() -> None:
+        await runtime.sessions.service.create_session(
+            app_name="audiocore", user_id="u1", session_id="s1", state={"x": float("nan")}
+        )
+
+    client.portal.call(write)  # type: ignore[union-attr]
+    read = client.get(f"{BASE}/s1")
+    assert read.status_code == 200 and strict(read.text)["state"]["x"] is None
+    listed = client.get(BASE)
+    assert listed.status_code == 200 and strict(listed.text)[0]["state"]["x"] is None
