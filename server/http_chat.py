@@ -166,7 +166,10 @@ class ChatEndpoint:
 
     async def post(self, request: Request) -> Response:
         try:
-            body = await read_json_body(request, self._settings.max_http_body_bytes)
+            settings = self._settings
+            body = await read_json_body(
+                request, settings.max_http_body_bytes, settings.body_timeout_s
+            )
             if not isinstance(body, dict):
                 raise HttpError(400, "request body: expected a JSON object")
             chat_id = body.get("id")

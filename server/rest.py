@@ -61,6 +61,7 @@ def session_json(session: Session, *, with_events: bool = True) -> dict[str, Any
 def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -> list[Route]:
     service = sessions.service
     body_limit = settings.max_http_body_bytes
+    body_timeout = settings.body_timeout_s
 
     def route(path: str, methods: list[str]) -> Callable[[Handler], Route]:
         def wrap(handler: Handler) -> Route:
@@ -111,7 +112,7 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
     @route("/apps/{app_name}/users/{user_id}/sessions", ["POST"])
     async def create_session(request: Request) -> Response:
         app, user = target(request)
-        body = await read_json_body(request, body_limit)
+        body = await read_json_body(request, body_limit, body_timeout)
         body = {} if body is None else body
         if not isinstance(body, dict):
             raise HttpError(422, "request body: expected an object")
@@ -129,7 +130,7 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
     @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["POST"])
     async def create_session_with_id(request: Request) -> Response:
         app, user = target(request)
-        state = await read_json_body(request, body_limit)
+        state = await read_json_body(request, body_limit, body_timeout)
         if state is not None and not isinstance(state, dict):
             raise HttpError(422, "request body: expected the state as an object")
         session_id = checked_id(request.path_params["session_id"])
@@ -171,7 +172,7 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
     @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["PATCH"])
     async def patch_session(request: Request) -> Response:
         app, user = target(request)
-        body = await read_json_body(request, body_limit)
+        body = await read_json_body(request, body_limit, body_timeout)
         delta = body.get("stateDelta", body.get("state_delta")) if isinstance(body, dict) else None
         if not isinstance(delta, dict):
             raise HttpError(422, 'request body: expected {"stateDelta": {...}}')

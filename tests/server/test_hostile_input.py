@@ -9,15 +9,20 @@ sends is read with a strict JSON parser (a browser's ``JSON.parse``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from server_helpers import start
 from starlette.testclient import TestClient
 
-from server import chunks, protocol
+from server import Settings, chunks, create_app, protocol
 from server.adk_json import encode_event
 
 BASE = "/apps/audiocore/users/u1/sessions"
@@ -59,6 +64,106 @@ def session_state(client: TestClient, user: str, session_id: str) -> dict[str, A
         return dict(session.state)
 
     return client.portal.call(read)  # type: ignore[union-attr,no-any-return]
+
+
+# ---------------------------------------------------------------- bodies that never come
+
+
+@pytest.fixture
+def body_timeout_settings(settings: Settings) -> Settings:
+    return dataclasses.replace(settings, body_timeout_s=0.5, allowed_hosts=("127.0.0.1",))
+
+
+@pytest.fixture
+def http_server(body_timeout_settings: Settings) -> Iterator[tuple[str, int]]:
+    """The app on real uvicorn, its body timeout 0.5 s."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(create_app(body_timeout_settings), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    started = threading.Event()
+    for _ in range(500):
+        if server.started or started.wait(0.01):
+            break
+    assert server.started, "uvicorn did not start"
+    try:
+        yield sock.getsockname()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def _head(path: str, declared: int) -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {declared}\r\n\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize("path", ["/api/chat", "/stream", BASE, f"{BASE}/s1"])
+def test_a_body_that_never_comes_gets_408(http_server: tuple[str, int], path: str) -> None:
+    with socket.create_connection(http_server) as conn:
+        conn.settimeout(10)  # the response, not a sleep, ends the wait
+        began = time.monotonic()
+        conn.sendall(_head(path, 100) + b'{"id": ')  # then nothing
+        answer = conn.recv(65536)
+        waited = time.monotonic() - began
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert b"not received in full within 0.5 s" in answer
+    assert waited < 5, waited
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        self.aborted = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        if "went away during its body" in record.getMessage():
+            self.aborted.set()
+
+
+@pytest.fixture
+def server_log() -> Iterator[_Records]:
+    handler = _Records()
+    root = logging.getLogger()
+    body_log = logging.getLogger("server.http_body")
+    level = body_log.level
+    body_log.setLevel(logging.INFO)
+    root.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        body_log.setLevel(level)
+
+
+@pytest.mark.parametrize("path", ["/api/chat", BASE])
+def test_an_aborted_body_is_one_line_not_a_traceback(
+    http_server: tuple[str, int], server_log: _Records, path: str
+) -> None:
+    with socket.create_connection(http_server) as conn:
+        conn.sendall(_head(path, 1000) + b'{"id": "abc", ')
+    assert server_log.aborted.wait(10), [r.getMessage() for r in server_log.records]
+    # A request after it is answered, and the aborted one left no traceback.
+    with socket.create_connection(http_server) as conn:
+        conn.settimeout(10)
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        assert conn.recv(65536).startswith(b"HTTP/1.1 200")
+    assert [r for r in server_log.records if r.exc_info or r.levelno >= logging.ERROR] == []
+    assert sum("went away" in r.getMessage() for r in server_log.records) == 1
+
+
+def test_the_body_timeout_is_a_setting() -> None:
+    assert Settings.from_env({"AUDIOCORE_BODY_TIMEOUT_S": "2.5"}).body_timeout_s == 2.5
+    assert "body_timeout_s: expected more than 0, got 0" in Settings(body_timeout_s=0).problems()
 
 
 # ---------------------------------------------------------------- strict JSON
