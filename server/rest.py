@@ -38,6 +38,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .adk_json import event_json
+from .client_state import ForbiddenState, check_client_state
 from .http_body import HttpError, read_json_body
 from .session_access import SessionAccess
 from .settings import Settings
@@ -122,6 +123,7 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
         state = body.get("state")
         if state is not None and not isinstance(state, dict):
             raise HttpError(422, "state: expected an object")
+        _client_state(state or {}, "state")
         events = _initial_events(body.get("events"))
         return await create(
             app, user, checked_id(session_id) if session_id else None, state, events
@@ -133,6 +135,7 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
         state = await read_json_body(request, body_limit, body_timeout)
         if state is not None and not isinstance(state, dict):
             raise HttpError(422, "request body: expected the state as an object")
+        _client_state(state or {}, "request body")
         session_id = checked_id(request.path_params["session_id"])
         return await create(app, user, session_id, state, [])
 
@@ -176,6 +179,7 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
         delta = body.get("stateDelta", body.get("state_delta")) if isinstance(body, dict) else None
         if not isinstance(delta, dict):
             raise HttpError(422, 'request body: expected {"stateDelta": {...}}')
+        _client_state(delta, "stateDelta")
         session = await stored(app, user, request.path_params["session_id"])
         not_live(session.id)
         await service.append_event(
@@ -217,6 +221,13 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
         patch_session,
         list_apps,
     ]
+
+
+def _client_state(state: dict[str, Any], where: str) -> None:
+    try:
+        check_client_state(state, where)
+    except ForbiddenState as exc:
+        raise HttpError(422, str(exc)) from None
 
 
 def _initial_events(raw: Any) -> list[Event]:

@@ -21,9 +21,11 @@ from typing import Any
 import pytest
 from server_helpers import start
 from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, chunks, create_app, protocol
+from server import Settings, adk_live, chunks, create_app, protocol
 from server.adk_json import encode_event
+from server.users import CHAT_USER_ID, USER_ID
 
 BASE = "/apps/audiocore/users/u1/sessions"
 
@@ -64,6 +66,102 @@ def session_state(client: TestClient, user: str, session_id: str) -> dict[str, A
         return dict(session.state)
 
     return client.portal.call(read)  # type: ignore[union-attr,no-any-return]
+
+
+# ---------------------------------------------------------------- state a client cannot write
+
+
+FORBIDDEN_KEYS = [
+    ("app:theme", "'app:' state is shared by every user's sessions"),
+    ("task_owner", "the server's own"),
+    ("ledger", "the server's own"),
+]
+
+
+@pytest.mark.parametrize(("key", "why"), FORBIDDEN_KEYS)
+def test_rest_create_refuses_state_a_client_may_not_write(
+    client: TestClient, key: str, why: str
+) -> None:
+    created = client.post(BASE, json={"sessionId": "s1", "state": {"ok": 1, key: "x"}})
+    assert created.status_code == 422
+    assert created.json()["detail"] == f"state: key {key!r} not allowed: {why}"
+    by_path = client.post(f"{BASE}/s2", json={key: "x"})
+    assert by_path.status_code == 422 and repr(key) in by_path.json()["detail"]
+    # Nothing was created: not the sessions, not the app's state.
+    assert client.get(BASE).json() == []
+    assert client.post(BASE, json={"sessionId": "s1"}).json()["state"] == {}
+
+
+@pytest.mark.parametrize(("key", "why"), FORBIDDEN_KEYS)
+def test_rest_patch_refuses_state_a_client_may_not_write(
+    client: TestClient, key: str, why: str
+) -> None:
+    assert client.post(BASE, json={"sessionId": "s1"}).status_code == 200
+    patched = client.patch(f"{BASE}/s1", json={"stateDelta": {key: "x"}})
+    assert patched.status_code == 422
+    assert patched.json()["detail"] == f"stateDelta: key {key!r} not allowed: {why}"
+    assert key not in client.get(f"{BASE}/s1").json()["state"]
+    other = client.post("/apps/audiocore/users/u2/sessions", json={"sessionId": "s9"})
+    assert other.json()["state"] == {}  # no app: state reached another user
+
+
+def test_user_and_temp_state_are_the_clients_own(client: TestClient) -> None:
+    """``user:`` is shared by one user's sessions (the user the client names);
+    ``temp:`` is never stored: both allowed, as ADK allows them."""
+    created = client.post(BASE, json={"sessionId": "s1", "state": {"user:lang": "fr"}})
+    assert created.status_code == 200, created.text
+    assert client.patch(f"{BASE}/s1", json={"stateDelta": {"temp:x": 1}}).status_code == 200
+    assert client.post(BASE, json={"sessionId": "s2"}).json()["state"] == {"user:lang": "fr"}
+    elsewhere = client.post("/apps/audiocore/users/u2/sessions", json={"sessionId": "s3"})
+    assert elsewhere.json()["state"] == {}
+
+
+def _run_live(session_id: str, user: str = "u1") -> str:
+    return f"/run_live?app_name=audiocore&user_id={user}&session_id={session_id}"
+
+
+@pytest.mark.parametrize(("key", "why"), FORBIDDEN_KEYS)
+@pytest.mark.parametrize("field", ["state_delta", "stateDelta"])
+def test_run_live_refuses_state_a_client_may_not_write(
+    client: TestClient, key: str, why: str, field: str
+) -> None:
+    assert client.post(BASE, json={"sessionId": "live-1"}).status_code == 200
+    with client.websocket_connect(_run_live("live-1")) as ws:
+        content = {"role": "user", "parts": [{"text": "hi"}]}
+        ws.send_text(json.dumps({"content": content, field: {key: "someone-else"}}))
+        error = strict(ws.receive_text())
+        assert error["errorCode"] == "INVALID_REQUEST"
+        assert error["errorMessage"] == f"state_delta: key {key!r} not allowed: {why}"
+        # The reader goes on.
+        ws.send_text(json.dumps({"content": {"role": "user", "parts": [{"text": "after"}]}}))
+        events = [strict(ws.receive_text())]
+        while not events[-1].get("turnComplete"):
+            events.append(strict(ws.receive_text()))
+    said = [p.get("text", "") for e in events for p in e.get("content", {}).get("parts", [])]
+    assert any("You said: after" in text for text in said), said
+    assert key not in session_state(client, "u1", "live-1")
+
+
+@pytest.mark.parametrize("user", sorted({USER_ID, CHAT_USER_ID}))
+def test_run_live_refuses_the_reserved_users(settings: Settings, user: str) -> None:
+    with pytest.raises(ValueError, match=f"user_id: not allowed: '{user}'"):
+        adk_live.parse_query({"user_id": [user], "session_id": ["s"]}, settings)
+
+
+def test_run_live_refuses_the_chat_users_sessions(client: TestClient) -> None:
+    """The HTTP chat's sessions (user ``chat``) are capabilities: /run_live
+    may not open one, even knowing its id."""
+    said = [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]
+    body = {"id": "chat-x", "messages": said, "trigger": "submit-message"}
+    sse_events(client.post("/api/chat", json=body).text)
+    with (
+        pytest.raises(WebSocketDisconnect) as refused,
+        client.websocket_connect(_run_live("chat-x", CHAT_USER_ID)) as ws,
+    ):
+        ws.send_text(json.dumps({"close": True}))  # were it open: end it
+        while True:
+            ws.receive_text()
+    assert (refused.value.code, refused.value.reason) == (1008, "user_id: not allowed: 'chat'")
 
 
 # ---------------------------------------------------------------- bodies that never come
