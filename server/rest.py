@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+import pydantic
 from google.adk.agents import BaseAgent
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.events import Event
@@ -100,14 +102,21 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
         state: dict[str, Any] | None,
         events: list[Event],
     ) -> Response:
+        """Everything was checked before this; still, a session whose events
+        could not all be stored is deleted, so that a retry can create it."""
         try:
             session = await service.create_session(
                 app_name=app, user_id=user, state=state, session_id=session_id
             )
         except AlreadyExistsError:
             return _fail(409, f"Session already exists: {session_id}")
-        for event in events:
-            await service.append_event(session, event)
+        try:
+            for event in events:
+                await service.append_event(session, event)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await service.delete_session(app_name=app, user_id=user, session_id=session.id)
+            raise
         return JSONResponse(session_json(session))
 
     @route("/apps/{app_name}/users/{user_id}/sessions", ["POST"])
@@ -230,6 +239,13 @@ def _client_state(state: dict[str, Any], where: str) -> None:
         raise HttpError(422, str(exc)) from None
 
 
+# What every session store takes (ADK's database schema: ids are at most 128
+# characters, invocation ids 256; a timestamp must be a date).
+_MAX_EVENT_ID = 128
+_MAX_INVOCATION_ID = 256
+_LAST_TIMESTAMP = 253_402_300_799.0  # 9999-12-31T23:59:59Z
+
+
 def _initial_events(raw: Any) -> list[Event]:
     """Events to start a session with, checked as ADK's server checks them:
     ordinary tool calls may be restored, ADK's own protocol calls not."""
@@ -238,11 +254,29 @@ def _initial_events(raw: Any) -> list[Event]:
     if not isinstance(raw, list):
         raise HttpError(422, "events: expected an array")
     events = []
+    seen: dict[str, int] = {}
     for i, item in enumerate(raw):
         try:
             event = Event.model_validate(item)
-        except ValueError as exc:
-            raise HttpError(422, f"events[{i}]: {str(exc).splitlines()[0]}") from None
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            where = "".join(f".{x}" for x in first["loc"])
+            raise HttpError(422, f"events[{i}]{where}: {first['msg']}") from None
+        if event.id in seen:
+            raise HttpError(
+                422, f"events[{i}].id: {event.id!r} is already events[{seen[event.id]}]'s"
+            )
+        seen[event.id] = i
+        if len(event.id) > _MAX_EVENT_ID:
+            raise HttpError(422, f"events[{i}].id: expected at most {_MAX_EVENT_ID} characters")
+        if len(event.invocation_id) > _MAX_INVOCATION_ID:
+            raise HttpError(
+                422, f"events[{i}].invocationId: expected at most {_MAX_INVOCATION_ID} characters"
+            )
+        if not 0 <= event.timestamp <= _LAST_TIMESTAMP:
+            raise HttpError(
+                422, f"events[{i}].timestamp: expected seconds from 0 to {_LAST_TIMESTAMP:.0f}"
+            )
         if event.long_running_tool_ids:
             raise HttpError(
                 400, f"Session initialization event {i} cannot include long-running tool IDs."

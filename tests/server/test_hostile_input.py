@@ -368,3 +368,110 @@ def test_a_non_finite_number_in_a_sessions_state_reads_as_null(client: TestClien
     assert read.status_code == 200 and strict(read.text)["state"]["x"] is None
     listed = client.get(BASE)
     assert listed.status_code == 200 and strict(listed.text)[0]["state"]["x"] is None
+
+
+# ---------------------------------------------------------------- 4xx, never 500
+
+
+def _event(event_id: str, **extra: Any) -> dict[str, Any]:
+    content = {"role": "user", "parts": [{"text": "hi"}]}
+    return {"id": event_id, "author": "user", "content": content, **extra}
+
+
+@pytest.fixture
+def lenient(settings: Settings) -> Iterator[TestClient]:
+    """A client that sees the server's 500 as a response, as a real one would."""
+    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "detail"),
+    [
+        (
+            {"events": [_event("e1"), _event("e2"), _event("e1")]},
+            422,
+            "events[2].id: 'e1' is already events[0]'s",
+        ),
+        ({"events": [_event("x" * 129)]}, 422, "events[0].id: expected at most 128 characters"),
+        ({"events": [_event(5)]}, 422, "events[0].id: Input should be a valid string"),
+        ({"events": [5]}, 422, "events[0]: Input should be a valid dictionary"),
+        ({"events": {"a": 1}}, 422, "events: expected an array"),
+        (
+            {"events": [_event("e1", invocationId="i" * 257)]},
+            422,
+            "events[0].invocationId: expected at most 256 characters",
+        ),
+        (
+            {"events": [_event("e1", timestamp=1e300)]},
+            422,
+            "events[0].timestamp: expected seconds from 0 to 253402300799",
+        ),
+        (
+            {"events": [_event("e1", timestamp=-5)]},
+            422,
+            "events[0].timestamp: expected seconds from 0 to",
+        ),
+        ({"state": [1]}, 422, "state: expected an object"),
+        ({"sessionId": 7}, 422, "sessionId: expected a string"),
+        ({"sessionId": "a b"}, 400, "Invalid session id 'a b'"),
+    ],
+)
+def test_a_malformed_create_is_4xx_and_creates_nothing(
+    lenient: TestClient, body: dict[str, Any], status: int, detail: str
+) -> None:
+    answer = lenient.post(BASE, json={"sessionId": "s1", **body})
+    assert answer.status_code == status, answer.text
+    assert answer.json()["detail"].startswith(detail), answer.json()
+    assert lenient.get(BASE).json() == []
+    retried = lenient.post(BASE, json={"sessionId": "s1", "events": [_event("e1")]})
+    assert retried.status_code == 200 and len(retried.json()["events"]) == 1
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_in_state_or_state_delta_is_400(lenient: TestClient, constant: str) -> None:
+    created = lenient.post(BASE, content=f'{{"sessionId": "s1", "state": {{"x": {constant}}}}}')
+    assert created.status_code == 400
+    assert f"expected finite numbers, got {constant}" in created.json()["detail"]
+    assert lenient.post(BASE, json={"sessionId": "s1"}).status_code == 200
+    patched = lenient.patch(f"{BASE}/s1", content=f'{{"stateDelta": {{"x": {constant}}}}}')
+    assert patched.status_code == 400
+    by_path = lenient.post(f"{BASE}/s2", content=f'{{"x": [{constant}]}}')
+    assert by_path.status_code == 400
+    # The session is untouched and later writes work.
+    assert lenient.patch(f"{BASE}/s1", json={"stateDelta": {"x": 1}}).status_code == 200
+    assert lenient.get(f"{BASE}/s1").json()["state"] == {"x": 1}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [[], "x", 5, {"stateDelta": []}, {"stateDelta": "x"}, {"state_delta": 1}, {}],
+)
+def test_a_malformed_patch_is_422(lenient: TestClient, body: Any) -> None:
+    assert lenient.post(BASE, json={"sessionId": "s1"}).status_code == 200
+    answer = lenient.patch(f"{BASE}/s1", json=body)
+    assert answer.status_code == 422, answer.text
+
+
+def test_a_create_whose_events_fail_to_store_leaves_no_session(
+    lenient: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the store refuses: the session is deleted, so a retry works."""
+    service = lenient.app.state.runtime.sessions.service  # type: ignore[attr-defined]
+    original = service.append_event
+    calls = 0
+
+    async def failing_second(session: Any, event: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise RuntimeError("the store refused it")
+        return await original(session, event)
+
+    monkeypatch.setattr(service, "append_event", failing_second)
+    body = {"sessionId": "s1", "events": [_event("e1"), _event("e2")]}
+    assert lenient.post(BASE, json=body).status_code == 500
+    assert lenient.get(f"{BASE}/s1").status_code == 404
+    monkeypatch.setattr(service, "append_event", original)
+    retried = lenient.post(BASE, json=body)
+    assert retried.status_code == 200 and len(retried.json()["events"]) == 2
