@@ -19,6 +19,13 @@ class HttpError(Exception):
         self.status = status
         self.detail = detail
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """What the response must carry: after a 408 the body may still be
+        on its way, so the connection is closed at once (uvicorn would
+        otherwise hold it for its keep-alive timeout)."""
+        return {"connection": "close"} if self.status == 408 else {}
+
 
 async def read_json_body(request: Request, limit: int, timeout_s: float) -> Any:
     """The request body as JSON (``None`` if empty); 413 past ``limit`` bytes,

@@ -177,7 +177,9 @@ class ChatEndpoint:
                 raise HttpError(400, "id: expected the chat id (1 to 128 of A-Z a-z 0-9 . _ : -)")
             submit = protocol.decode_chat(body, self._limits)
         except HttpError as exc:
-            return Response(exc.detail, status_code=exc.status, media_type="text/plain")
+            return Response(
+                exc.detail, status_code=exc.status, media_type="text/plain", headers=exc.headers
+            )
         except protocol.InputError as exc:
             return Response(str(exc), status_code=400, media_type="text/plain")
         message_id = body.get("messageId")

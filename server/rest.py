@@ -72,7 +72,9 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
                 try:
                     return await handler(request)
                 except HttpError as exc:
-                    return _fail(exc.status, exc.detail)
+                    return JSONResponse(
+                        {"detail": exc.detail}, status_code=exc.status, headers=exc.headers
+                    )
 
             return Route(path, guarded, methods=methods)
 
