@@ -20,4 +20,6 @@ def event_json(event: Event) -> dict[str, Any]:
 
 
 def encode_event(data: Mapping[str, Any]) -> str:
-    return pydantic_core.to_json(data).decode("utf-8")
+    # Never NaN or Infinity, which no strict parser reads: null, as
+    # strict_json.dumps writes them.
+    return pydantic_core.to_json(data, inf_nan_mode="null").decode("utf-8")

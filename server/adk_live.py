@@ -36,11 +36,12 @@ from starlette.websockets import WebSocket
 
 from . import chunks, protocol
 from .adk_json import encode_event, event_json
+from .client_state import ForbiddenState, check_client_state
 from .dialects import Opening
 from .events import ModelAudio, Outgoing, TurnEnd, audio_rate
 from .settings import Settings
 from .tools import ToolSpec
-from .users import API_USER_ID, USER_ID
+from .users import API_USER_ID, RESERVED_USERS
 
 Modality = Literal["TEXT", "AUDIO"]
 _TRUE = {"true", "1", "yes", "on"}
@@ -136,7 +137,7 @@ def parse_query(query: Mapping[str, Sequence[str]], settings: Settings) -> RunLi
         raise ValueError(f"{name}: expected a boolean, got {value!r}")
 
     user_id = one("user_id", required=True) or ""
-    if user_id == USER_ID or not API_USER_ID.fullmatch(user_id):
+    if user_id in RESERVED_USERS or not API_USER_ID.fullmatch(user_id):
         raise ValueError(f"user_id: not allowed: {user_id!r}")
     modalities = tuple(query.get("modalities", [])) or ("AUDIO",)
     for modality in modalities:
@@ -326,6 +327,11 @@ class AdkDialect:
             out.append(protocol.AudioControl("stop"))
         elif request.blob is not None:
             out.append(self._blob(request.blob.mime_type or "", request.blob.data or b"", limits))
+        if request.state_delta:
+            try:
+                check_client_state(request.state_delta, "state_delta")
+            except ForbiddenState as exc:
+                raise protocol.InputError(str(exc)) from None
         if request.content is not None or request.state_delta:
             out += self._content(request.content, request.state_delta, limits)
         if request.close:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import json
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
+from . import strict_json
 from .protocol import InputFormat, OutputFormat, TurnDetection
 
 JsonObject = dict[str, Any]
@@ -45,7 +45,7 @@ def encode(chunk: Chunk) -> str:
 
 
 def encode_json(obj: Mapping[str, Any]) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return strict_json.dumps(obj)  # never NaN: a browser's parser rejects it
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

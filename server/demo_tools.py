@@ -23,6 +23,8 @@ from typing import Any
 
 from .tools import ToolState, tool
 
+LEDGER_STATE_KEY = "ledger"  # process_payment's record; no client writes it
+
 # (temperature °C, condition, humidity %): fixed, so answers are reproducible.
 _WEATHER = {
     "tokyo": (18, "partly cloudy", 62),
@@ -103,7 +105,7 @@ def process_payment(
         "recipient": name,
         "at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
-    state["ledger"] = [*state.get("ledger", []), entry]
+    state[LEDGER_STATE_KEY] = [*state.get(LEDGER_STATE_KEY, []), entry]
     return {"success": True, **entry}
 
 

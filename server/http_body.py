@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import json
+import logging
 from typing import Any
 
-from starlette.requests import Request
+import anyio
+from starlette.requests import ClientDisconnect, Request
 
-from . import protocol
+from . import protocol, strict_json
+
+log = logging.getLogger(__name__)
 
 
 class HttpError(Exception):
@@ -16,22 +19,42 @@ class HttpError(Exception):
         self.status = status
         self.detail = detail
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """What the response must carry: after a 408 the body may still be
+        on its way, so the connection is closed at once (uvicorn would
+        otherwise hold it for its keep-alive timeout)."""
+        return {"connection": "close"} if self.status == 408 else {}
 
-async def read_json_body(request: Request, limit: int) -> Any:
+
+async def read_json_body(request: Request, limit: int, timeout_s: float) -> Any:
     """The request body as JSON (``None`` if empty); 413 past ``limit`` bytes,
-    400 if it is not JSON."""
+    408 if it has not all come within ``timeout_s`` (a body that is declared
+    and never sent would hold the request, and its socket, for ever), 400 if
+    it is not JSON (``NaN`` and ``Infinity`` are not)."""
     size = request.headers.get("content-length")
     if size is not None and size.isdigit() and int(size) > limit:
         raise HttpError(413, f"request body of {size} bytes exceeds the limit of {limit}")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise HttpError(413, f"request body exceeds the limit of {limit} bytes")
+    try:
+        with anyio.fail_after(timeout_s):
+            async for chunk in request.stream():
+                body += chunk
+                if len(body) > limit:
+                    raise HttpError(413, f"request body exceeds the limit of {limit} bytes")
+    except TimeoutError:
+        raise HttpError(408, f"request body: not received in full within {timeout_s:g} s") from None
+    except ClientDisconnect:
+        # Nobody is left to answer; one line, not a traceback.
+        client = request.client.host if request.client else "?"
+        log.info("%s %s: the client went away during its body", client, request.url.path)
+        raise HttpError(400, "request body: the client went away") from None
     if not body.strip():
         return None
     try:
-        data = json.loads(body)
+        data = strict_json.loads(body)
+    except strict_json.NonFiniteNumber as exc:
+        raise HttpError(400, f"request body: {exc}") from None
     except (ValueError, RecursionError):
         raise HttpError(400, "request body: expected JSON") from None
     try:

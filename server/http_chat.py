@@ -166,7 +166,10 @@ class ChatEndpoint:
 
     async def post(self, request: Request) -> Response:
         try:
-            body = await read_json_body(request, self._settings.max_http_body_bytes)
+            settings = self._settings
+            body = await read_json_body(
+                request, settings.max_http_body_bytes, settings.body_timeout_s
+            )
             if not isinstance(body, dict):
                 raise HttpError(400, "request body: expected a JSON object")
             chat_id = body.get("id")
@@ -174,7 +177,9 @@ class ChatEndpoint:
                 raise HttpError(400, "id: expected the chat id (1 to 128 of A-Z a-z 0-9 . _ : -)")
             submit = protocol.decode_chat(body, self._limits)
         except HttpError as exc:
-            return Response(exc.detail, status_code=exc.status, media_type="text/plain")
+            return Response(
+                exc.detail, status_code=exc.status, media_type="text/plain", headers=exc.headers
+            )
         except protocol.InputError as exc:
             return Response(str(exc), status_code=400, media_type="text/plain")
         message_id = body.get("messageId")

@@ -15,12 +15,13 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import json
 import re
 from collections.abc import Callable
 from typing import Any, Literal
 
 from google.genai import types
+
+from . import strict_json
 
 # WebSocket close codes (RFC 6455 §7.4.1).
 CLOSE_NORMAL = 1000
@@ -254,7 +255,9 @@ def load_json(raw: str, limits: Limits) -> dict[str, Any]:
             f"message of {len(raw)} characters exceeds the limit of {limits.max_message_bytes}",
         )
     try:
-        obj = json.loads(raw)
+        obj = strict_json.loads(raw)
+    except strict_json.NonFiniteNumber as exc:
+        raise InputError(str(exc)) from None
     except RecursionError:
         raise UnparsableJson(f"expected JSON nested at most {MAX_JSON_DEPTH} deep") from None
     except ValueError as exc:

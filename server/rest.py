@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+import pydantic
 from google.adk.agents import BaseAgent
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.events import Event
@@ -38,6 +40,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .adk_json import event_json
+from .client_state import ForbiddenState, check_client_state
 from .http_body import HttpError, read_json_body
 from .session_access import SessionAccess
 from .settings import Settings
@@ -61,6 +64,7 @@ def session_json(session: Session, *, with_events: bool = True) -> dict[str, Any
 def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -> list[Route]:
     service = sessions.service
     body_limit = settings.max_http_body_bytes
+    body_timeout = settings.body_timeout_s
 
     def route(path: str, methods: list[str]) -> Callable[[Handler], Route]:
         def wrap(handler: Handler) -> Route:
@@ -68,7 +72,9 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
                 try:
                     return await handler(request)
                 except HttpError as exc:
-                    return _fail(exc.status, exc.detail)
+                    return JSONResponse(
+                        {"detail": exc.detail}, status_code=exc.status, headers=exc.headers
+                    )
 
             return Route(path, guarded, methods=methods)
 
@@ -98,20 +104,27 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
         state: dict[str, Any] | None,
         events: list[Event],
     ) -> Response:
+        """Everything was checked before this; still, a session whose events
+        could not all be stored is deleted, so that a retry can create it."""
         try:
             session = await service.create_session(
                 app_name=app, user_id=user, state=state, session_id=session_id
             )
         except AlreadyExistsError:
             return _fail(409, f"Session already exists: {session_id}")
-        for event in events:
-            await service.append_event(session, event)
+        try:
+            for event in events:
+                await service.append_event(session, event)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await service.delete_session(app_name=app, user_id=user, session_id=session.id)
+            raise
         return JSONResponse(session_json(session))
 
     @route("/apps/{app_name}/users/{user_id}/sessions", ["POST"])
     async def create_session(request: Request) -> Response:
         app, user = target(request)
-        body = await read_json_body(request, body_limit)
+        body = await read_json_body(request, body_limit, body_timeout)
         body = {} if body is None else body
         if not isinstance(body, dict):
             raise HttpError(422, "request body: expected an object")
@@ -121,6 +134,7 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
         state = body.get("state")
         if state is not None and not isinstance(state, dict):
             raise HttpError(422, "state: expected an object")
+        _client_state(state or {}, "state")
         events = _initial_events(body.get("events"))
         return await create(
             app, user, checked_id(session_id) if session_id else None, state, events
@@ -129,9 +143,10 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
     @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["POST"])
     async def create_session_with_id(request: Request) -> Response:
         app, user = target(request)
-        state = await read_json_body(request, body_limit)
+        state = await read_json_body(request, body_limit, body_timeout)
         if state is not None and not isinstance(state, dict):
             raise HttpError(422, "request body: expected the state as an object")
+        _client_state(state or {}, "request body")
         session_id = checked_id(request.path_params["session_id"])
         return await create(app, user, session_id, state, [])
 
@@ -171,10 +186,11 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
     @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["PATCH"])
     async def patch_session(request: Request) -> Response:
         app, user = target(request)
-        body = await read_json_body(request, body_limit)
+        body = await read_json_body(request, body_limit, body_timeout)
         delta = body.get("stateDelta", body.get("state_delta")) if isinstance(body, dict) else None
         if not isinstance(delta, dict):
             raise HttpError(422, 'request body: expected {"stateDelta": {...}}')
+        _client_state(delta, "stateDelta")
         session = await stored(app, user, request.path_params["session_id"])
         not_live(session.id)
         await service.append_event(
@@ -218,6 +234,20 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
     ]
 
 
+def _client_state(state: dict[str, Any], where: str) -> None:
+    try:
+        check_client_state(state, where)
+    except ForbiddenState as exc:
+        raise HttpError(422, str(exc)) from None
+
+
+# What every session store takes (ADK's database schema: ids are at most 128
+# characters, invocation ids 256; a timestamp must be a date).
+_MAX_EVENT_ID = 128
+_MAX_INVOCATION_ID = 256
+_LAST_TIMESTAMP = 253_402_300_799.0  # 9999-12-31T23:59:59Z
+
+
 def _initial_events(raw: Any) -> list[Event]:
     """Events to start a session with, checked as ADK's server checks them:
     ordinary tool calls may be restored, ADK's own protocol calls not."""
@@ -226,11 +256,29 @@ def _initial_events(raw: Any) -> list[Event]:
     if not isinstance(raw, list):
         raise HttpError(422, "events: expected an array")
     events = []
+    seen: dict[str, int] = {}
     for i, item in enumerate(raw):
         try:
             event = Event.model_validate(item)
-        except ValueError as exc:
-            raise HttpError(422, f"events[{i}]: {str(exc).splitlines()[0]}") from None
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            where = "".join(f".{x}" for x in first["loc"])
+            raise HttpError(422, f"events[{i}]{where}: {first['msg']}") from None
+        if event.id in seen:
+            raise HttpError(
+                422, f"events[{i}].id: {event.id!r} is already events[{seen[event.id]}]'s"
+            )
+        seen[event.id] = i
+        if len(event.id) > _MAX_EVENT_ID:
+            raise HttpError(422, f"events[{i}].id: expected at most {_MAX_EVENT_ID} characters")
+        if len(event.invocation_id) > _MAX_INVOCATION_ID:
+            raise HttpError(
+                422, f"events[{i}].invocationId: expected at most {_MAX_INVOCATION_ID} characters"
+            )
+        if not 0 <= event.timestamp <= _LAST_TIMESTAMP:
+            raise HttpError(
+                422, f"events[{i}].timestamp: expected seconds from 0 to {_LAST_TIMESTAMP:.0f}"
+            )
         if event.long_running_tool_ids:
             raise HttpError(
                 400, f"Session initialization event {i} cannot include long-running tool IDs."

@@ -96,6 +96,9 @@ class Settings:
     max_image_bytes: int = 2 * 1024 * 1024
     max_text_chars: int = 16_000
     max_http_body_bytes: int = 8 * 1024 * 1024  # REST and chat requests (413 past it)
+    # A REST or chat request's body must arrive in full within this (408 past
+    # it): a body declared and never sent would hold its socket for ever.
+    body_timeout_s: float = 10.0
     max_header_bytes: int = 16 * 1024  # a request's line and headers (431 past it)
     header_timeout_s: float = 10.0  # a request's headers must arrive within this
     max_connections: int = 1000  # live sockets, in all
@@ -246,6 +249,7 @@ class Settings:
                 (
                     "max_",
                     "tool_timeout",
+                    "body_timeout",
                     "send_timeout",
                     "model_stall",
                     "header_",
