@@ -77,6 +77,12 @@ SMOKE = {
         SERVER,
         SPEECH,
     ),
+    "bench_floods.py": Smoke(
+        ["--classes", "ping", "--sessions", "1", "--turns", "1", "--flood-s", "1"],
+        "| ping |",
+        SERVER,
+        SPEECH,
+    ),
     "soak.py": Smoke(
         ["--sessions", "2", "--minutes", "1", "--minute-s", "5", "--settle", "1"]
         + ["--stagger", "0.5", "--sample-every", "2.5"],
