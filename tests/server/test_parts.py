@@ -251,6 +251,25 @@ def _pacer() -> OutputPacer:
     )
 
 
+def _playout(
+    pacer: OutputPacer,
+    delegations: SessionDelegations,
+    *,
+    output_rate: int = 24_000,
+    on_turn_end: Any = lambda: None,
+    on_barge_in: Any = lambda: None,
+) -> Playout:
+    return Playout(
+        TurnTranslator(),
+        pacer,
+        output_rate=output_rate,
+        tools=TOOLS,
+        delegations=delegations,
+        on_turn_end=on_turn_end,
+        on_barge_in=on_barge_in,
+    )
+
+
 async def _due(pacer: OutputPacer) -> list[AudioFrame | chunks.Chunk]:
     items = []
     while (item := pacer.get_nowait()) is not None:
@@ -271,14 +290,8 @@ def test_playout_puts_an_answer_in_the_pacer_and_ends_the_turn() -> None:
     async def scenario() -> None:
         pacer, ends = _pacer(), []
         delegations = SessionDelegations("s", timeout_s=60, grace_s=1)
-        playout = Playout(
-            TurnTranslator(),
-            pacer,
-            output_rate=48_000,
-            tools=TOOLS,
-            delegations=delegations,
-            on_turn_end=lambda: ends.append(1),
-            on_barge_in=lambda: None,
+        playout = _playout(
+            pacer, delegations, output_rate=48_000, on_turn_end=lambda: ends.append(1)
         )
         pcm = bytes(4800)  # 100 ms at 24 kHz
         blob = types.Blob(mime_type="audio/pcm;rate=24000", data=pcm)
@@ -301,15 +314,7 @@ def test_playout_hands_delegated_calls_over_and_ends_the_clients_stream() -> Non
     async def scenario() -> None:
         pacer = _pacer()
         delegations = SessionDelegations("s", timeout_s=60, grace_s=1)
-        playout = Playout(
-            TurnTranslator(),
-            pacer,
-            output_rate=24_000,
-            tools=TOOLS,
-            delegations=delegations,
-            on_turn_end=lambda: None,
-            on_barge_in=lambda: None,
-        )
+        playout = _playout(pacer, delegations)
         await playout.on_event(_call_event(("c1", "process_payment"), ("c2", "change_bgm")))
         kinds = [i.type for i in await _due(pacer) if isinstance(i, chunks.Chunk)]
         assert kinds[-3:] == ["tool-approval-request", "finish-step", "end-of-stream"]
@@ -323,15 +328,7 @@ def test_barge_in_drops_the_audio_and_cancels_the_waiting_calls() -> None:
     async def scenario() -> None:
         pacer, flushed = _pacer(), []
         delegations = SessionDelegations("s", timeout_s=60, grace_s=1)
-        playout = Playout(
-            TurnTranslator(),
-            pacer,
-            output_rate=24_000,
-            tools=TOOLS,
-            delegations=delegations,
-            on_turn_end=lambda: None,
-            on_barge_in=lambda: flushed.append(1),
-        )
+        playout = _playout(pacer, delegations, on_barge_in=lambda: flushed.append(1))
         blob = types.Blob(mime_type="audio/pcm;rate=24000", data=bytes(48_000))  # 1 s
         audio = types.Content(role="model", parts=[types.Part(inline_data=blob)])
         await playout.on_event(Event(author="voice_agent", content=audio))
