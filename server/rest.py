@@ -105,7 +105,15 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
         events: list[Event],
     ) -> Response:
         """Everything was checked before this; still, a session whose events
-        could not all be stored is deleted, so that a retry can create it."""
+        could not all be stored is deleted, so that a retry can create it.
+        A user holds at most ``max_api_sessions_per_user`` sessions (429)."""
+        held = await service.list_sessions(app_name=app, user_id=user)
+        if len(held.sessions) >= settings.max_api_sessions_per_user:
+            return _fail(
+                429,
+                f"User {user!r} has {len(held.sessions)} sessions (at most "
+                f"{settings.max_api_sessions_per_user}); delete some first",
+            )
         try:
             session = await service.create_session(
                 app_name=app, user_id=user, state=state, session_id=session_id

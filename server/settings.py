@@ -125,6 +125,7 @@ class Settings:
     tool_grace_s: float = 30.0
     # A session opened and never used (no event) is deleted after this long.
     unused_session_ttl_s: float = 24 * 3600.0
+    max_api_sessions_per_user: int = 1000  # sessions a REST user may hold (429 past it)
     # Events an open session holds in memory besides those ADK may still look
     # up (tool calls and answers, actions): the newest this many, trimmed
     # every this many (server/history.py; about 20 voice turns); the store

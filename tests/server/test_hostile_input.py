@@ -479,3 +479,20 @@ def test_a_create_whose_events_fail_to_store_leaves_no_session(
     monkeypatch.setattr(service, "append_event", original)
     retried = lenient.post(BASE, json=body)
     assert retried.status_code == 200 and len(retried.json()["events"]) == 2
+
+
+def test_an_api_user_holds_at_most_max_api_sessions_per_user(settings: Settings) -> None:
+    """10,000 sessions at 600 a second once went through: a user now has a quota."""
+    quota = dataclasses.replace(settings, max_api_sessions_per_user=3)
+    with TestClient(create_app(quota)) as client:
+        base = f"/apps/{settings.app_name}/users/alice/sessions"
+        assert [client.post(base, json={}).status_code for _ in range(3)] == [200] * 3
+        refused = client.post(base, json={})
+        assert refused.status_code == 429 and "at most 3" in refused.json()["detail"]
+        assert client.post(f"{base}/named", json={}).status_code == 429  # by path too
+        assert (
+            client.post(f"/apps/{settings.app_name}/users/bob/sessions", json={}).status_code == 200
+        )
+        first = client.get(base).json()[0]["id"]
+        assert client.delete(f"{base}/{first}").status_code == 200
+        assert client.post(base, json={}).status_code == 200  # room again
