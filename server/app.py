@@ -67,6 +67,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         runtime.tasks,
         runtime.delegations,
         AddressBudgets(
+            share=settings.max_connections_per_client,
             rate_scale=settings.client_rate_scale,
             on_drop=lambda kind: telemetry.dropped.labels(kind).inc(),
         ),

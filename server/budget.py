@@ -2,7 +2,8 @@
 
 A live socket's frames pass two token buckets before they are decoded —
 the connection's, and its address's (shared by every socket from one
-address, ``ADDRESS_SHARE`` connections' worth) — and, once decoded, the
+address: as many connections' worth as an address may open,
+``max_connections_per_client``) — and, once decoded, the
 bucket of their kind. A message past its bucket is dropped: the client gets
 one ``error`` per overload episode (not one per message; an episode ends
 once the client has slowed down, its bucket half full again), and a client
@@ -49,7 +50,6 @@ RATES: dict[str, Rate] = {
     "task": Rate(2, 5),  # task_cancel
     "error": Rate(5, 10),  # error chunks about bad input, sent by us
 }
-ADDRESS_SHARE = 4  # an address's sockets together: four connections' worth of frames
 _KINDS: dict[type, str] = {
     protocol.Audio: "audio",
     protocol.ActivityStart: "edge",
@@ -124,16 +124,19 @@ class AddressBudgets:
     def __init__(
         self,
         *,
+        share: int,
         rate_scale: float = 1.0,
         on_drop: Callable[[str], None] = lambda kind: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``share``: how many connections' worth of frames an address's
+        sockets have together."""
         self.rate_scale = rate_scale
         self.on_drop = on_drop  # every connection's drops, by kind (for /metrics)
         self._clock = clock
         self._buckets: dict[str, tuple[TokenBucket, int]] = {}
         frame = RATES["frame"]
-        self._rate = Rate(frame.per_s * ADDRESS_SHARE * rate_scale, frame.burst * ADDRESS_SHARE)
+        self._rate = Rate(frame.per_s * share * rate_scale, frame.burst * share)
 
     def take(self, address: str) -> TokenBucket:
         bucket, users = self._buckets.get(address) or (TokenBucket(self._rate, self._clock), 0)

@@ -37,7 +37,9 @@ def test_a_bucket_gives_its_burst_then_its_rate() -> None:
 
 def test_a_flood_is_told_once_an_episode_then_closed() -> None:
     clock = Clock()
-    budget = MessageBudget(AddressBudgets(clock=clock).take("a"), close_after=5, clock=clock)
+    budget = MessageBudget(
+        AddressBudgets(share=4, clock=clock).take("a"), close_after=5, clock=clock
+    )
     ping = protocol.Ping(None)
     burst = int(RATES["ping"].burst)
     assert [budget.admit(ping) for _ in range(burst)] == [None] * burst
@@ -57,7 +59,9 @@ def test_a_flood_is_told_once_an_episode_then_closed() -> None:
 
 def test_a_flood_just_above_the_rate_is_one_episode() -> None:
     clock = Clock()
-    budget = MessageBudget(AddressBudgets(clock=clock).take("a"), close_after=10**6, clock=clock)
+    budget = MessageBudget(
+        AddressBudgets(share=4, clock=clock).take("a"), close_after=10**6, clock=clock
+    )
     edge = protocol.ActivityStart()
     rate = RATES["edge"]
     told = [budget.admit(edge) for _ in range(int(rate.burst) + 1)][-1]
@@ -74,7 +78,9 @@ def test_a_flood_just_above_the_rate_is_one_episode() -> None:
 
 def test_errors_about_bad_input_have_a_rate_of_their_own() -> None:
     clock = Clock()
-    budget = MessageBudget(AddressBudgets(clock=clock).take("a"), close_after=5, clock=clock)
+    budget = MessageBudget(
+        AddressBudgets(share=4, clock=clock).take("a"), close_after=5, clock=clock
+    )
     burst = int(RATES["error"].burst)
     assert [budget.may_report() for _ in range(burst + 3)] == [True] * burst + [False] * 3
     clock.now += 1 / RATES["error"].per_s
@@ -83,12 +89,12 @@ def test_errors_about_bad_input_have_a_rate_of_their_own() -> None:
 
 def test_an_addresses_sockets_share_its_frames() -> None:
     clock = Clock()
-    budgets = AddressBudgets(clock=clock)
+    budgets = AddressBudgets(share=4, clock=clock)
     sockets = [
         MessageBudget(budgets.take("10.0.0.1"), close_after=10**6, clock=clock) for _ in range(8)
     ]
     admitted = sum(s.admit_frame() is None for s in sockets for _ in range(1000))
-    assert admitted == RATES["frame"].burst * 4  # four connections' worth, not eight
+    assert admitted == RATES["frame"].burst * 4  # the share: four connections' worth, not eight
     other = MessageBudget(budgets.take("10.0.0.2"), close_after=10)
     assert other.admit_frame() is None
     for _ in range(8):
