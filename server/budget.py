@@ -85,35 +85,35 @@ def kind_of(message: protocol.ClientMessage) -> str:
 
 
 class TokenBucket:
-    def __init__(self, rate: Rate, clock: Callable[[], float]) -> None:
+    """Tokens refilled at ``rate.per_s`` up to ``rate.burst``; callers pass
+    the time (one clock read serves every bucket a frame passes)."""
+
+    def __init__(self, rate: Rate, now: float) -> None:
         self.rate = rate
-        self._clock = clock
-        self._tokens = rate.burst
-        self._at = clock()
-
-    @property
-    def tokens(self) -> float:
-        return self._tokens
-
-    def ready(self) -> bool:
-        """Whether a token is there (refilled to now), without taking it."""
-        now = self._clock()
-        rate = self.rate
-        self._tokens = min(rate.burst, self._tokens + (now - self._at) * rate.per_s)
+        self._per_s, self._burst = rate.per_s, rate.burst
+        self.tokens = rate.burst
         self._at = now
-        return self._tokens >= 1
 
-    def take(self) -> bool:
-        if self.ready():
-            self._tokens -= 1
+    def ready(self, now: float) -> bool:
+        """Whether a token is there (refilled to ``now``), without taking it."""
+        tokens = self.tokens + (now - self._at) * self._per_s
+        self.tokens = tokens if tokens < self._burst else self._burst
+        self._at = now
+        return self.tokens >= 1
+
+    def take(self, now: float) -> bool:
+        if self.ready(now):
+            self.tokens -= 1
             return True
         return False
 
 
-def take_both(first: TokenBucket, second: TokenBucket) -> bool:
+def take_both(first: TokenBucket, second: TokenBucket, now: float) -> bool:
     """A token from each, or from neither."""
-    if first.ready() and second.ready():
-        return first.take() and second.take()
+    if first.ready(now) and second.ready(now):
+        first.tokens -= 1
+        second.tokens -= 1
+        return True
     return False
 
 
@@ -139,7 +139,7 @@ class AddressBudgets:
         self._rate = Rate(frame.per_s * share * rate_scale, frame.burst * share)
 
     def take(self, address: str) -> TokenBucket:
-        bucket, users = self._buckets.get(address) or (TokenBucket(self._rate, self._clock), 0)
+        bucket, users = self._buckets.get(address) or (TokenBucket(self._rate, self._clock()), 0)
         self._buckets[address] = (bucket, users + 1)
         return bucket
 
@@ -175,8 +175,10 @@ class MessageBudget:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._address = address
+        self._clock = clock
+        self._now = now = clock()  # when the frame being read arrived
         self._buckets = {
-            kind: TokenBucket(Rate(rate.per_s * rate_scale, rate.burst), clock)
+            kind: TokenBucket(Rate(rate.per_s * rate_scale, rate.burst), now)
             for kind, rate in RATES.items()
         }
         self._close_after = close_after
@@ -185,18 +187,23 @@ class MessageBudget:
         self.dropped = 0
 
     def admit_frame(self) -> str | None:
-        """Take a frame; None if admitted, else the error to tell (once an episode)."""
-        return self._admit("frame", take_both(self._buckets["frame"], self._address))
+        """Take a frame; None if admitted, else the error to tell (once an
+        episode; "" after that). Every frame passes here first: its time
+        serves the ``admit`` of what it holds."""
+        self._now = now = self._clock()
+        return self._admit("frame", take_both(self._buckets["frame"], self._address, now))
 
     def admit(self, message: protocol.ClientMessage) -> str | None:
         kind = kind_of(message)
-        return self._admit(kind, self._buckets[kind].take())
+        return self._admit(kind, self._buckets[kind].take(self._now))
 
     def may_report(self) -> bool:
         """Whether an error about bad input may be sent now."""
-        return self._buckets["error"].take()
+        return self._buckets["error"].take(self._clock())
 
     def _admit(self, kind: str, taken: bool) -> str | None:
+        if taken and not self._dropping:
+            return None  # the common case: nothing is being dropped
         if taken:
             # An episode ends once the client has slowed down: its bucket
             # half refilled. A flood just above the rate stays one episode.

@@ -27,12 +27,18 @@ class Clock:
 
 def test_a_bucket_gives_its_burst_then_its_rate() -> None:
     clock = Clock()
-    bucket = TokenBucket(Rate(per_s=10, burst=3), clock)
-    assert [bucket.take() for _ in range(4)] == [True, True, True, False]
+    bucket = TokenBucket(Rate(per_s=10, burst=3), clock.now)
+    assert [bucket.take(clock.now) for _ in range(4)] == [True, True, True, False]
     clock.now += 0.1  # one token's worth
-    assert bucket.take() and not bucket.take()
+    assert bucket.take(clock.now) and not bucket.take(clock.now)
     clock.now += 100  # never more than the burst
-    assert sum(bucket.take() for _ in range(10)) == 3
+    assert sum(bucket.take(clock.now) for _ in range(10)) == 3
+
+
+def _received(budget: MessageBudget, message: protocol.ClientMessage) -> str | None:
+    """What the connection does with a frame holding ``message``."""
+    refused = budget.admit_frame()
+    return refused if refused is not None else budget.admit(message)
 
 
 def test_a_flood_is_told_once_an_episode_then_closed() -> None:
@@ -42,19 +48,19 @@ def test_a_flood_is_told_once_an_episode_then_closed() -> None:
     )
     ping = protocol.Ping(None)
     burst = int(RATES["ping"].burst)
-    assert [budget.admit(ping) for _ in range(burst)] == [None] * burst
-    first = budget.admit(ping)
+    assert [_received(budget, ping) for _ in range(burst)] == [None] * burst
+    first = _received(budget, ping)
     assert first is not None and first.startswith("too many pings")
-    assert [budget.admit(ping) for _ in range(4)] == [""] * 4  # dropped, already told
+    assert [_received(budget, ping) for _ in range(4)] == [""] * 4  # dropped, already told
     clock.now += 1.0  # the rate falls: the episode is over
-    assert budget.admit(ping) is None
+    assert _received(budget, ping) is None
     with pytest.raises(Shutdown) as closed:  # a new episode, too long this time
         for _ in range(100):
-            budget.admit(ping)
+            _received(budget, ping)
     assert closed.value.code == protocol.CLOSE_POLICY_VIOLATION
     assert closed.value.reason == "too many pings"
     # Another kind is not held back by the pings.
-    assert budget.admit(protocol.ActivityStart()) is None
+    assert _received(budget, protocol.ActivityStart()) is None
 
 
 def test_a_flood_just_above_the_rate_is_one_episode() -> None:
@@ -64,16 +70,16 @@ def test_a_flood_just_above_the_rate_is_one_episode() -> None:
     )
     edge = protocol.ActivityStart()
     rate = RATES["edge"]
-    told = [budget.admit(edge) for _ in range(int(rate.burst) + 1)][-1]
+    told = [_received(budget, edge) for _ in range(int(rate.burst) + 1)][-1]
     assert told
     for _ in range(200):  # twice the rate, for 10 s: a token now and then
         clock.now += 0.5 / rate.per_s
-        assert budget.admit(edge) in (None, "")
+        assert _received(budget, edge) in (None, "")
     clock.now += rate.burst / rate.per_s  # quiet until the bucket is full
-    assert budget.admit(edge) is None  # the episode is over
+    assert _received(budget, edge) is None  # the episode is over
     for _ in range(int(rate.burst) - 1):
-        assert budget.admit(edge) is None
-    assert budget.admit(edge)  # a new episode is told again
+        assert _received(budget, edge) is None
+    assert _received(budget, edge)  # a new episode is told again
 
 
 def test_errors_about_bad_input_have_a_rate_of_their_own() -> None:
