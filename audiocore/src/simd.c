@@ -10,8 +10,9 @@
 
 static const char *const path_names[AC_PATH_COUNT] = {"scalar", "sse2", "avx2", "avx512", "neon"};
 
-/* Vector width of each path, in 128-bit registers' steps: what
- * AUDIOCORE_SIMD caps.  SSE2 and NEON are both 128 bits and never on one CPU. */
+/* Vector width of each path as a rank (0 scalar, then 128, 256 and 512
+ * bits): what AUDIOCORE_SIMD caps.  SSE2 and NEON are both 128 bits and
+ * never on one CPU. */
 static const int path_width[AC_PATH_COUNT] = {0, 1, 2, 3, 1};
 
 const char *ac_path_name(int path)
@@ -77,7 +78,7 @@ int ac_path_supported(int path)
 
 int ac_best_path(void)
 {
-    int cap = path_width[AC_PATH_AVX512];
+    int cap = path_width[AC_PATH_AVX512]; /* the widest: no cap */
     const char *env = getenv("AUDIOCORE_SIMD");
     if (env != NULL && env[0] != '\0') {
         for (int p = 0; p < AC_PATH_COUNT; p++)
