@@ -16,7 +16,8 @@ aarch64-linux-gnu-gcc -std=c11 -O3 -fno-math-errno -fno-trapping-math -Wall -Wex
   -o "$out/insns"
 count() {
   qemu-aarch64 -singlestep -d exec,nochain -D "$out/log" "$out/insns" "$1" "$2"
-  awk '/\] mark_begin$/ { on = 1; next } /\] mark_end$/ { on = 0 } on { n++ } END { print n }' "$out/log"
+  awk '/\] mark_begin$/ { on = 1; next } /\] mark_end$/ { on = 0 } on { n++ } END { print n }' \
+    "$out/log"
 }
 echo "| work (960 samples, 20 ms at 48 kHz) | scalar | neon | scalar / neon |"
 echo "|---|---:|---:|---:|"
