@@ -113,26 +113,6 @@ static AC_ALWAYS_INLINE int next_group(const ac_resampler *r, const float *buf, 
     return valid;
 }
 
-/* The `valid` first of a group's outputs, one by one, to frames i, i + 1, ...
- * of `out`: what store_group does for a partial group or interleaved output.
- * `lanes` holds PCM16 (int16) or float32 samples, as the output format. */
-static void store_lanes(const ac_resampler *r, unsigned char *out, int64_t i, const void *lanes,
-                        int valid)
-{
-    const int stride = r->channels;
-    if (r->out_format == AC_FORMAT_S16) {
-        const int16_t *s = lanes;
-        unsigned char *o = out + (size_t)i * stride * 2;
-        for (int q = 0; q < valid; q++)
-            ac_store_s16le(o + (size_t)q * stride * 2, s[q]);
-    } else {
-        const float *y = lanes;
-        unsigned char *o = out + (size_t)i * stride * 4;
-        for (int q = 0; q < valid; q++)
-            memcpy(o + (size_t)q * stride * 4, &y[q], 4);
-    }
-}
-
 #endif
 
 #if AC_X86_64
@@ -141,24 +121,28 @@ static void store_lanes(const ac_resampler *r, unsigned char *out, int64_t i, co
 static AC_ALWAYS_INLINE void store_group(const ac_resampler *r, unsigned char *out, int64_t i,
                                          __m128 s, int valid)
 {
-    const int whole = valid == GROUP && r->channels == 1;
+    const int stride = r->channels;
     if (r->out_format == AC_FORMAT_S16) {
         __m128i v = _mm_packs_epi32(ac_sse2_pcm16_i32(s), _mm_setzero_si128());
-        if (whole) {
-            _mm_storel_epi64((__m128i *)(out + (size_t)i * 2), v);
+        unsigned char *o = out + (size_t)i * stride * 2;
+        if (valid == GROUP && stride == 1) {
+            _mm_storel_epi64((__m128i *)o, v);
             return;
         }
         int16_t tmp[8];
         _mm_storeu_si128((__m128i *)tmp, v);
-        store_lanes(r, out, i, tmp, valid);
+        for (int q = 0; q < valid; q++)
+            ac_store_s16le(o + (size_t)q * stride * 2, tmp[q]);
     } else {
-        if (whole) {
-            _mm_storeu_ps((float *)(out + (size_t)i * 4), s);
+        unsigned char *o = out + (size_t)i * stride * 4;
+        if (valid == GROUP && stride == 1) {
+            _mm_storeu_ps((float *)o, s);
             return;
         }
         float tmp[4];
         _mm_storeu_ps(tmp, s);
-        store_lanes(r, out, i, tmp, valid);
+        for (int q = 0; q < valid; q++)
+            memcpy(o + (size_t)q * stride * 4, &tmp[q], 4);
     }
 }
 
@@ -312,6 +296,27 @@ AC_TARGET_AVX512 static void fir_avx512(const ac_resampler *r, const float *buf,
 #if AC_AARCH64
 
 /* -- NEON: the SSE2 kernel's shape, with fused multiply-adds (as AVX2) -- */
+
+/* The `valid` first of a group's outputs, one by one, to frames i, i + 1, ...
+ * of `out`: store_group_neon's way for a partial group or interleaved output
+ * (the x86-64 store_group spells the same loops out; it stays as it was
+ * measured).  `lanes` holds int16 or float32 samples, as the output format. */
+static AC_ALWAYS_INLINE void store_lanes(const ac_resampler *r, unsigned char *out, int64_t i,
+                                         const void *lanes, int valid)
+{
+    const int stride = r->channels;
+    if (r->out_format == AC_FORMAT_S16) {
+        const int16_t *s = lanes;
+        unsigned char *o = out + (size_t)i * stride * 2;
+        for (int q = 0; q < valid; q++)
+            ac_store_s16le(o + (size_t)q * stride * 2, s[q]);
+    } else {
+        const float *y = lanes;
+        unsigned char *o = out + (size_t)i * stride * 4;
+        for (int q = 0; q < valid; q++)
+            memcpy(o + (size_t)q * stride * 4, &y[q], 4);
+    }
+}
 
 /* Stores through byte pointers: `out` may start at any byte. */
 static AC_ALWAYS_INLINE void store_group_neon(const ac_resampler *r, unsigned char *out,
