@@ -35,7 +35,7 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-_SIMD_PATHS = ("scalar", "sse2", "avx2", "avx512")
+_SIMD_PATHS = ("scalar", "sse2", "avx2", "avx512", "neon")
 if _os.environ.get("AUDIOCORE_SIMD", "") not in ("", *_SIMD_PATHS):
     # The kernels ignore a value they do not know; say so instead of silently.
     _warnings.warn(

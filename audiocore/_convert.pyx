@@ -123,7 +123,7 @@ def _get_path():
 
 
 def _set_path(str name):
-    """Use the named path ("scalar", "sse2", "avx2", "avx512")."""
+    """Use the named path ("scalar", "sse2", "avx2", "avx512", "neon")."""
     if ac_convert_set_path(path_index(name)) != 0:
         raise ValueError(f"path {name!r} has no conversion kernel")
 

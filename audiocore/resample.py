@@ -63,7 +63,7 @@ class Resampler(ResamplerCore, Generic[_Output]):
     the input as continued by silence.
 
     Output is bit-identical however the input is split into calls.  The SIMD
-    paths (SSE2, AVX2, AVX-512, picked at run time) sum in different orders,
+    paths (SSE2, AVX2, AVX-512, NEON, picked at run time) sum in different orders,
     so they may differ by float rounding: on every path an output is within
     ``(taps + 2) * 2**-24 * sum(|filter row|) * peak input`` of the exact
     sum, so two paths differ by at most twice that (5e-5 of full scale at

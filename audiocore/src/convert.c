@@ -137,16 +137,65 @@ AC_TARGET_AVX512 static void s16_to_f32_avx512(const void *src, void *dst, ptrdi
 
 #endif
 
+#if AC_AARCH64
+
+/* NEON loads and stores bytes, then reinterprets the lanes: legal C at any
+ * alignment (the caller's slice may start at an odd byte), and LD1/ST1 of
+ * bytes cost what wider ones do. */
+
+static void f32_to_s16_neon(const void *src, void *dst, ptrdiff_t n)
+{
+    const uint8_t *s = src;
+    uint8_t *d = dst;
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        int32x4_t lo = ac_neon_pcm16_i32(vreinterpretq_f32_u8(vld1q_u8(s + 4 * i)));
+        int32x4_t hi = ac_neon_pcm16_i32(vreinterpretq_f32_u8(vld1q_u8(s + 4 * i + 16)));
+        int16x8_t v = vcombine_s16(vqmovn_s32(lo), vqmovn_s32(hi));
+        vst1q_u8(d + 2 * i, vreinterpretq_u8_s16(v));
+    }
+    f32_to_s16_scalar(s + 4 * i, d + 2 * i, n - i);
+}
+
+static void s16_to_f32_neon(const void *src, void *dst, ptrdiff_t n)
+{
+    const uint8_t *s = src;
+    uint8_t *d = dst;
+    const float32x4_t scale = vdupq_n_f32(AC_PCM16_INV);
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        int16x8_t v = vreinterpretq_s16_u8(vld1q_u8(s + 2 * i));
+        float32x4_t lo = vcvtq_f32_s32(vmovl_s16(vget_low_s16(v)));
+        float32x4_t hi = vcvtq_f32_s32(vmovl_high_s16(v));
+        vst1q_u8(d + 4 * i, vreinterpretq_u8_f32(vmulq_f32(lo, scale)));
+        vst1q_u8(d + 4 * i + 16, vreinterpretq_u8_f32(vmulq_f32(hi, scale)));
+    }
+    s16_to_f32_scalar(s + 2 * i, d + 4 * i, n - i);
+}
+
+#endif
+
+/* Indexed by enum ac_path; a path this build has no code for stays NULL. */
 static const convert_fn to_s16_paths[AC_PATH_COUNT] = {
-    f32_to_s16_scalar,
+    [AC_PATH_SCALAR] = f32_to_s16_scalar,
 #if AC_X86_64
-    f32_to_s16_sse2, f32_to_s16_avx2, f32_to_s16_avx512,
+    [AC_PATH_SSE2] = f32_to_s16_sse2,
+    [AC_PATH_AVX2] = f32_to_s16_avx2,
+    [AC_PATH_AVX512] = f32_to_s16_avx512,
+#endif
+#if AC_AARCH64
+    [AC_PATH_NEON] = f32_to_s16_neon,
 #endif
 };
 static const convert_fn to_f32_paths[AC_PATH_COUNT] = {
-    s16_to_f32_scalar,
+    [AC_PATH_SCALAR] = s16_to_f32_scalar,
 #if AC_X86_64
-    s16_to_f32_sse2, s16_to_f32_avx2, s16_to_f32_avx512,
+    [AC_PATH_SSE2] = s16_to_f32_sse2,
+    [AC_PATH_AVX2] = s16_to_f32_avx2,
+    [AC_PATH_AVX512] = s16_to_f32_avx512,
+#endif
+#if AC_AARCH64
+    [AC_PATH_NEON] = s16_to_f32_neon,
 #endif
 };
 

@@ -3,9 +3,11 @@
  * clips to [-1, 1], scales by 32767 in float32, rounds half to even,
  * NaN -> 0; s16 -> f32 multiplies by 1/32768.
  *
- * Every path below computes the same float32 product and rounds it with the
- * current rounding mode (round-half-even unless the embedding process
- * changed it), so all paths are bit-identical. */
+ * Every path below computes the same float32 product and rounds it half to
+ * even: the x86-64 and scalar paths in the current rounding mode (that one
+ * unless the embedding process changed it; Python never does), NEON with
+ * FCVTNS, which rounds to nearest-even whatever the mode.  So all paths are
+ * bit-identical. */
 #ifndef AUDIOCORE_PCM_H
 #define AUDIOCORE_PCM_H
 
@@ -30,7 +32,7 @@ enum ac_sample_format {
  * Every kernel reads and writes PCM16 through these, so a big-endian host
  * swaps at exactly the places where samples cross to or from a caller's
  * buffer.  They take byte pointers: a caller's buffer may start at any byte.
- * (The x86-64 vector paths load little-endian lanes directly; simd.h.) */
+ * (The vector paths load little-endian lanes directly; simd.h.) */
 
 static inline uint16_t ac_pcm16_order(uint16_t u)
 {
@@ -129,6 +131,21 @@ AC_TARGET_AVX512 static inline __m512i ac_avx512_pcm16_i32(__m512 x)
     x = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, x, _CMP_ORD_Q), x);
     x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-1.0f)), _mm512_set1_ps(1.0f));
     return _mm512_cvtps_epi32(_mm512_mul_ps(x, _mm512_set1_ps(AC_PCM16_SCALE)));
+}
+#endif
+
+#if AC_AARCH64
+#include <arm_neon.h>
+
+/* int32 lanes in [-32767, 32767], as the x86-64 helpers above.  FMAX and
+ * FMIN would pass a NaN on, so it is zeroed first: a lane that is not equal
+ * to itself is masked to +0. */
+static inline int32x4_t ac_neon_pcm16_i32(float32x4_t x)
+{
+    uint32x4_t ordered = vceqq_f32(x, x);
+    x = vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), ordered));
+    x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-1.0f)), vdupq_n_f32(1.0f));
+    return vcvtnq_s32_f32(vmulq_f32(x, vdupq_n_f32(AC_PCM16_SCALE)));
 }
 #endif
 

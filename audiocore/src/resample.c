@@ -86,7 +86,7 @@ static void fir_scalar(const ac_resampler *r, const float *buf, int64_t j, int p
     }
 }
 
-#if AC_X86_64
+#if AC_X86_64 || AC_AARCH64
 
 /* Window and filter row of the next GROUP outputs (`left` >= 1 of them
  * remain in the run); past the end of the run the group is padded with
@@ -112,6 +112,10 @@ static AC_ALWAYS_INLINE int next_group(const ac_resampler *r, const float *buf, 
     }
     return valid;
 }
+
+#endif
+
+#if AC_X86_64
 
 /* Stores four sums; the PCM policy comes from pcm.h (SSE2 is baseline). */
 static AC_ALWAYS_INLINE void store_group(const ac_resampler *r, unsigned char *out, int64_t i,
@@ -289,6 +293,93 @@ AC_TARGET_AVX512 static void fir_avx512(const ac_resampler *r, const float *buf,
 
 #endif /* AC_X86_64 */
 
+#if AC_AARCH64
+
+/* -- NEON: the SSE2 kernel's shape, with fused multiply-adds (as AVX2) -- */
+
+/* The `valid` first of a group's outputs, one by one, to frames i, i + 1, ...
+ * of `out`: store_group_neon's way for a partial group or interleaved output
+ * (the x86-64 store_group spells the same loops out; it stays as it was
+ * measured).  `lanes` holds int16 or float32 samples, as the output format. */
+static AC_ALWAYS_INLINE void store_lanes(const ac_resampler *r, unsigned char *out, int64_t i,
+                                         const void *lanes, int valid)
+{
+    const int stride = r->channels;
+    if (r->out_format == AC_FORMAT_S16) {
+        const int16_t *s = lanes;
+        unsigned char *o = out + (size_t)i * stride * 2;
+        for (int q = 0; q < valid; q++)
+            ac_store_s16le(o + (size_t)q * stride * 2, s[q]);
+    } else {
+        const float *y = lanes;
+        unsigned char *o = out + (size_t)i * stride * 4;
+        for (int q = 0; q < valid; q++)
+            memcpy(o + (size_t)q * stride * 4, &y[q], 4);
+    }
+}
+
+/* Stores through byte pointers: `out` may start at any byte. */
+static AC_ALWAYS_INLINE void store_group_neon(const ac_resampler *r, unsigned char *out,
+                                              int64_t i, float32x4_t s, int valid)
+{
+    const int whole = valid == GROUP && r->channels == 1;
+    if (r->out_format == AC_FORMAT_S16) {
+        int16x4_t v = vqmovn_s32(ac_neon_pcm16_i32(s));
+        if (whole) {
+            vst1_u8(out + (size_t)i * 2, vreinterpret_u8_s16(v));
+            return;
+        }
+        int16_t tmp[4];
+        vst1_s16(tmp, v);
+        store_lanes(r, out, i, tmp, valid);
+    } else {
+        if (whole) {
+            vst1q_u8(out + (size_t)i * 4, vreinterpretq_u8_f32(s));
+            return;
+        }
+        float tmp[4];
+        vst1q_f32(tmp, s);
+        store_lanes(r, out, i, tmp, valid);
+    }
+}
+
+static AC_ALWAYS_INLINE float32x4_t dot4_neon(const float **x, const float **h, int taps,
+                                              const int shared)
+{
+    float32x4_t acc[GROUP][2];
+    for (int q = 0; q < GROUP; q++)
+        acc[q][0] = acc[q][1] = vdupq_n_f32(0.0f);
+    for (int k = 0; k < taps; k += 8) {
+        float32x4_t h0 = vld1q_f32(h[0] + k), h1 = vld1q_f32(h[0] + k + 4);
+        for (int q = 0; q < GROUP; q++) {
+            if (!shared && q > 0) {
+                h0 = vld1q_f32(h[q] + k);
+                h1 = vld1q_f32(h[q] + k + 4);
+            }
+            acc[q][0] = vfmaq_f32(acc[q][0], vld1q_f32(x[q] + k), h0);
+            acc[q][1] = vfmaq_f32(acc[q][1], vld1q_f32(x[q] + k + 4), h1);
+        }
+    }
+    /* Pairwise adds: lane q of the result is output q's sum. */
+    float32x4_t s01 = vpaddq_f32(vaddq_f32(acc[0][0], acc[0][1]), vaddq_f32(acc[1][0], acc[1][1]));
+    float32x4_t s23 = vpaddq_f32(vaddq_f32(acc[2][0], acc[2][1]), vaddq_f32(acc[3][0], acc[3][1]));
+    return vpaddq_f32(s01, s23);
+}
+
+static void fir_neon(const ac_resampler *r, const float *buf, int64_t j, int phase, int64_t count,
+                     unsigned char *out)
+{
+    const float *x[GROUP], *h[GROUP];
+    const int shared = r->up == 1;
+    for (int64_t i = 0; i < count; i += GROUP) {
+        int valid = next_group(r, buf, &j, &phase, count - i, x, h);
+        float32x4_t s = shared ? dot4_neon(x, h, r->taps, 1) : dot4_neon(x, h, r->taps, 0);
+        store_group_neon(r, out, i, s, valid);
+    }
+}
+
+#endif /* AC_AARCH64 */
+
 /* ---- stream bookkeeping ------------------------------------------------ */
 
 static fir_kernel kernel_for(int path)
@@ -304,6 +395,9 @@ static fir_kernel kernel_for(int path)
     default:
         break;
     }
+#elif AC_AARCH64
+    if (path == AC_PATH_NEON)
+        return fir_neon;
 #else
     (void)path;
 #endif

@@ -8,7 +8,12 @@
 #include <intrin.h>
 #endif
 
-static const char *const path_names[AC_PATH_COUNT] = {"scalar", "sse2", "avx2", "avx512"};
+static const char *const path_names[AC_PATH_COUNT] = {"scalar", "sse2", "avx2", "avx512", "neon"};
+
+/* Vector width of each path as a rank (0 scalar, then 128, 256 and 512
+ * bits): what AUDIOCORE_SIMD caps.  SSE2 and NEON are both 128 bits and
+ * never on one CPU. */
+static const int path_width[AC_PATH_COUNT] = {0, 1, 2, 3, 1};
 
 const char *ac_path_name(int path)
 {
@@ -60,6 +65,12 @@ int ac_path_supported(int path)
                __builtin_cpu_supports("fma");
 #endif
 #endif
+#if AC_AARCH64
+    case AC_PATH_NEON:
+        /* Advanced SIMD is part of every AArch64 ABI we build for (Linux,
+         * macOS, Windows): no run-time check. */
+        return 1;
+#endif
     default:
         return 0;
     }
@@ -67,15 +78,16 @@ int ac_path_supported(int path)
 
 int ac_best_path(void)
 {
-    int cap = AC_PATH_COUNT - 1;
+    int cap = path_width[AC_PATH_AVX512]; /* the widest: no cap */
     const char *env = getenv("AUDIOCORE_SIMD");
     if (env != NULL && env[0] != '\0') {
         for (int p = 0; p < AC_PATH_COUNT; p++)
             if (strcmp(env, path_names[p]) == 0)
-                cap = p;
+                cap = path_width[p];
     }
-    for (int p = cap; p > 0; p--)
-        if (ac_path_supported(p))
-            return p;
-    return AC_PATH_SCALAR;
+    int best = AC_PATH_SCALAR;
+    for (int p = 1; p < AC_PATH_COUNT; p++)
+        if (path_width[p] <= cap && path_width[p] > path_width[best] && ac_path_supported(p))
+            best = p;
+    return best;
 }

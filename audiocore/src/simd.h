@@ -2,8 +2,8 @@
  *
  * A module compiles each path it has into the same object file, marking the
  * wider ones with AC_TARGET so the wheel never needs -march flags, and picks
- * one at run time with ac_best_path().  Paths are ordered: a higher number
- * needs every feature of a lower one. */
+ * one at run time with ac_best_path().  Within an architecture a wider path
+ * needs every feature of a narrower one. */
 #ifndef AUDIOCORE_SIMD_H
 #define AUDIOCORE_SIMD_H
 
@@ -15,13 +15,20 @@ enum ac_path {
     AC_PATH_SSE2 = 1,   /* x86-64 baseline */
     AC_PATH_AVX2 = 2,   /* AVX2 + FMA */
     AC_PATH_AVX512 = 3, /* AVX-512 F + BW */
-    AC_PATH_COUNT = 4
+    AC_PATH_NEON = 4,   /* aarch64 baseline (Advanced SIMD) */
+    AC_PATH_COUNT = 5
 };
 
 #if defined(__x86_64__) || defined(_M_X64)
 #define AC_X86_64 1
 #else
 #define AC_X86_64 0
+#endif
+
+#if defined(__aarch64__) || defined(_M_ARM64)
+#define AC_AARCH64 1
+#else
+#define AC_AARCH64 0
 #endif
 
 /* PCM16 is little-endian on the wire (docs/audio.md): a big-endian host swaps
@@ -51,10 +58,12 @@ enum ac_path {
 int ac_path_supported(int path);
 
 /* The widest supported path, capped by the AUDIOCORE_SIMD environment
- * variable ("scalar", "sse2", "avx2", "avx512") when it is set. */
+ * variable ("scalar", "sse2", "avx2", "avx512", "neon") when it is set.  The
+ * cap is a vector width, so a value means the same on every CPU: "neon" on
+ * x86-64 picks SSE2, "avx2" on aarch64 picks NEON. */
 int ac_best_path(void);
 
-/* "scalar", "sse2", "avx2", "avx512"; NULL for anything else. */
+/* "scalar", "sse2", "avx2", "avx512", "neon"; NULL for anything else. */
 const char *ac_path_name(int path);
 
 #endif

@@ -344,8 +344,12 @@ def test_errors_release_buffers():
 
 
 def test_set_path_errors():
-    with pytest.raises(ValueError, match="unknown path 'neon'"):
-        _convert._set_path("neon")
+    with pytest.raises(ValueError, match="unknown path 'altivec'"):
+        _convert._set_path("altivec")
+    # Every CPU lacks the other architecture's paths (x86-64's or NEON).
+    foreign = next(p for p in ("neon", "sse2") if p not in _convert._paths())
+    with pytest.raises(ValueError, match=f"path '{foreign}' is not supported on this CPU"):
+        _convert._set_path(foreign)
 
 
 def test_huge_input_converts_in_one_pass():
@@ -391,6 +395,17 @@ def run_with_simd(value, cwd):
 @pytest.mark.parametrize("name", _convert._paths())
 def test_environment_caps_the_path(name, tmp_path):
     assert run_with_simd(name, tmp_path) == (name, "")
+
+
+def test_environment_caps_a_width_on_either_architecture(tmp_path):
+    # One setting means the same on x86-64 and aarch64: 128-bit vectors.
+    paths = _convert._paths()
+    if "neon" in paths:
+        assert run_with_simd("avx2", tmp_path) == ("neon", "")
+    elif "sse2" in paths:
+        assert run_with_simd("neon", tmp_path) == ("sse2", "")
+    else:
+        pytest.skip(f"no vector path here: {paths}")
 
 
 def test_environment_typo_warns_and_uses_the_best_path(tmp_path):
