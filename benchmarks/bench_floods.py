@@ -12,7 +12,10 @@ whatever comes back. Per class it reports:
 * the server's RSS growth at its peak during the flood, and after the
   attacker has gone (both against the RSS before the flood);
 * the event loop's lag as another socket sees it: a ``ping`` on ``/live``
-  every 250 ms (within every rate), its pong's round trip, p99 and max;
+  every 250 ms (within every rate), its pong's round trip, p99 and max —
+  an upper bound: the probe shares this process's event loop with the
+  attacker, whose sends hold it too; and the server's own maximum lag
+  from ``GET /metrics``, where the server has it;
 * the innocent sessions' late frames (a listener with a 100 ms prebuffer
   would have run dry) and lost samples;
 * what the attacker got: its close code and reason, and how many ``error``
@@ -28,8 +31,10 @@ import argparse
 import asyncio
 import contextlib
 import json
+import socket
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 from bench_server_client import our_server, our_session, percentile, speech_48k
@@ -43,6 +48,19 @@ CLASSES: dict[str, list[str]] = {
     "interrupt": ['{"type":"interrupt"}'],
 }
 START = json.dumps({"type": "start", "turnDetection": "manual"})
+
+
+def server_lag_max_ms(base: str) -> str:
+    """The server's own figure, where it has one (``GET /metrics``)."""
+    url = base.replace("ws://", "http://") + "/metrics"
+    try:
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+    except (OSError, ValueError):
+        return "n/a"
+    for line in text.splitlines():
+        if line.startswith("audiocore_event_loop_lag_max_seconds "):
+            return f"{1e3 * float(line.split()[1]):.1f}"
+    return "n/a"
 
 
 def rss_mb(pid: int) -> float:
@@ -87,6 +105,8 @@ async def probe(base: str, stop: asyncio.Event) -> list[float]:
 
     trips: list[float] = []
     async with websockets.connect(f"{base}/live", max_size=None, compression=None) as ws:
+        # No Nagle: a small ping must not wait for the last one's ACK.
+        ws.transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         while not stop.is_set():
             sent = time.monotonic()
             await ws.send(json.dumps({"type": "ping", "timestamp": sent}))
@@ -119,6 +139,7 @@ async def one_class(url: str, pid: int, messages: list[str], args, speech) -> di
     stop.set()
     trips = await prober
     return {
+        "server_lag_max_ms": server_lag_max_ms(base),
         "rss_peak_mb": peak - before,
         "rss_after_mb": after - before,
         "lag_p99_ms": 1e3 * percentile(trips, 99),
@@ -148,17 +169,18 @@ def main() -> None:
         f"{args.flood_s:g} s or {args.max_messages} messages"
     )
     print(
-        "| class | RSS peak / after, MB | loop lag p99 / max, ms | innocent late / frames "
-        "| lost | attacker sent | attacker got |"
+        "| class | RSS peak / after, MB | ping round trip p99 / max, ms | server loop lag max, ms "
+        "| innocent late / frames | lost | attacker sent | attacker got |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name in names:
         stats = Path(tempfile.mkdtemp()) / "stats.json"
         with our_server(stats) as (url, proc):
             r = asyncio.run(one_class(url, proc.pid, CLASSES[name], args, speech))
         print(
             f"| {name} | {r['rss_peak_mb']:+.1f} / {r['rss_after_mb']:+.1f} "
-            f"| {r['lag_p99_ms']:.1f} / {r['lag_max_ms']:.1f} | {r['late']} / {r['frames']} "
+            f"| {r['lag_p99_ms']:.1f} / {r['lag_max_ms']:.1f} | {r['server_lag_max_ms']} "
+            f"| {r['late']} / {r['frames']} "
             f"| {r['lost']} | {r['sent']} | {r['errors']} errors, close {r['close']} |",
             flush=True,
         )
