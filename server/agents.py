@@ -21,6 +21,15 @@ from .settings import Settings
 from .tools import ToolSpec
 
 
+def warm_up() -> None:
+    """Import now what ADK would import during the first live run: its
+    workflow machinery (``google.adk.Workflow``, a lazy attribute), about
+    0.25 s with the event loop held while every conversation waits."""
+    import google.adk
+
+    getattr(google.adk, "Workflow")  # noqa: B009 - the lazy import is the point
+
+
 class Agents:
     def __init__(
         self, settings: Settings, tools: Sequence[ToolSpec], session_service: BaseSessionService

@@ -15,7 +15,7 @@ from typing import Any
 
 from google.adk.sessions import BaseSessionService
 
-from .agents import Agents
+from .agents import Agents, warm_up
 from .claims import SessionClaims
 from .delegation import Delegations
 from .demo_tools import DEMO_TOOLS
@@ -43,6 +43,7 @@ class Runtime:
         self.reaper = ConnectionReaper()
 
     async def start(self) -> None:
+        warm_up()  # before any socket: not in a conversation's way
         await self.sessions.start()
         await self.tasks.start()
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
@@ -11,6 +14,8 @@ from starlette.websockets import WebSocketDisconnect
 
 from server import Settings, create_app
 from tests.server.server_helpers import start
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _samples(client: TestClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -54,3 +59,19 @@ def test_metrics_need_the_api_key_when_one_is_set(settings: Settings) -> None:
         assert client.get("/metrics").status_code == 401
         assert client.get("/metrics", headers={"x-api-key": "k" * 32}).status_code == 200
         assert client.get("/healthz").status_code == 200
+
+
+def test_the_first_live_run_does_not_import_adks_workflow_on_the_loop() -> None:
+    """ADK imports its workflow machinery lazily, on the first live run:
+    0.23 s with the event loop held (every conversation waited, and
+    /metrics showed it). The runtime imports it before the first socket."""
+    check = (
+        "import sys\n"
+        "import server.app\n"
+        "lazy = 'google.adk.workflow._workflow'\n"
+        "assert lazy not in sys.modules, 'imported by the server already: drop warm_up'\n"
+        "from server.agents import warm_up\n"
+        "warm_up()\n"
+        "assert lazy in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", check], check=True, cwd=ROOT)
