@@ -184,7 +184,6 @@ class MessageBudget:
         self._close_after = close_after
         self._on_drop = on_drop  # counted by kind (for /metrics)
         self._dropping: dict[str, int] = {}  # kind → drops in its episode
-        self.dropped = 0
 
     def admit_frame(self) -> str | None:
         """Take a frame; None if admitted, else the error to tell (once an
@@ -211,7 +210,6 @@ class MessageBudget:
             if kind in self._dropping and bucket.tokens >= bucket.rate.burst / 2:
                 del self._dropping[kind]
             return None
-        self.dropped += 1
         self._on_drop(kind)
         drops = self._dropping.get(kind, 0) + 1
         self._dropping[kind] = drops
