@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 from starlette.requests import ClientDisconnect, Request
 
-from . import protocol, strict_json
+from . import large_json, protocol, strict_json
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +51,19 @@ async def read_json_body(request: Request, limit: int, timeout_s: float) -> Any:
         raise HttpError(400, "request body: the client went away") from None
     if not body.strip():
         return None
+    if len(body) <= large_json.SMALL:
+        return _parse(body)
+    # Parsed in a thread, in pieces: one C call over 8 MB of small objects
+    # would hold the GIL, and the live conversations' loop, for half a second.
+    return await anyio.to_thread.run_sync(_parse, body)
+
+
+def _parse(body: bytearray) -> Any:
     try:
-        data = strict_json.loads(body)
+        data = large_json.loads(body, protocol.MAX_JSON_DEPTH)
     except strict_json.NonFiniteNumber as exc:
         raise HttpError(400, f"request body: {exc}") from None
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError):  # UnicodeDecodeError, TooDeep included
         raise HttpError(400, "request body: expected JSON") from None
     try:
         protocol.check_json_tree(data)

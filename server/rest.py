@@ -33,16 +33,17 @@ from google.adk.agents import BaseAgent
 from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.events import Event
 from google.adk.events.event_actions import EventActions
-from google.adk.sessions import Session
+from google.adk.sessions import BaseSessionService, Session
 from google.adk.utils._function_call_names import CLIENT_FUNCTION_CALL_NAMES
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from . import large_json, strict_json
 from .adk_json import event_json
 from .client_state import ForbiddenState, check_client_state
 from .http_body import HttpError, read_json_body
-from .session_access import SessionAccess
+from .session_access import SessionAccess, StoreLoop
 from .settings import Settings
 from .users import API_SESSION_ID, API_USER_ID, RESERVED_USERS
 
@@ -61,8 +62,22 @@ def session_json(session: Session, *, with_events: bool = True) -> dict[str, Any
     return data
 
 
-def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -> list[Route]:
-    service = sessions.service
+def session_response(session: Session) -> Response:
+    """The session with its events, written an event at a time (a stored
+    session may hold thousands: see ``large_json``)."""
+    head = session_json(session, with_events=False)
+    del head["events"]
+    events = large_json.dumps_list(event_json(e) for e in session.events)
+    body = strict_json.dumps(head)[:-1] + ("," if head else "") + f'"events":{events}}}'
+    return Response(body.encode(), media_type="application/json")
+
+
+def rest_routes(
+    settings: Settings, sessions: SessionAccess, store: StoreLoop, agent: BaseAgent
+) -> list[Route]:
+    """The routes. Every call on the session store, and the JSON of what it
+    returns, runs on ``store``'s loop: a large session is read, checked and
+    written there, never on the loop the live conversations share."""
     body_limit = settings.max_http_body_bytes
     body_timeout = settings.body_timeout_s
 
@@ -97,37 +112,38 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
             )
         return session_id
 
-    async def create(
-        app: str,
-        user: str,
-        session_id: str | None,
-        state: dict[str, Any] | None,
-        events: list[Event],
-    ) -> Response:
-        """Everything was checked before this; still, a session whose events
-        could not all be stored is deleted, so that a retry can create it.
-        A user holds at most ``max_api_sessions_per_user`` sessions (429)."""
-        held = await service.list_sessions(app_name=app, user_id=user)
-        if len(held.sessions) >= settings.max_api_sessions_per_user:
-            return _fail(
-                429,
-                f"User {user!r} has {len(held.sessions)} sessions (at most "
-                f"{settings.max_api_sessions_per_user}); delete some first",
-            )
-        try:
-            session = await service.create_session(
-                app_name=app, user_id=user, state=state, session_id=session_id
-            )
-        except AlreadyExistsError:
-            return _fail(409, f"Session already exists: {session_id}")
-        try:
-            for event in events:
-                await service.append_event(session, event)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await service.delete_session(app_name=app, user_id=user, session_id=session.id)
-            raise
-        return JSONResponse(session_json(session))
+    def create(
+        app: str, user: str, session_id: str | None, state: dict[str, Any] | None, raw_events: Any
+    ) -> Callable[[BaseSessionService], Awaitable[Response]]:
+        """Everything else was checked before this; still, a session whose
+        events could not all be stored is deleted, so that a retry can create
+        it. A user holds at most ``max_api_sessions_per_user`` sessions (429)."""
+
+        async def work(service: BaseSessionService) -> Response:
+            events = _initial_events(raw_events)
+            held = await service.list_sessions(app_name=app, user_id=user)
+            if len(held.sessions) >= settings.max_api_sessions_per_user:
+                return _fail(
+                    429,
+                    f"User {user!r} has {len(held.sessions)} sessions (at most "
+                    f"{settings.max_api_sessions_per_user}); delete some first",
+                )
+            try:
+                session = await service.create_session(
+                    app_name=app, user_id=user, state=state, session_id=session_id
+                )
+            except AlreadyExistsError:
+                return _fail(409, f"Session already exists: {session_id}")
+            try:
+                for event in events:
+                    await service.append_event(session, event)
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await service.delete_session(app_name=app, user_id=user, session_id=session.id)
+                raise
+            return session_response(session)
+
+        return work
 
     @route("/apps/{app_name}/users/{user_id}/sessions", ["POST"])
     async def create_session(request: Request) -> Response:
@@ -143,10 +159,8 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
         if state is not None and not isinstance(state, dict):
             raise HttpError(422, "state: expected an object")
         _client_state(state or {}, "state")
-        events = _initial_events(body.get("events"))
-        return await create(
-            app, user, checked_id(session_id) if session_id else None, state, events
-        )
+        session_id = checked_id(session_id) if session_id else None
+        return await store.run(create(app, user, session_id, state, body.get("events")))
 
     @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["POST"])
     async def create_session_with_id(request: Request) -> Response:
@@ -156,9 +170,9 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
             raise HttpError(422, "request body: expected the state as an object")
         _client_state(state or {}, "request body")
         session_id = checked_id(request.path_params["session_id"])
-        return await create(app, user, session_id, state, [])
+        return await store.run(create(app, user, session_id, state, None))
 
-    async def stored(app: str, user: str, session_id: str) -> Session:
+    async def stored(service: BaseSessionService, app: str, user: str, session_id: str) -> Session:
         session = None
         if API_SESSION_ID.fullmatch(session_id):
             session = await service.get_session(app_name=app, user_id=user, session_id=session_id)
@@ -169,14 +183,23 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
     @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["GET"])
     async def get_session(request: Request) -> Response:
         app, user = target(request)
-        session = await stored(app, user, request.path_params["session_id"])
-        return JSONResponse(session_json(session))
+        session_id = request.path_params["session_id"]
+
+        async def work(service: BaseSessionService) -> Response:
+            return session_response(await stored(service, app, user, session_id))
+
+        return await store.run(work)
 
     @route("/apps/{app_name}/users/{user_id}/sessions", ["GET"])
     async def list_sessions(request: Request) -> Response:
         app, user = target(request)
-        found = await service.list_sessions(app_name=app, user_id=user)
-        return JSONResponse([session_json(s, with_events=False) for s in found.sessions])
+
+        async def work(service: BaseSessionService) -> Response:
+            found = await service.list_sessions(app_name=app, user_id=user)
+            items = (session_json(s, with_events=False) for s in found.sessions)
+            return Response(large_json.dumps_list(items).encode(), media_type="application/json")
+
+        return await store.run(work)
 
     def not_live(session_id: str) -> None:
         if sessions.claims.holds(session_id):
@@ -188,7 +211,11 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
         session_id = request.path_params["session_id"]
         if API_SESSION_ID.fullmatch(session_id):
             not_live(session_id)
-            await service.delete_session(app_name=app, user_id=user, session_id=session_id)
+            await store.run(
+                lambda service: service.delete_session(
+                    app_name=app, user_id=user, session_id=session_id
+                )
+            )
         return JSONResponse(None)
 
     @route("/apps/{app_name}/users/{user_id}/sessions/{session_id}", ["PATCH"])
@@ -199,17 +226,20 @@ def rest_routes(settings: Settings, sessions: SessionAccess, agent: BaseAgent) -
         if not isinstance(delta, dict):
             raise HttpError(422, 'request body: expected {"stateDelta": {...}}')
         _client_state(delta, "stateDelta")
-        session = await stored(app, user, request.path_params["session_id"])
-        not_live(session.id)
-        await service.append_event(
-            session,
-            Event(
+        session_id = request.path_params["session_id"]
+        not_live(session_id)
+
+        async def work(service: BaseSessionService) -> Response:
+            session = await stored(service, app, user, session_id)
+            event = Event(
                 invocation_id=f"p-{Event.new_id()}",
                 author="user",
                 actions=EventActions(state_delta=delta),
-            ),
-        )
-        return JSONResponse(session_json(session))
+            )
+            await service.append_event(session, event)
+            return session_response(session)
+
+        return await store.run(work)
 
     @route("/list-apps", ["GET"])
     async def list_apps(request: Request) -> Response:

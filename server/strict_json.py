@@ -28,6 +28,10 @@ def _refuse(token: str) -> Any:
     raise NonFiniteNumber(f"expected finite numbers, got {token} (not JSON)")
 
 
+# ``json.loads`` with it; its ``raw_decode`` reads one value at an index.
+DECODER = json.JSONDecoder(parse_constant=_refuse)
+
+
 def loads(text: str | bytes | bytearray) -> Any:
     """``json.loads`` that raises ``NonFiniteNumber`` for the non-JSON constants."""
     return json.loads(text, parse_constant=_refuse)

@@ -23,7 +23,7 @@ from server_helpers import start
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, adk_live, chunks, create_app, protocol
+from server import Settings, adk_live, chunks, create_app, large_json, protocol
 from server.adk_json import encode_event
 from server.users import CHAT_USER_ID, USER_ID
 
@@ -461,7 +461,8 @@ def test_a_create_whose_events_fail_to_store_leaves_no_session(
     lenient: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Whatever the store refuses: the session is deleted, so a retry works."""
-    service = lenient.app.state.runtime.sessions.service  # type: ignore[attr-defined]
+    # The REST's own service: the one on the store's side loop.
+    service = lenient.app.state.runtime.store_loop.resource  # type: ignore[attr-defined]
     original = service.append_event
     calls = 0
 
@@ -496,3 +497,27 @@ def test_an_api_user_holds_at_most_max_api_sessions_per_user(settings: Settings)
         first = client.get(base).json()[0]["id"]
         assert client.delete(f"{base}/{first}").status_code == 200
         assert client.post(base, json={}).status_code == 200  # room again
+
+
+def test_a_large_body_is_read_in_pieces_and_checked_the_same(lenient: TestClient) -> None:
+    """Past 64 kB a body is parsed in a thread, in pieces (large_json): the
+    same session comes back, and bad JSON gets the same 400."""
+    events = [_event(f"e{i}", timestamp=1.0 + i) for i in range(600)]
+    for i, event in enumerate(events):
+        event["content"]["parts"][0]["text"] = f"turn {i} " * 20
+    body = json.dumps({"sessionId": "big", "events": events})
+    assert len(body) > large_json.SMALL
+    created = lenient.post(BASE, content=body, headers={"content-type": "application/json"})
+    assert created.status_code == 200
+    assert [e["id"] for e in created.json()["events"]] == [e["id"] for e in events]
+    assert lenient.get(f"{BASE}/big").json() == created.json()
+    for broken, detail in (
+        (body[:-1], "request body: expected JSON"),
+        (body.replace('"timestamp": 2.0', '"timestamp": NaN'), "request body: expected finite"),
+        ('{"a": ' + "[" * 100 + "]" * 100 + ', "pad": "' + "x" * 70_000 + '"}', "request body"),
+    ):
+        refused = lenient.post(BASE, content=broken, headers={"content-type": "application/json"})
+        assert refused.status_code == 400 and refused.json()["detail"].startswith(detail)
+    invalid = b'{"pad": "' + b"\xff" * 70_000 + b'"}'
+    refused = lenient.post(BASE, content=invalid, headers={"content-type": "application/json"})
+    assert refused.status_code == 400

@@ -5,6 +5,7 @@ store; CORS and the API key."""
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -202,3 +203,26 @@ def test_api_key_when_configured(settings: Settings) -> None:
         assert bearer.status_code == 200
         assert client.get("/healthz").status_code == 200  # not part of the API
         assert client.get("/").status_code == 200  # the page
+
+
+def test_the_store_work_runs_off_the_live_loop(settings: Settings) -> None:
+    """Every store call of the REST, and the JSON of its answer, runs on the
+    store's own loop thread: a large session read never holds the loop the
+    live conversations share."""
+    with TestClient(create_app(settings)) as client:
+        service = client.app.state.runtime.store_loop.resource  # type: ignore[attr-defined]
+        threads: list[str] = []
+        for name in ("create_session", "get_session", "list_sessions", "append_event"):
+            original = getattr(service, name)
+
+            def recorded(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                threads.append(threading.current_thread().name)
+                return _original(*args, **kwargs)
+
+            setattr(service, name, recorded)
+        base = f"/apps/{settings.app_name}/users/alice/sessions"
+        assert client.post(base, json={"sessionId": "s1"}).status_code == 200
+        assert client.get(f"{base}/s1").status_code == 200
+        assert client.get(base).status_code == 200
+        assert client.patch(f"{base}/s1", json={"stateDelta": {"k": 1}}).status_code == 200
+        assert len(threads) >= 5 and set(threads) == {"session-store"}

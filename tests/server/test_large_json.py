@@ -1,0 +1,124 @@
+"""large_json: the same values as json.loads, in calls no longer than the window."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from server import large_json, strict_json
+
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**30), 10**30)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40)
+)
+values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=8), inner, max_size=6)
+    ),
+    max_leaves=60,
+)
+
+
+@pytest.fixture
+def tiny_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every text is large and most containers overflow the window: the walk
+    is what runs."""
+    monkeypatch.setattr(large_json, "SMALL", 0)
+    monkeypatch.setattr(large_json, "WINDOW", 24)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=values, indent=st.sampled_from([None, 0, 2]))
+def test_equals_json_loads(value, indent) -> None:
+    text = json.dumps(value, indent=indent)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(large_json, "SMALL", 0)
+        patch.setattr(large_json, "WINDOW", 24)
+        assert large_json.loads(text, 100) == json.loads(text)
+        assert large_json.loads(text.encode(), 100) == json.loads(text)
+
+
+def test_no_call_reads_past_the_window(monkeypatch: pytest.MonkeyPatch, tiny_window) -> None:
+    """Every call into the C scanner that reads a container reads at most
+    WINDOW characters; only scalars (one scan each) read further."""
+    calls: list[tuple[str, int, int]] = []
+    real = strict_json.DECODER.raw_decode
+
+    def counted(text: str, idx: int = 0):
+        value, end = real(text, idx)
+        calls.append((text[idx], len(text) - idx, end - idx))
+        return value, end
+
+    monkeypatch.setattr(strict_json.DECODER, "raw_decode", counted)
+    doc = {
+        "events": [
+            {"id": f"e{i}", "parts": [{"text": "x" * 30}, [1, 2, {"k": None}]]} for i in range(200)
+        ]
+    }
+    text = json.dumps(doc)
+    assert large_json.loads(text, 64) == doc
+    containers = [c for c in calls if c[0] in "[{"]
+    assert containers and all(available <= 24 for _, available, _ in containers)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": [1, 2',  # truncated
+        '{"a": [1, 2]} x',  # extra data
+        '{"a" [1]}',  # no colon
+        '{"a": [1 2]}',  # no comma
+        "{a: 1}",  # unquoted key
+        '{"a": [1, 2,]}',  # trailing comma
+        "",
+        "   ",
+        '[1, "unterminated]',
+    ],
+)
+def test_not_json_is_refused_like_json_loads(text: str, tiny_window) -> None:
+    with pytest.raises(ValueError):
+        json.loads(text)
+    with pytest.raises(ValueError):
+        large_json.loads(text, 64)
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_numbers_are_refused(constant: str, tiny_window) -> None:
+    with pytest.raises(strict_json.NonFiniteNumber):
+        large_json.loads(f'{{"a": [1, {{"b": {constant}}}, "padding padding padding"]}}', 64)
+
+
+def test_depth_is_bounded_where_it_walks(tiny_window) -> None:
+    """Every level holds more than the window, so every level is walked (a
+    container inside one window is left to the C scanner's own limit, and
+    to the caller's check of the tree)."""
+    deep = "[" * 50 + "1" + ', "longer than the window of 24"]' * 50
+    assert large_json.loads(deep, 64) == json.loads(deep)
+    with pytest.raises(large_json.TooDeep):
+        large_json.loads(deep, 40)
+
+
+def test_bytes_that_are_not_utf8_are_refused(tiny_window) -> None:
+    with pytest.raises(UnicodeDecodeError):
+        large_json.loads(b'{"a": "\xff\xfe padding padding padding"}', 64)
+
+
+def test_the_real_window_on_a_large_body() -> None:
+    doc = {"events": [{"id": f"e{i}", "text": "word " * 40, "n": i / 3} for i in range(5000)]}
+    text = json.dumps(doc)
+    assert len(text) > large_json.SMALL
+    assert large_json.loads(text, 64) == doc
+
+
+def test_dumps_list_is_json() -> None:
+    items = [{"a": 1}, [1.5, None], "é", {"x": math.inf}]
+    assert json.loads(large_json.dumps_list(items)) == [{"a": 1}, [1.5, None], "é", {"x": None}]
+    assert large_json.dumps_list([]) == "[]"
