@@ -173,7 +173,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         WebSocketRoute("/ws", live),
         WebSocketRoute("/live", live),
         WebSocketRoute("/run_live", run_live),
-        *rest_routes(settings, sessions, runtime.store_loop, agents.agent),
+        *rest_routes(settings, sessions, runtime.store_worker, agents.agent),
         *ChatEndpoint(settings, sessions, agents).routes(),
         Mount("/", StaticFiles(directory=settings.web_dir, html=True, check_dir=False)),
     ]

@@ -27,11 +27,10 @@ class HttpError(Exception):
         return {"connection": "close"} if self.status == 408 else {}
 
 
-async def read_json_body(request: Request, limit: int, timeout_s: float) -> Any:
-    """The request body as JSON (``None`` if empty); 413 past ``limit`` bytes,
-    408 if it has not all come within ``timeout_s`` (a body that is declared
-    and never sent would hold the request, and its socket, for ever), 400 if
-    it is not JSON (``NaN`` and ``Infinity`` are not)."""
+async def read_body(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The request body's bytes; 413 past ``limit`` bytes, 408 if it has not
+    all come within ``timeout_s`` (a body that is declared and never sent
+    would hold the request, and its socket, for ever)."""
     size = request.headers.get("content-length")
     if size is not None and size.isdigit() and int(size) > limit:
         raise HttpError(413, f"request body of {size} bytes exceeds the limit of {limit}")
@@ -49,16 +48,25 @@ async def read_json_body(request: Request, limit: int, timeout_s: float) -> Any:
         client = request.client.host if request.client else "?"
         log.info("%s %s: the client went away during its body", client, request.url.path)
         raise HttpError(400, "request body: the client went away") from None
+    return bytes(body)
+
+
+async def read_json_body(request: Request, limit: int, timeout_s: float) -> Any:
+    """The request body as JSON (``None`` if empty): ``read_body``, then
+    ``parse_json``, in a thread past ``large_json.SMALL`` (in pieces: one C
+    call over 8 MB of small objects would hold the GIL, and the live
+    conversations' loop, for half a second)."""
+    body = await read_body(request, limit, timeout_s)
+    if len(body) <= large_json.SMALL:
+        return parse_json(body)
+    return await anyio.to_thread.run_sync(parse_json, body)
+
+
+def parse_json(body: bytes) -> Any:
+    """A body as JSON (``None`` if empty); 400 if it is not JSON (``NaN``
+    and ``Infinity`` are not), is nested too deep or holds lone surrogates."""
     if not body.strip():
         return None
-    if len(body) <= large_json.SMALL:
-        return _parse(body)
-    # Parsed in a thread, in pieces: one C call over 8 MB of small objects
-    # would hold the GIL, and the live conversations' loop, for half a second.
-    return await anyio.to_thread.run_sync(_parse, body)
-
-
-def _parse(body: bytearray) -> Any:
     try:
         data = large_json.loads(body, protocol.MAX_JSON_DEPTH)
     except strict_json.NonFiniteNumber as exc:

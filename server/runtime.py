@@ -20,13 +20,9 @@ from .claims import SessionClaims
 from .delegation import Delegations
 from .demo_tools import DEMO_TOOLS
 from .memory import ConnectionReaper
-from .session_access import (
-    SessionAccess,
-    build_lease_store,
-    build_session_service,
-    build_store_loop,
-)
+from .session_access import SessionAccess, build_lease_store, build_session_service
 from .settings import Settings
+from .store_worker import StoreWorker
 from .tasks import TaskManager
 from .tasks.live_tools import build_live_tools
 from .tools import spec_of
@@ -38,8 +34,8 @@ class Runtime:
         service = session_service or build_session_service(settings)
         leases = build_lease_store(settings)
         self.sessions = SessionAccess(settings, service, SessionClaims(leases))
-        # The same store on a loop of its own, for the REST's large reads.
-        self.store_loop = build_store_loop(settings)
+        # The same store from a process of its own, for the REST.
+        self.store_worker = StoreWorker(settings)
         # Background tasks: their engine, and the live tools that drive it.
         self.tasks = TaskManager(settings, service, leases=leases)
         tools: list[Callable[..., Any]] = [*DEMO_TOOLS, *build_live_tools(self.tasks)]
@@ -52,7 +48,6 @@ class Runtime:
     async def start(self) -> None:
         warm_up()  # before any socket: not in a conversation's way
         await self.sessions.start()
-        await self.store_loop.start()
         await self.tasks.start()
 
     async def close(self) -> None:
@@ -60,7 +55,7 @@ class Runtime:
             await self.tasks.close()  # first: its workers write to the session store
             await self.delegations.close()
             await self.sessions.close()
-            await self.store_loop.close()
+            await self.store_worker.close()
         finally:
             await self.agents.close()
             close = getattr(self.sessions.service, "close", None)

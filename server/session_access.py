@@ -5,9 +5,7 @@
 the expiry of the page's sessions opened and never used, and the health
 check of the database. The lease store follows the session store: with a
 PostgreSQL ``--database-url`` the leases live in the same database,
-otherwise in a file in the data directory. ``build_store_loop`` opens the
-same store a second time on a loop of its own (``side_loop.py``), for the
-work too large for the live conversations' loop.
+otherwise in a file in the data directory.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ from google.adk.sessions.base_session_service import GetSessionConfig
 from .claims import SessionClaims
 from .leases import LeaseStore, SessionLeases
 from .settings import Settings, is_postgres_url
-from .side_loop import SideLoop
 from .users import USER_ID, new_session_id, session_id_allowed
 
 log = logging.getLogger(__name__)
@@ -36,10 +33,7 @@ HISTORY_LIMIT = 50
 _PROBE_SESSION = "health-probe"
 
 
-def build_session_service(settings: Settings, *, keep_open: bool = True) -> BaseSessionService:
-    """ADK's session service for the configured store. ``keep_open=False``
-    (SQLite only) closes the connection after each call: see
-    ``SharedConnectionSqliteSessionService``."""
+def build_session_service(settings: Settings) -> BaseSessionService:
     if settings.database_url:
         # Needs SQLAlchemy and the URL's async driver (google-adk[db]).
         from .history import database_session_service
@@ -49,9 +43,7 @@ def build_session_service(settings: Settings, *, keep_open: bool = True) -> Base
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     return SharedConnectionSqliteSessionService(
-        str(settings.session_db_path),
-        live_history_events=settings.live_history_events,
-        keep_open=keep_open,
+        str(settings.session_db_path), live_history_events=settings.live_history_events
     )
 
 
@@ -65,25 +57,6 @@ def build_lease_store(settings: Settings) -> LeaseStore:
         assert settings.database_url is not None
         return PostgresLeases(settings.database_url)
     return SessionLeases(settings.data_dir / "leases.db")
-
-
-# The session store on a loop of its own, for the REST's bulk reads and writes.
-StoreLoop = SideLoop[BaseSessionService]
-
-
-def build_store_loop(settings: Settings) -> StoreLoop:
-    """A session service of its own (its own connection), on its own loop:
-    the same store, reached without holding the live conversations' loop."""
-
-    async def close(service: BaseSessionService) -> None:
-        closing = getattr(service, "close", None)
-        if closing is not None:
-            await closing()
-
-    # No live run uses it: a session it returns holds all its events.
-    unbounded = dataclasses.replace(settings, live_history_events=0)
-    service = build_session_service(unbounded, keep_open=False)
-    return SideLoop("session-store", service, close)
 
 
 class SessionNotFound(Exception):

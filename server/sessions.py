@@ -201,16 +201,9 @@ def _file_identity(path: str) -> tuple[int, int] | None:
 
 
 class SharedConnectionSqliteSessionService(BoundedLiveHistory, adk_sqlite.SqliteSessionService):
-    def __init__(
-        self, db_path: str, *, live_history_events: int = 0, keep_open: bool = True
-    ) -> None:
+    def __init__(self, db_path: str, *, live_history_events: int = 0) -> None:
         super().__init__(db_path)
         self.live_history_events = live_history_events
-        # A second service on the same file in this process closes after each
-        # call: SQLite shares one open file's state between the connections
-        # of a process, and a connection held open would hide a file deleted
-        # or replaced under the server from the other one.
-        self._keep_open = keep_open
         self._shared: InlineConnection | None = None
         self._shared_lock = asyncio.Lock()
         self._opened_file: tuple[int, int] | None = None  # what _shared has open
@@ -255,10 +248,6 @@ class SharedConnectionSqliteSessionService(BoundedLiveHistory, adk_sqlite.Sqlite
             except BaseException:
                 await self._shared.rollback()
                 raise
-            finally:
-                if not self._keep_open:
-                    await self._shared.close()
-                    self._shared = None
 
     async def close(self) -> None:
         await super().close()

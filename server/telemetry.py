@@ -70,7 +70,7 @@ class Telemetry:
         self.lag = Histogram(
             "audiocore_event_loop_lag_seconds",
             "how late the event loop woke a timer: every conversation waited as long",
-            buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            buckets=(0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
             registry=registry,
         )
         self.lag_max = Gauge(

@@ -77,7 +77,7 @@ SMOKE = {
         SERVER,
         SPEECH,
     ),
-    "bench_floods.py": Smoke(
+    "bench_hostile.py": Smoke(
         ["--classes", "ping", "--sessions", "1", "--turns", "1", "--flood-s", "1"],
         "| ping |",
         SERVER,

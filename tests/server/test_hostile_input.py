@@ -9,6 +9,7 @@ sends is read with a strict JSON parser (a browser's ``JSON.parse``).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -23,8 +24,10 @@ from server_helpers import start
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, adk_live, chunks, create_app, large_json, protocol
+from server import Settings, adk_live, chunks, create_app, large_json, protocol, store_ops
 from server.adk_json import encode_event
+from server.http_body import HttpError
+from server.session_access import build_session_service
 from server.users import CHAT_USER_ID, USER_ID
 
 BASE = "/apps/audiocore/users/u1/sessions"
@@ -458,11 +461,11 @@ def test_a_malformed_patch_is_422(lenient: TestClient, body: Any) -> None:
 
 
 def test_a_create_whose_events_fail_to_store_leaves_no_session(
-    lenient: TestClient, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Whatever the store refuses: the session is deleted, so a retry works."""
-    # The REST's own service: the one on the store's side loop.
-    service = lenient.app.state.runtime.store_loop.resource  # type: ignore[attr-defined]
+    """Whatever the store refuses: the session is deleted, so a retry works.
+    (The operation the store worker runs, on a service that fails.)"""
+    service = build_session_service(settings)
     original = service.append_event
     calls = 0
 
@@ -473,13 +476,20 @@ def test_a_create_whose_events_fail_to_store_leaves_no_session(
             raise RuntimeError("the store refused it")
         return await original(session, event)
 
-    monkeypatch.setattr(service, "append_event", failing_second)
-    body = {"sessionId": "s1", "events": [_event("e1"), _event("e2")]}
-    assert lenient.post(BASE, json=body).status_code == 500
-    assert lenient.get(f"{BASE}/s1").status_code == 404
-    monkeypatch.setattr(service, "append_event", original)
-    retried = lenient.post(BASE, json=body)
-    assert retried.status_code == 200 and len(retried.json()["events"]) == 2
+    body = json.dumps({"sessionId": "s1", "events": [_event("e1"), _event("e2")]}).encode()
+    app = settings.app_name
+
+    async def scenario() -> None:
+        monkeypatch.setattr(service, "append_event", failing_second)
+        with pytest.raises(RuntimeError, match="the store refused it"):
+            await store_ops.create(service, 10, app, "alice", None, body)
+        with pytest.raises(HttpError, match="Session not found"):
+            await store_ops.get(service, app, "alice", "s1")
+        monkeypatch.setattr(service, "append_event", original)
+        retried = await store_ops.create(service, 10, app, "alice", None, body)
+        assert retried.status == 200 and len(json.loads(retried.body)["events"]) == 2
+
+    asyncio.run(scenario())
 
 
 def test_an_api_user_holds_at_most_max_api_sessions_per_user(settings: Settings) -> None:
