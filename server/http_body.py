@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 from starlette.requests import ClientDisconnect, Request
 
-from . import protocol, strict_json
+from . import fields, protocol, strict_json
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,6 @@ async def read_json_body(request: Request, limit: int, timeout_s: float) -> Any:
         raise HttpError(400, "request body: expected JSON") from None
     try:
         protocol.check_json_tree(data)
-    except protocol.InputError as exc:
+    except fields.InputError as exc:
         raise HttpError(400, f"request body: {exc}") from None
     return data

@@ -23,7 +23,7 @@ from server_helpers import start
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, adk_live, chunks, create_app, protocol
+from server import Settings, adk_live, chunks, create_app, fields, protocol
 from server.adk_json import encode_event
 from server.users import CHAT_USER_ID, USER_ID
 
@@ -273,8 +273,8 @@ def test_the_body_timeout_is_a_setting() -> None:
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_numbers_are_refused_as_input(constant: str) -> None:
-    with pytest.raises(protocol.InputError, match=f"expected finite numbers, got {constant}") as e:
-        protocol.load_json(f'{{"type": "ping", "timestamp": {constant}}}', protocol.Limits())
+    with pytest.raises(fields.InputError, match=f"expected finite numbers, got {constant}") as e:
+        protocol.load_json(f'{{"type": "ping", "timestamp": {constant}}}', fields.Limits())
     assert not isinstance(e.value, protocol.UnparsableJson)  # an error chunk, not a close
 
 
