@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from server_helpers import start
+from server_helpers import start, uvicorn_thread
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
@@ -175,25 +175,9 @@ def body_timeout_settings(settings: Settings) -> Settings:
 @pytest.fixture
 def http_server(body_timeout_settings: Settings) -> Iterator[tuple[str, int]]:
     """The app on real uvicorn, its body timeout 0.5 s."""
-    import uvicorn
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(create_app(body_timeout_settings), log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    started = threading.Event()
-    for _ in range(500):
-        if server.started or started.wait(0.01):
-            break
-    assert server.started, "uvicorn did not start"
-    try:
-        yield sock.getsockname()
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    app = create_app(body_timeout_settings)
+    with uvicorn_thread(app, log_level="warning") as address:
+        yield address
 
 
 def _head(path: str, declared: int) -> bytes:
