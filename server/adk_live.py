@@ -34,7 +34,7 @@ from google.genai import types
 from starlette.types import Message
 from starlette.websockets import WebSocket
 
-from . import chunks, protocol
+from . import chunks, fields, protocol
 from .adk_json import encode_event, event_json
 from .client_state import ForbiddenState, check_client_state
 from .dialects import Opening
@@ -284,7 +284,7 @@ class AdkDialect:
         self._speaker = Speaker()
         self._input = protocol.InputFormat(_ADK_MODEL_RATE, "s16", 1)  # binary frames' format
 
-    async def open(self, ws: WebSocket, timeout_s: float, limits: protocol.Limits) -> Opening:
+    async def open(self, ws: WebSocket, timeout_s: float, limits: fields.Limits) -> Opening:
         start = protocol.Start(
             self._input, protocol.OutputFormat(24_000, False), self.query.session_id
         )
@@ -296,27 +296,27 @@ class AdkDialect:
         )
 
     def decode(
-        self, message: Message, fmt: protocol.InputFormat, limits: protocol.Limits
+        self, message: Message, fmt: protocol.InputFormat, limits: fields.Limits
     ) -> Sequence[protocol.ClientMessage]:
         data = message.get("bytes")
         if data is not None:
             return [protocol.decode_binary(data, self._input, limits)]
         return self._decode_request(message.get("text") or "", limits)
 
-    def _decode_request(self, text: str, limits: protocol.Limits) -> list[protocol.ClientMessage]:
+    def _decode_request(self, text: str, limits: fields.Limits) -> list[protocol.ClientMessage]:
         obj = protocol.load_json(text, limits)
         audio = audio_blob(obj)
         if audio is not None:
             return [self._blob(*audio, limits)]
         unknown = sorted(k for k in obj if k not in _REQUEST_FIELDS)
         if unknown:
-            raise protocol.InputError(f"LiveRequest: unknown fields {unknown}")
+            raise fields.InputError(f"LiveRequest: unknown fields {unknown}")
         try:
             request = LiveRequest.model_validate({_REQUEST_FIELDS[k]: v for k, v in obj.items()})
         except pydantic.ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(x) for x in first["loc"])
-            raise protocol.InputError(f"LiveRequest: {where}: {first['msg']}") from None
+            raise fields.InputError(f"LiveRequest: {where}: {first['msg']}") from None
         out: list[protocol.ClientMessage] = []
         # ADK's order: at most one of these, then the content (live_request_queue.py).
         if request.activity_start is not None:
@@ -331,35 +331,35 @@ class AdkDialect:
             try:
                 check_client_state(request.state_delta, "state_delta")
             except ForbiddenState as exc:
-                raise protocol.InputError(str(exc)) from None
+                raise fields.InputError(str(exc)) from None
         if request.content is not None or request.state_delta:
             out += self._content(request.content, request.state_delta, limits)
         if request.close:
             out.append(protocol.Close())
         return out
 
-    def _blob(self, mime: str, data: bytes, limits: protocol.Limits) -> protocol.ClientMessage:
+    def _blob(self, mime: str, data: bytes, limits: fields.Limits) -> protocol.ClientMessage:
         if mime.startswith("audio/pcm"):
             try:
                 rate = audio_rate(mime, _ADK_MODEL_RATE)
             except ValueError as exc:
-                raise protocol.InputError(
-                    f"blob: {exc}; expected one of {list(protocol.SUPPORTED_RATES)}"
+                raise fields.InputError(
+                    f"blob: {exc}; expected one of {list(fields.SUPPORTED_RATES)}"
                 ) from None
-            if rate not in protocol.SUPPORTED_RATES:
-                raise protocol.InputError(
-                    f"blob: audio rate {rate} Hz; expected one of {list(protocol.SUPPORTED_RATES)}"
+            if rate not in fields.SUPPORTED_RATES:
+                raise fields.InputError(
+                    f"blob: audio rate {rate} Hz; expected one of {list(fields.SUPPORTED_RATES)}"
                 )
             self._input = protocol.InputFormat(rate, "s16", 1)
             return protocol.decode_binary(data, self._input, limits)
-        if mime in protocol.IMAGE_TYPES:
+        if mime in fields.IMAGE_TYPES:
             if len(data) > limits.max_image_bytes:
-                raise protocol.InputError(
+                raise fields.InputError(
                     f"blob: {len(data)} bytes exceeds the limit of {limits.max_image_bytes}"
                 )
-            return protocol.Image(mime, data)
-        raise protocol.InputError(
-            f"blob: mime_type must be audio/pcm[;rate=N] or one of {list(protocol.IMAGE_TYPES)}, "
+            return fields.Image(mime, data)
+        raise fields.InputError(
+            f"blob: mime_type must be audio/pcm[;rate=N] or one of {list(fields.IMAGE_TYPES)}, "
             f"got {mime!r}"
         )
 
@@ -367,19 +367,19 @@ class AdkDialect:
         self,
         content: types.Content | None,
         state_delta: dict[str, Any] | None,
-        limits: protocol.Limits,
+        limits: fields.Limits,
     ) -> list[protocol.ClientMessage]:
         parts = content.parts or [] if content is not None else []
         if any(p.function_call for p in parts):
-            raise protocol.InputError("content: a user message cannot contain function calls")
+            raise fields.InputError("content: a user message cannot contain function calls")
         responses = [p.function_response for p in parts if p.function_response]
         if responses:
             if len(responses) != len(parts):
-                raise protocol.InputError("content: function responses must come alone")
+                raise fields.InputError("content: function responses must come alone")
             return [protocol.ToolResponse(r.id or "", r.response or {}) for r in responses]
         text = "".join(p.text or "" for p in parts)
         if len(text) > limits.max_text_chars:
-            raise protocol.InputError(
+            raise fields.InputError(
                 f"content: {len(text)} characters exceeds the limit of {limits.max_text_chars}"
             )
         return [protocol.UserContent(content, state_delta)]

@@ -24,7 +24,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from . import protocol
+from . import chat_messages, fields, protocol
 from .shutdown import Shutdown
 
 
@@ -58,13 +58,13 @@ _KINDS: dict[type, str] = {
     protocol.Ping: "ping",
     protocol.Interrupt: "interrupt",
     protocol.Text: "content",
-    protocol.Image: "content",
-    protocol.ChatSubmit: "content",
+    fields.Image: "content",
+    chat_messages.ChatSubmit: "content",
     protocol.UserContent: "content",
     protocol.Close: "content",
     protocol.Start: "content",
-    protocol.ToolApproval: "answer",
-    protocol.ToolResult: "answer",
+    fields.ToolApproval: "answer",
+    fields.ToolResult: "answer",
     protocol.ToolResponse: "answer",
     protocol.TaskCancel: "task",
 }

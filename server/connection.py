@@ -42,7 +42,7 @@ from starlette.websockets import (
     WebSocketState,
 )
 
-from . import chunks, protocol
+from . import chat_messages, chunks, fields, protocol
 from .claims import SessionBusy
 from .conversation import Conversation, LiveParts, assemble, welcome
 from .dialects import Dialect, Opening
@@ -71,7 +71,7 @@ class LiveConnection:
         self.dialect = dialect
         self.name = chunks.new_id("conn")  # in the log
         settings = self.settings = parts.settings
-        self.limits = protocol.Limits(
+        self.limits = fields.Limits(
             settings.max_message_bytes, settings.max_image_bytes, settings.max_text_chars
         )
         self.input_format = protocol.InputFormat()
@@ -255,7 +255,7 @@ class LiveConnection:
                         self.metrics.input_latency(time.monotonic() - received)
                 elif refused:
                     c.report(refused)
-        except protocol.InputError as exc:
+        except fields.InputError as exc:
             if budget.may_report():
                 c.report(str(exc))
 
@@ -268,18 +268,18 @@ class LiveConnection:
         elif isinstance(msg, protocol.Ping):
             c.tell(chunks.Pong(msg.timestamp))
         elif isinstance(msg, protocol.Start):
-            raise protocol.InputError("start: only allowed as the first message")
-        elif isinstance(msg, (protocol.ToolApproval, protocol.ToolResult)):
+            raise fields.InputError("start: only allowed as the first message")
+        elif isinstance(msg, (fields.ToolApproval, fields.ToolResult)):
             c.delegations.answer([msg])
         elif isinstance(msg, protocol.ToolResponse):
             c.delegations.answer_function_response(msg.tool_call_id, msg.response)
         elif isinstance(msg, protocol.TaskCancel):
             if self._cancels >= _CANCELS_AT_ONCE:
-                raise protocol.InputError("task_cancel: the last ones are still being cancelled")
+                raise fields.InputError("task_cancel: the last ones are still being cancelled")
             assert self._group is not None
             self._cancels += 1
             self._group.start_soon(self._cancel_task, c, msg.task_id)
-        elif isinstance(msg, protocol.ChatSubmit):
+        elif isinstance(msg, chat_messages.ChatSubmit):
             c.delegations.answer(msg.answers)
             if msg.text is not None or msg.images:
                 uplink.user_turn(msg.text, msg.images)
@@ -294,7 +294,7 @@ class LiveConnection:
             uplink.close()
         elif isinstance(msg, protocol.Text):
             uplink.user_turn(msg.text)
-        elif isinstance(msg, protocol.Image):
+        elif isinstance(msg, fields.Image):
             uplink.user_turn(None, (msg,))
         elif isinstance(msg, protocol.UserContent):
             uplink.content(LiveRequest(content=msg.content, state_delta=msg.state_delta))

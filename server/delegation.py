@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from google.genai import types
 
 from . import chunks
-from .protocol import InputError, ToolApproval, ToolResult
+from .fields import InputError, ToolApproval, ToolResult
 from .tool_calls import Answer, Outcome, PendingCall, apply, cancelled, run_on_server
 from .tools import ToolSpec, ToolState
 

@@ -3,7 +3,7 @@
 A live connection runs one ``TaskDelivery`` for its task owner. When a task
 of that owner has finished (completed or failed) and the line is free — the
 user is not speaking, no answer is playing or on its way, no tool approval
-is open — it claims the task (``TaskManager.claim_delivery``: a renewable
+is open — it claims the task (``TaskManager.deliveries``: a renewable
 claim, so two connections of one owner never both present it), hands the
 model the outcome as a user turn it then speaks about, and waits for the
 answer: once that answer's turn has ended and its audio has played, the
@@ -96,7 +96,7 @@ class TaskDelivery:
             await self._line_free()
             claimed_at = self._clock()
             changed = self._watch()
-            record = await self._manager.claim_delivery(self._owner, self._claimant, CLAIM_TTL_S)
+            record = await self._manager.deliveries.claim(self._owner, self._claimant, CLAIM_TTL_S)
             if record is None:
                 await self._until(changed, None)
                 continue
@@ -106,7 +106,7 @@ class TaskDelivery:
             finally:
                 self._holding = None
             if presented:
-                await self._manager.delivered(self._owner, record.id, self._claimant)
+                await self._manager.deliveries.delivered(self._owner, record.id, self._claimant)
                 took = self._clock() - claimed_at
                 self.delivered.append((record.id, took))
                 log.info(
@@ -116,14 +116,14 @@ class TaskDelivery:
                     took,
                 )
             else:
-                await self._manager.postpone(self._owner, record.id, self._claimant)
+                await self._manager.deliveries.postpone(self._owner, record.id, self._claimant)
 
     async def close(self) -> None:
         """The connection ends: what it holds goes back for the next one."""
         record = self._holding
         if record is not None:
             with anyio.CancelScope(shield=True):
-                await self._manager.postpone(self._owner, record.id, self._claimant)
+                await self._manager.deliveries.postpone(self._owner, record.id, self._claimant)
 
     async def _line_free(self) -> None:
         while True:
@@ -146,7 +146,7 @@ class TaskDelivery:
             if free_at is not None and free_at <= now:
                 return True
             if now >= renew_at:
-                if not await self._manager.renew_claim(
+                if not await self._manager.deliveries.renew(
                     self._owner, record.id, self._claimant, CLAIM_TTL_S
                 ):
                     return False
@@ -184,7 +184,7 @@ class TaskDelivery:
             if not self._answer_ended and now >= deadline:
                 return False
             if now >= renew_at:
-                if not await self._manager.renew_claim(
+                if not await self._manager.deliveries.renew(
                     self._owner, record.id, self._claimant, CLAIM_TTL_S
                 ):
                     return False  # somebody else holds it now

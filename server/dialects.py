@@ -22,7 +22,7 @@ from google.adk.agents.run_config import RunConfig
 from starlette.types import Message
 from starlette.websockets import WebSocket
 
-from . import protocol
+from . import fields, protocol
 from .events import Translator, TurnTranslator
 from .handshake import read_hello
 from .tools import ToolSpec
@@ -46,10 +46,10 @@ class Opening:
 class Dialect(Protocol):
     name: str
 
-    async def open(self, ws: WebSocket, timeout_s: float, limits: protocol.Limits) -> Opening: ...
+    async def open(self, ws: WebSocket, timeout_s: float, limits: fields.Limits) -> Opening: ...
 
     def decode(
-        self, message: Message, fmt: protocol.InputFormat, limits: protocol.Limits
+        self, message: Message, fmt: protocol.InputFormat, limits: fields.Limits
     ) -> Sequence[protocol.ClientMessage]: ...
 
     def translator(self, tools: Mapping[str, ToolSpec], model_name: str) -> Translator: ...
@@ -58,7 +58,7 @@ class Dialect(Protocol):
 
 
 def decode_frame(
-    message: Message, fmt: protocol.InputFormat, limits: protocol.Limits
+    message: Message, fmt: protocol.InputFormat, limits: fields.Limits
 ) -> protocol.ClientMessage:
     """Our clients' frames: binary audio, or one JSON message per text frame."""
     data = message.get("bytes")
@@ -70,12 +70,12 @@ def decode_frame(
 class UiStreamDialect:
     name = "ws"
 
-    async def open(self, ws: WebSocket, timeout_s: float, limits: protocol.Limits) -> Opening:
+    async def open(self, ws: WebSocket, timeout_s: float, limits: fields.Limits) -> Opening:
         hello = await read_hello(ws, timeout_s, limits)
         return Opening(hello.start, hello.first)
 
     def decode(
-        self, message: Message, fmt: protocol.InputFormat, limits: protocol.Limits
+        self, message: Message, fmt: protocol.InputFormat, limits: fields.Limits
     ) -> Sequence[protocol.ClientMessage]:
         return [decode_frame(message, fmt, limits)]
 

@@ -14,7 +14,7 @@ import anyio
 from starlette.types import Message
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from . import protocol
+from . import fields, protocol
 
 DEFAULT_START = protocol.Start(protocol.InputFormat(), protocol.OutputFormat(), None, None)
 
@@ -25,7 +25,7 @@ class Hello:
     first: Message | None  # the first message, when it was not a `start`
 
 
-async def read_hello(ws: WebSocket, timeout_s: float, limits: protocol.Limits) -> Hello:
+async def read_hello(ws: WebSocket, timeout_s: float, limits: fields.Limits) -> Hello:
     """Raises ``ProtocolError`` (close with its code) and ``WebSocketDisconnect``."""
     message: Message | None = None
     with anyio.move_on_after(timeout_s):
@@ -38,7 +38,7 @@ async def read_hello(ws: WebSocket, timeout_s: float, limits: protocol.Limits) -
     if text is not None:
         try:
             decoded = protocol.decode_text(text, DEFAULT_START.input, limits)
-        except protocol.InputError:
+        except fields.InputError:
             return Hello(DEFAULT_START, message)  # reported when it is handled
         if isinstance(decoded, protocol.Start):
             return Hello(decoded, None)

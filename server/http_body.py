@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 from starlette.requests import ClientDisconnect, Request
 
-from . import large_json, protocol, strict_json
+from . import fields, large_json, protocol, strict_json
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,6 @@ def parse_json(body: bytes) -> Any:
         raise HttpError(400, "request body: expected JSON") from None
     try:
         protocol.check_json_tree(data)
-    except protocol.InputError as exc:
+    except fields.InputError as exc:
         raise HttpError(400, f"request body: {exc}") from None
     return data

@@ -46,7 +46,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from . import chunks, protocol
+from . import chat_messages, chunks, fields
 from .agents import Agents
 from .claims import SessionBusy
 from .events import ModelAudio, TurnEnd, TurnTranslator
@@ -88,7 +88,7 @@ class _Resolved:
 
 async def resolve_answers(
     session: Session,
-    answers: Sequence[protocol.ToolApproval | protocol.ToolResult],
+    answers: Sequence[fields.ToolApproval | fields.ToolResult],
     tools: Mapping[str, ToolSpec],
     timeout_s: float,
 ) -> _Resolved:
@@ -152,7 +152,7 @@ class ChatEndpoint:
         self._settings = settings
         self._sessions = sessions
         self._agents = agents
-        self._limits = protocol.Limits(
+        self._limits = fields.Limits(
             settings.max_message_bytes, settings.max_image_bytes, settings.max_text_chars
         )
         self._runs: dict[str, _Replay] = {}
@@ -175,12 +175,12 @@ class ChatEndpoint:
             chat_id = body.get("id")
             if not isinstance(chat_id, str) or not API_SESSION_ID.fullmatch(chat_id):
                 raise HttpError(400, "id: expected the chat id (1 to 128 of A-Z a-z 0-9 . _ : -)")
-            submit = protocol.decode_chat(body, self._limits)
+            submit = chat_messages.decode_chat(body, self._limits)
         except HttpError as exc:
             return Response(
                 exc.detail, status_code=exc.status, media_type="text/plain", headers=exc.headers
             )
-        except protocol.InputError as exc:
+        except fields.InputError as exc:
             return Response(str(exc), status_code=400, media_type="text/plain")
         message_id = body.get("messageId")
         continuing = isinstance(message_id, str) and submit.text is None
@@ -196,7 +196,7 @@ class ChatEndpoint:
         return StreamingResponse(replay.follow(), headers=STREAM_HEADERS)
 
     async def _stream(
-        self, chat_id: str, submit: protocol.ChatSubmit, message_id: str | None
+        self, chat_id: str, submit: chat_messages.ChatSubmit, message_id: str | None
     ) -> AsyncIterator[str]:
         replay = _Replay()
         self._runs[chat_id] = replay
@@ -214,7 +214,7 @@ class ChatEndpoint:
                 del self._runs[chat_id]
 
     async def _chunks(
-        self, chat_id: str, submit: protocol.ChatSubmit, message_id: str | None
+        self, chat_id: str, submit: chat_messages.ChatSubmit, message_id: str | None
     ) -> AsyncIterator[chunks.Chunk]:
         translator = TurnTranslator(self._agents.tools, self._agents.chat_model_name)
         taken = asyncio.Event()  # another request took the chat: stop this run
@@ -236,7 +236,7 @@ class ChatEndpoint:
     async def _turn(
         self,
         session: Session,
-        submit: protocol.ChatSubmit,
+        submit: chat_messages.ChatSubmit,
         translator: TurnTranslator,
         taken: asyncio.Event,
     ) -> AsyncIterator[chunks.Chunk]:

@@ -1,19 +1,20 @@
 """The incoming half of the /ws wire protocol (docs/protocol.md): pure
 decoding of client frames into typed messages. No I/O here; what the server
-sends is ``server/chunks.py``.
+sends is ``server/chunks.py``; an AI SDK chat's ``message`` is decoded by
+``server/chat_messages.py``, and the validators of single fields, with the
+messages both decoders produce, are ``server/fields.py``.
 
 Two kinds of failure:
 
-* ``InputError`` — a recoverable mistake (bad field, malformed base64, unknown
-  type). The caller answers with an ``error`` chunk and the socket lives.
+* ``InputError`` (``fields.py``) — a recoverable mistake (bad field,
+  malformed base64, unknown type). The caller answers with an ``error``
+  chunk and the socket lives.
 * ``ProtocolError`` — a violation of the protocol itself. It carries the
   WebSocket close code the caller must close with (1003, 1007, 1008, 1009).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import re
 from collections.abc import Callable
@@ -21,7 +22,9 @@ from typing import Any, Literal
 
 from google.genai import types
 
-from . import strict_json
+from . import fields, strict_json
+from .chat_messages import ChatSubmit, decode_chat
+from .fields import Image, InputError, Limits, ToolApproval, ToolResult
 
 # WebSocket close codes (RFC 6455 §7.4.1).
 CLOSE_NORMAL = 1000
@@ -33,9 +36,7 @@ CLOSE_MESSAGE_TOO_BIG = 1009
 CLOSE_INTERNAL_ERROR = 1011
 CLOSE_TRY_AGAIN_LATER = 1013
 
-SUPPORTED_RATES = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000)
 INPUT_FORMATS = ("s16", "f32")
-IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
 SAMPLE_BYTES = {"s16": 2, "f32": 4}
 # Who ends the user's turns: the model's voice activity detection ("server"),
 # or the client's activity_start/activity_end alone ("manual", push-to-talk).
@@ -51,10 +52,6 @@ class ProtocolError(Exception):
         super().__init__(reason)
         self.close_code = close_code
         self.reason = reason
-
-
-class InputError(ValueError):
-    """A recoverable mistake: answer with an ``error`` chunk, keep the socket."""
 
 
 class UnparsableJson(InputError):
@@ -125,46 +122,6 @@ class Interrupt:
 
 
 @dataclasses.dataclass(frozen=True)
-class Image:
-    media_type: str
-    data: bytes
-
-
-@dataclasses.dataclass(frozen=True)
-class ToolApproval:
-    approval_id: str
-    approved: bool
-    reason: str | None = None
-    # Read from a resubmitted chat history: an answer the server may already
-    # have had, so an unknown id is ignored rather than reported.
-    from_history: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class ToolResult:
-    """A client-executed tool's result: ``output``, or ``error_text`` if it failed."""
-
-    tool_call_id: str
-    output: Any = None
-    error_text: str | None = None
-    from_history: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class ChatSubmit:
-    """An AI SDK client's ``message``: what is new in its resubmitted history.
-
-    Only the last message counts (the history is never replayed into the live
-    model): a user message is a new turn (its text and images); an assistant
-    message carries the answers to the tool calls it holds.
-    """
-
-    text: str | None
-    images: tuple[Image, ...]
-    answers: tuple[ToolApproval | ToolResult, ...]
-
-
-@dataclasses.dataclass(frozen=True)
 class Ping:
     timestamp: float | None
 
@@ -221,15 +178,6 @@ ClientMessage = (
     | TaskCancel
     | Close
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    max_message_bytes: int = 4 * 1024 * 1024
-    max_image_bytes: int = 2 * 1024 * 1024
-    max_text_chars: int = 16_000
-    max_id_chars: int = 200  # tool call and approval ids
-    max_history_messages: int = 2_000  # in a `message`'s resubmitted history
 
 
 def decode_binary(data: bytes, fmt: InputFormat, limits: Limits) -> Audio:
@@ -309,17 +257,19 @@ def decode_text(raw: str, fmt: InputFormat, limits: Limits) -> ClientMessage:
 
 
 def _decode_start(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Start:
-    inp = _optional_object(obj, "input")
-    out = _optional_object(obj, "output")
+    inp = fields.optional_object(obj, "input")
+    out = fields.optional_object(obj, "output")
     defaults_in, defaults_out = InputFormat(), OutputFormat()
-    rate = _rate(inp.get("sampleRate", defaults_in.sample_rate), "input.sampleRate")
+    rate = fields.sample_rate(inp.get("sampleRate", defaults_in.sample_rate), "input.sampleRate")
     form = inp.get("format", defaults_in.format)
     if form not in INPUT_FORMATS:
         raise InputError(f"input.format: expected one of {list(INPUT_FORMATS)}, got {form!r}")
     channels = inp.get("channels", 1)
     if channels != 1 or isinstance(channels, bool):
         raise InputError(f"input.channels: only mono input is supported, got {channels!r}")
-    out_rate = _rate(out.get("sampleRate", defaults_out.sample_rate), "output.sampleRate")
+    out_rate = fields.sample_rate(
+        out.get("sampleRate", defaults_out.sample_rate), "output.sampleRate"
+    )
     binary = out.get("binary", False)
     if not isinstance(binary, bool):
         raise InputError(f"output.binary: expected a boolean, got {binary!r}")
@@ -348,7 +298,7 @@ def _decode_audio_chunk(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -
     data = obj.get("data", obj)
     if not isinstance(data, dict):
         raise InputError('audio_chunk: expected "data" to be an object')
-    rate = _rate(data.get("sampleRate", fmt.sample_rate), "audio_chunk sampleRate")
+    rate = fields.sample_rate(data.get("sampleRate", fmt.sample_rate), "audio_chunk sampleRate")
     channels = data.get("channels", 1)
     bit_depth = data.get("bitDepth", 16)
     if channels != 1 or isinstance(channels, bool):
@@ -361,7 +311,7 @@ def _decode_audio_chunk(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -
             f"audio_chunk: expected {fmt.format} at {fmt.sample_rate} Hz (the negotiated input), "
             f"got {chunk_fmt.format} at {rate} Hz; negotiate with start first"
         )
-    pcm = _b64(data.get("chunk"), "audio_chunk chunk")
+    pcm = fields.b64(data.get("chunk"), "audio_chunk chunk")
     _check_whole_frames(len(pcm), fmt)
     return Audio(pcm, fmt)
 
@@ -378,18 +328,7 @@ def _decode_text_turn(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> 
 
 
 def _decode_image(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Image:
-    media_type = obj.get("mediaType")
-    if media_type not in IMAGE_TYPES:
-        raise InputError(f"image: mediaType must be one of {list(IMAGE_TYPES)}, got {media_type!r}")
-    data = obj.get("data")
-    if isinstance(data, str) and len(data) * 3 // 4 > limits.max_image_bytes + 3:
-        raise InputError(
-            f"image: about {len(data) * 3 // 4} bytes exceeds the limit of {limits.max_image_bytes}"
-        )
-    raw = _b64(data, "image data")
-    if len(raw) > limits.max_image_bytes:
-        raise InputError(f"image: {len(raw)} bytes exceeds the limit of {limits.max_image_bytes}")
-    return Image(media_type, raw)
+    return fields.image(obj.get("mediaType"), obj.get("data"), limits)
 
 
 def _decode_tool_approval(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> ToolApproval:
@@ -397,9 +336,9 @@ def _decode_tool_approval(obj: dict[str, Any], fmt: InputFormat, limits: Limits)
     if not isinstance(approved, bool):
         raise InputError('tool_approval: expected string "approvalId" and boolean "approved"')
     return ToolApproval(
-        _id(approval_id, "tool_approval approvalId", limits),
+        fields.identifier(approval_id, "tool_approval approvalId", limits),
         approved,
-        _optional_text(obj.get("reason"), "tool_approval reason", limits),
+        fields.optional_text(obj.get("reason"), "tool_approval reason", limits),
     )
 
 
@@ -407,7 +346,7 @@ def _decode_tool_result(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -
     nested = obj.get("data")
     if isinstance(nested, dict):
         # The seeds' older shape: {"data": {"toolCallId", "result", "status"}}.
-        call_id = _id(nested.get("toolCallId"), "tool_result data.toolCallId", limits)
+        call_id = fields.identifier(nested.get("toolCallId"), "tool_result data.toolCallId", limits)
         status = nested.get("status", "approved")
         if status not in ("approved", "rejected"):
             raise InputError(
@@ -418,9 +357,9 @@ def _decode_tool_result(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -
         if "result" not in nested:
             raise InputError('tool_result: expected a "result" in data')
         return ToolResult(call_id, output=nested["result"])
-    call_id = _id(obj.get("toolCallId"), "tool_result toolCallId", limits)
+    call_id = fields.identifier(obj.get("toolCallId"), "tool_result toolCallId", limits)
     if "errorText" in obj:
-        error = _optional_text(obj["errorText"], "tool_result errorText", limits)
+        error = fields.optional_text(obj["errorText"], "tool_result errorText", limits)
         return ToolResult(call_id, error_text=error or "the tool failed")
     for key in ("output", "result"):  # ours, and the seed's flat shape
         if key in obj:
@@ -432,120 +371,15 @@ def _decode_message(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Ch
     return decode_chat(obj, limits)
 
 
-def decode_chat(obj: dict[str, Any], limits: Limits) -> ChatSubmit:
-    """What is new in an AI SDK client's ``messages``: the body of a
-    ``message`` (also of an HTTP chat request)."""
-    # {"messages": [...]} (AI SDK clients, the seed's BIDI transport) or the
-    # seeds' older {"data": {"messages": [...]}}.
-    holder = obj.get("data") if "messages" not in obj else obj
-    messages = holder.get("messages") if isinstance(holder, dict) else None
-    if not isinstance(messages, list) or not messages:
-        raise InputError('message: expected a non-empty "messages" array')
-    if len(messages) > limits.max_history_messages:
-        raise InputError(
-            f"message: {len(messages)} messages exceeds the limit of {limits.max_history_messages}"
-        )
-    last = messages[-1]
-    if not isinstance(last, dict):
-        raise InputError("message: expected each message to be an object")
-    role = last.get("role")
-    parts = last.get("parts")
-    if parts is None and isinstance(last.get("content"), str):
-        parts = [{"type": "text", "text": last["content"]}]
-    if not isinstance(parts, list):
-        raise InputError('message: expected the last message to have a "parts" array')
-    if role == "user":
-        return _user_message(parts, limits)
-    if role == "assistant":
-        return ChatSubmit(None, (), tuple(_tool_answers(parts, limits)))
-    raise InputError(
-        f'message: the last message\'s role must be "user" or "assistant", got {role!r}'
-    )
-
-
-def _user_message(parts: list[Any], limits: Limits) -> ChatSubmit:
-    texts: list[str] = []
-    images: list[Image] = []
-    for part in parts:
-        if not isinstance(part, dict):
-            raise InputError("message: expected each part to be an object")
-        kind = part.get("type")
-        if kind == "text":
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise InputError('message: a text part needs a string "text"')
-            texts.append(text)
-        elif kind == "file":
-            images.append(_file_part(part, limits))
-        # Other parts (step-start, data-*, reasoning) carry nothing for the model.
-    text = "\n".join(t for t in texts if t.strip())
-    if not text and not images:
-        raise InputError("message: the user message has no text and no image")
-    if len(text) > limits.max_text_chars:
-        raise InputError(
-            f"message: {len(text)} characters exceeds the limit of {limits.max_text_chars}"
-        )
-    return ChatSubmit(text or None, tuple(images), ())
-
-
-def _file_part(part: dict[str, Any], limits: Limits) -> Image:
-    media_type = part.get("mediaType")
-    if media_type not in IMAGE_TYPES:
-        raise InputError(
-            f"message: a file part's mediaType must be one of {list(IMAGE_TYPES)}, "
-            f"got {media_type!r}"
-        )
-    url = part.get("url")
-    prefix = f"data:{media_type};base64,"
-    if not isinstance(url, str) or not url.startswith(prefix):
-        raise InputError(f'message: a file part\'s "url" must be a data URL ({prefix}…)')
-    return _decode_image(
-        {"mediaType": media_type, "data": url[len(prefix) :]}, InputFormat(), limits
-    )
-
-
-def _tool_answers(parts: list[Any], limits: Limits) -> list[ToolApproval | ToolResult]:
-    """The answers an assistant message's tool parts carry (AI SDK v6 states)."""
-    answers: list[ToolApproval | ToolResult] = []
-    for part in parts:
-        if not isinstance(part, dict):
-            raise InputError("message: expected each part to be an object")
-        kind = part.get("type")
-        if not isinstance(kind, str) or not (kind.startswith("tool-") or kind == "dynamic-tool"):
-            continue
-        state = part.get("state")
-        call_id = part.get("toolCallId")
-        approval = part.get("approval")
-        if isinstance(approval, dict) and isinstance(approval.get("approved"), bool):
-            # approval-responded, and also output-available/-error after an
-            # approval: the client may send the approval and the result together.
-            answers.append(
-                ToolApproval(
-                    _id(approval.get("id"), "message approval.id", limits),
-                    approval["approved"],
-                    _optional_text(approval.get("reason"), "message approval.reason", limits),
-                    from_history=True,
-                )
-            )
-        if state == "output-available":
-            call = _id(call_id, "message toolCallId", limits)
-            answers.append(ToolResult(call, output=part.get("output"), from_history=True))
-        elif state == "output-error":
-            call = _id(call_id, "message toolCallId", limits)
-            error = _optional_text(part.get("errorText"), "message errorText", limits)
-            answers.append(
-                ToolResult(call, error_text=error or "the tool failed", from_history=True)
-            )
-    return answers
-
-
 def _decode_interrupt(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Interrupt:
-    return Interrupt(_optional_text(obj.get("reason"), "interrupt reason", limits))
+    return Interrupt(fields.optional_text(obj.get("reason"), "interrupt reason", limits))
 
 
 def _decode_task_cancel(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> TaskCancel:
     task_id = obj.get("taskId")
-    return TaskCancel(None if task_id is None else _id(task_id, "task_cancel taskId", limits))
+    return TaskCancel(
+        None if task_id is None else fields.identifier(task_id, "task_cancel taskId", limits)
+    )
 
 
 def _decode_ping(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Ping:
@@ -586,56 +420,6 @@ _DECODERS: dict[str, _Decoder] = {
     "audio_control": _decode_audio_control,
     "task_cancel": _decode_task_cancel,
 }
-
-
-def _optional_object(obj: dict[str, Any], key: str) -> dict[str, Any]:
-    value = obj.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InputError(f"{key}: expected an object, got {type(value).__name__}")
-    return value
-
-
-def _id(value: Any, what: str, limits: Limits) -> str:
-    if not isinstance(value, str) or not value:
-        raise InputError(f"{what}: expected a non-empty string, got {type(value).__name__}")
-    if len(value) > limits.max_id_chars:
-        raise InputError(
-            f"{what}: {len(value)} characters exceeds the limit of {limits.max_id_chars}"
-        )
-    return value
-
-
-def _optional_text(value: Any, what: str, limits: Limits) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InputError(f"{what}: expected a string, got {type(value).__name__}")
-    if len(value) > limits.max_text_chars:
-        raise InputError(
-            f"{what}: {len(value)} characters exceeds the limit of {limits.max_text_chars}"
-        )
-    return value
-
-
-def _rate(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value not in SUPPORTED_RATES:
-        raise InputError(f"{what}: expected one of {list(SUPPORTED_RATES)}, got {value!r}")
-    return value
-
-
-def _b64(value: Any, what: str) -> bytes:
-    if not isinstance(value, str):
-        raise InputError(f"{what}: expected a base64 string, got {type(value).__name__}")
-    try:
-        return base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        pass
-    try:  # URL-safe alphabet, as ADK's own JSON uses
-        return base64.b64decode(value.encode("ascii"), altchars=b"-_", validate=True)
-    except (binascii.Error, ValueError, UnicodeEncodeError):
-        raise InputError(f"{what}: malformed base64") from None
 
 
 def _check_whole_frames(n_bytes: int, fmt: InputFormat) -> None:

@@ -36,7 +36,7 @@ from google.adk.events import Event
 from google.genai import types
 
 from . import chunks
-from .protocol import InputError, ToolApproval, ToolResult
+from .fields import InputError, ToolApproval, ToolResult
 from .tools import ToolSpec, ToolState, run_server_tool
 
 log = logging.getLogger(__name__)

@@ -19,10 +19,10 @@ from typing import Any
 from google.adk.agents.live_request_queue import LiveRequest
 from google.genai import types
 
+from .fields import Image, InputError
 from .line import LinePolicy
 from .live_queue import BoundedLiveRequestQueue
 from .mic import MicPath
-from .protocol import Image, InputError
 
 OVERLOADED = "the model is not keeping up; messages are dropped until it catches up"
 

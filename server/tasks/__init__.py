@@ -4,8 +4,7 @@ The live agent starts, checks and cancels tasks with three tools
 (``live_tools.py``) that answer at once; a backend agent does the work, one
 task at a time per owner (``backend.py``, ``manager.py``); the records live
 in the session database (``records.py``, ``store.py``); a live connection
-delivers each outcome once, through a renewable claim (``TaskManager``'s
-delivery methods).
+delivers each outcome once, through a renewable claim (``delivery.py``).
 """
 
 from .live_tools import OWNER_STATE_KEY, owner_from_context, session_owner

@@ -1,4 +1,4 @@
-"""The task engine: a FIFO queue per owner, the backend runs, and delivery.
+"""The task engine: a FIFO queue per owner, and the backend runs.
 
 An *owner* is whoever a task belongs to: a stable per-user key, so a new
 voice connection continues the same tasks and backend context (see
@@ -15,11 +15,9 @@ becomes ``cancelling``, its backend run is aborted (``run_async``'s
 ``task_cancel_grace_s``), and only then is it ``cancelled``. ``cancel``
 returns after that.
 
-A task whose run ended (completed or failed) is *delivered* once: a live
-connection claims it (a claim expires unless renewed), presents it, and
-marks it delivered, or postpones it when interrupted. Each claim is one
-attempt; after ``max_delivery_attempts`` the delivery fails, so one bad
-result cannot block the ones after it.
+A task whose run ended (completed or failed) is delivered once, through
+the renewable claims of ``deliveries`` (``delivery.py``); at start, the
+manager frees the claims of connections that are gone.
 
 Several server processes may share one database (``--workers``, hosts on
 one PostgreSQL). A running task records its process (``runner``: the lease
@@ -47,13 +45,12 @@ from google.adk.sessions import BaseSessionService
 from ..leases import LeaseStore
 from ..settings import Settings
 from .backend import Backend
-from .records import DELIVERABLE_STATES, TaskRecord, TaskState
+from .delivery import DeliveryClaims
+from .records import DELIVERABLE_STATES, MAX_OWNER_CHARS, TaskRecord, TaskState, check_text
 from .store import Ledger, TaskStore
 
 RESTARTED = "the server restarted while this task was running"
 STOPPED = "the server stopped while this task was running"
-MAX_OWNER_CHARS = 512
-MAX_CLAIMANT_CHARS = 256
 _RUNNING = ("running", "cancelling")  # a process runs it (or is stopping it)
 
 log = logging.getLogger(__name__)
@@ -82,14 +79,6 @@ class _Owner:
     subscribers: list[Callable[[TaskRecord], None]] = dataclasses.field(default_factory=list)
 
 
-def _check_text(name: str, value: object, limit: int) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name}: expected a string, got {type(value).__name__}")
-    if not value or len(value) > limit:
-        raise ValueError(f"{name}: expected 1 to {limit} characters, got {len(value)}")
-    return value
-
-
 class TaskManager:
     def __init__(
         self,
@@ -109,6 +98,7 @@ class TaskManager:
         # Wall-clock seconds: timestamps and claim expiry outlive the process.
         self._clock = clock
         self._owners: dict[str, _Owner] = {}
+        self.deliveries = DeliveryClaims(settings, self.store, self._notify, clock)
         self._closing = False
         # Owners with a task that another live process runs: looked at again
         # every few heartbeats, so that process's death does not leave the
@@ -161,7 +151,7 @@ class TaskManager:
                 # else it may be a live process's, whose claim is left to
                 # expire.
                 if not others_alive or (record.claim_expires_at or 0) <= now:
-                    ledger.put(self._released(record))
+                    ledger.put(self.deliveries.released(record))
             if self._run_elsewhere(ledger):
                 self._watched.add(owner)
             return any(r.state == "queued" for r in ledger.records.values())
@@ -247,7 +237,7 @@ class TaskManager:
         ``ValueError`` for an empty or too long objective, ``TooManyTasks``
         when ``max_queued_tasks`` already wait.
         """
-        _check_text("owner", owner, MAX_OWNER_CHARS)
+        check_text("owner", owner, MAX_OWNER_CHARS)
         if not isinstance(objective, str):
             raise TypeError(f"objective: expected a string, got {type(objective).__name__}")
         text = objective.strip()
@@ -363,118 +353,6 @@ class TaskManager:
             self._forget_if_idle(owner, state)
 
         return unsubscribe
-
-    async def claim_delivery(self, owner: str, claimant: str, ttl_s: float) -> TaskRecord | None:
-        """Claim the oldest outcome to deliver (completed or failed, delivery
-        pending, or claimed by a claim that expired) for ``ttl_s`` seconds.
-
-        A claimant that already holds a claim gets that one back, renewed.
-        Returns None when there is nothing to deliver.
-        """
-        _check_text("claimant", claimant, MAX_CLAIMANT_CHARS)
-        self._check_ttl(ttl_s)
-        now = self._clock()
-
-        def claim(ledger: Ledger) -> TaskRecord | None:
-            ordered = ledger.ordered()
-            held = next(
-                (r for r in ordered if r.delivery == "claimed" and r.claimant == claimant), None
-            )
-            if held is not None:
-                return ledger.put(dataclasses.replace(held, claim_expires_at=now + ttl_s))
-            for record in ordered:
-                if record.state not in DELIVERABLE_STATES:
-                    continue
-                if record.delivery == "claimed" and (record.claim_expires_at or 0) <= now:
-                    record = ledger.put(self._released(record))  # its claimant is gone
-                if record.delivery == "pending":
-                    return ledger.put(
-                        dataclasses.replace(
-                            record,
-                            delivery="claimed",
-                            claimant=claimant,
-                            claim_expires_at=now + ttl_s,
-                            attempts=record.attempts + 1,
-                        )
-                    )
-            return None
-
-        record, changed = await self.store.update(owner, claim)
-        self._notify(owner, changed)
-        return record
-
-    async def renew_claim(self, owner: str, task_id: str, claimant: str, ttl_s: float) -> bool:
-        """Extend ``claimant``'s claim on ``task_id`` by ``ttl_s`` from now;
-        False if it does not hold it (any more)."""
-        self._check_ttl(ttl_s)
-        now = self._clock()
-
-        def renew(ledger: Ledger) -> bool:
-            record = ledger.get(task_id)
-            if record is None or record.delivery != "claimed" or record.claimant != claimant:
-                return False
-            ledger.put(dataclasses.replace(record, claim_expires_at=now + ttl_s))
-            return True
-
-        renewed, _ = await self.store.update(owner, renew)
-        return renewed  # a renewal changes nothing a subscriber shows
-
-    async def delivered(self, owner: str, task_id: str, claimant: str) -> bool:
-        """Mark ``task_id``'s outcome delivered, for good: no claim returns it
-        again. Idempotent. Taken from any claimant (one whose claim expired
-        has presented it all the same). False if the task has no outcome."""
-
-        def mark(ledger: Ledger) -> bool:
-            record = ledger.get(task_id)
-            if record is None or record.state not in DELIVERABLE_STATES:
-                return False
-            if record.delivery == "delivered":
-                return True
-            if record.claimant != claimant:
-                # It was presented all the same: record the fact.
-                log.warning(
-                    "task %s delivered by %r, claimed by %r", task_id, claimant, record.claimant
-                )
-            ledger.put(
-                dataclasses.replace(
-                    record, delivery="delivered", claimant=None, claim_expires_at=None
-                )
-            )
-            return True
-
-        done, changed = await self.store.update(owner, mark)
-        self._notify(owner, changed)
-        return done
-
-    async def postpone(self, owner: str, task_id: str, claimant: str) -> bool:
-        """Give the claim on ``task_id`` back (the delivery was interrupted):
-        pending again, or delivery failed past ``max_delivery_attempts``.
-        False if ``claimant`` does not hold the claim."""
-
-        def release(ledger: Ledger) -> bool:
-            record = ledger.get(task_id)
-            if record is None or record.delivery != "claimed" or record.claimant != claimant:
-                return False
-            ledger.put(self._released(record))
-            return True
-
-        done, changed = await self.store.update(owner, release)
-        self._notify(owner, changed)
-        return done
-
-    def _released(self, record: TaskRecord) -> TaskRecord:
-        exhausted = record.attempts >= self.settings.max_delivery_attempts
-        return dataclasses.replace(
-            record,
-            delivery="failed" if exhausted else "pending",
-            claimant=None,
-            claim_expires_at=None,
-        )
-
-    @staticmethod
-    def _check_ttl(ttl_s: float) -> None:
-        if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not ttl_s > 0:
-            raise ValueError(f"ttl_s: expected a number of seconds more than 0, got {ttl_s!r}")
 
     # ------------------------------------------------------------ workers
 

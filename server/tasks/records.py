@@ -38,11 +38,22 @@ ACTIVE_STATES: frozenset[TaskState] = frozenset({"queued", "running", "cancellin
 DELIVERABLE_STATES: frozenset[TaskState] = frozenset({"completed", "failed"})
 
 MAX_PROGRESS_DETAIL = 160  # characters of a progress detail (a tool's arguments)
+MAX_OWNER_CHARS = 512
+MAX_CLAIMANT_CHARS = 256
 
 
 def clip(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters, marked with "…" when cut."""
     return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+
+
+def check_text(name: str, value: object, limit: int) -> str:
+    """``value``, a string of 1 to ``limit`` characters (an owner, a claimant)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected a string, got {type(value).__name__}")
+    if not value or len(value) > limit:
+        raise ValueError(f"{name}: expected 1 to {limit} characters, got {len(value)}")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from postgres_helpers import postgres_server, postgres_url  # noqa: F401 (fixtures)
+from server_helpers import serve_ws
 from speech_helpers import speech_f32
 from starlette.testclient import TestClient
 
@@ -48,33 +49,5 @@ def speech_48k(tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
 @pytest.fixture
 def live_server(settings: Settings) -> Iterator[str]:
     """The app on real uvicorn at 127.0.0.1 (an ephemeral port); yields ws:// base URL."""
-    import socket
-    import threading
-
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        create_app(settings),
-        log_level="warning",
-        ws_max_size=settings.max_message_bytes,
-        ws_per_message_deflate=False,
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    for _ in range(500):
-        if server.started:
-            break
-        threading.Event().wait(0.01)
-    assert server.started, "uvicorn did not start"
-    try:
-        yield f"ws://127.0.0.1:{port}/ws"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with serve_ws(settings) as url:
+        yield url

@@ -3,7 +3,7 @@
 and ``/run_live`` (`server.adk_live.AdkDialect.decode`, and `parse_query`
 for its query string).
 
-Documented outcomes: a decoded message, `protocol.InputError` (the client
+Documented outcomes: a decoded message, `fields.InputError` (the client
 gets an ``error`` chunk or event and the socket lives) or
 `protocol.ProtocolError` with one of the close codes of docs/protocol.md;
 for the query, a `ValueError` (the socket is refused).  Anything else ends a
@@ -19,11 +19,11 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, get_args
 
 from fuzz_input import FuzzInput, check, documented
 
-from server import protocol
+from server import fields, protocol
 from server.adk_live import AdkDialect, RunLiveQuery, parse_query
 from server.dialects import decode_frame
 from server.settings import Settings
@@ -33,13 +33,7 @@ _CLOSE_CODES = {
     protocol.CLOSE_INVALID_PAYLOAD,
     protocol.CLOSE_MESSAGE_TOO_BIG,
 }
-_MESSAGES = tuple(
-    cls
-    for cls in vars(protocol).values()
-    if isinstance(cls, type)
-    and cls.__module__ == protocol.__name__
-    and hasattr(cls, "__dataclass_fields__")
-)
+_MESSAGES = get_args(protocol.ClientMessage)
 
 # Every key the decoders read, and a few they do not.
 _KEYS = [
@@ -120,10 +114,10 @@ def _ws_text(fi: FuzzInput) -> str:
     return _dumps(fi, obj)
 
 
-def _limits(fi: FuzzInput) -> protocol.Limits:
+def _limits(fi: FuzzInput) -> fields.Limits:
     if fi.int(0, 3):
-        return protocol.Limits()
-    return protocol.Limits(
+        return fields.Limits()
+    return fields.Limits(
         max_message_bytes=fi.pick([0, 64, 300]),
         max_image_bytes=fi.pick([0, 10]),
         max_text_chars=fi.pick([0, 5]),
@@ -144,16 +138,14 @@ def _close_code_documented(exc: protocol.ProtocolError) -> None:
 def fuzz_ws_decode(data: bytes) -> None:
     """One /ws frame, binary or text, in a drawn negotiated format."""
     fi = FuzzInput(data)
-    fmt = protocol.InputFormat(
-        fi.pick(protocol.SUPPORTED_RATES), fi.pick(protocol.INPUT_FORMATS), 1
-    )
+    fmt = protocol.InputFormat(fi.pick(fields.SUPPORTED_RATES), fi.pick(protocol.INPUT_FORMATS), 1)
     limits = _limits(fi)
     if fi.chance(4):
         message = {"type": "websocket.receive", "bytes": fi.rest()}
     else:
         message = {"type": "websocket.receive", "text": _ws_text(fi)}
     try:
-        with documented(protocol.InputError):
+        with documented(fields.InputError):
             _check_decoded([decode_frame(message, fmt, limits)])
     except protocol.ProtocolError as exc:
         _close_code_documented(exc)
@@ -246,7 +238,7 @@ def fuzz_run_live(data: bytes) -> None:
         else:
             message = {"type": "websocket.receive", "text": _live_request(fi)}
         try:
-            with documented(protocol.InputError):
+            with documented(fields.InputError):
                 _check_decoded(list(dialect.decode(message, fmt, limits)))
         except protocol.ProtocolError as exc:
             _close_code_documented(exc)

@@ -4,17 +4,13 @@ endpoint (tests/gemini_live): real uvicorn, ADK's Gemini model, google-genai.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
-from server import Settings, create_app
+from server import Settings
 from tests.gemini_live import LocalGeminiLive
 
 GOOGLE_ENV = (
@@ -48,37 +44,6 @@ def gemini_settings(endpoint: LocalGeminiLive, data_dir: Path, **overrides: obje
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
-
-
-@contextlib.contextmanager
-def serve(settings: Settings) -> Iterator[str]:
-    """The app on real uvicorn at 127.0.0.1 (an ephemeral port); yields its ws:// URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        create_app(settings),
-        log_level="warning",
-        ws_max_size=settings.max_message_bytes,
-        ws_per_message_deflate=False,
-        lifespan="on",
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    started = threading.Event()
-    for _ in range(500):
-        if server.started:
-            break
-        started.wait(0.01)
-    assert server.started, "uvicorn did not start"
-    try:
-        yield f"ws://127.0.0.1:{port}/ws"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
 
 
 def free_port() -> int:

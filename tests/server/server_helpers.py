@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import websockets
+
+from server import Settings, create_app
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -127,6 +130,44 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def uvicorn_thread(app: Any, **options: Any) -> Iterator[tuple[str, int]]:
+    """``app`` on real uvicorn (its lifespan on) in a thread of this process,
+    on an ephemeral port of 127.0.0.1: yields (host, port) once it serves,
+    and stops it after. ``options``: uvicorn's own."""
+    import uvicorn  # only the tests that serve over a real socket need it
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, lifespan="on", **options))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    for _ in range(500):
+        if server.started:
+            break
+        time.sleep(0.01)
+    assert server.started, "uvicorn did not start"
+    try:
+        yield sock.getsockname()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+@contextlib.contextmanager
+def serve_ws(settings: Settings) -> Iterator[str]:
+    """The app of ``settings`` on real uvicorn (``uvicorn_thread``); yields its ws:// URL."""
+    with uvicorn_thread(
+        create_app(settings),
+        log_level="warning",
+        ws_max_size=settings.max_message_bytes,
+        ws_per_message_deflate=False,
+    ) as (host, port):
+        yield f"ws://{host}:{port}/ws"
 
 
 @contextlib.contextmanager

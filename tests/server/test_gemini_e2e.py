@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gemini_helpers import clean_env, free_port, gemini_settings, serve, use_endpoint_key
+from gemini_helpers import clean_env, free_port, gemini_settings, use_endpoint_key
 from scipy.signal import resample_poly
-from server_helpers import Collector, check_padded, stream_realtime
+from server_helpers import Collector, check_padded, serve_ws, stream_realtime
 from test_e2e import RATE, START_F32, aligned_correlation, connect, silence
 
 from tests.gemini_live import EndpointConfig, LocalGeminiLive
@@ -50,7 +50,7 @@ def endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalG
 
 @pytest.fixture
 def gemini_server(endpoint: LocalGeminiLive, tmp_path: Path) -> Iterator[str]:
-    with serve(gemini_settings(endpoint, tmp_path / "data")) as url:
+    with serve_ws(gemini_settings(endpoint, tmp_path / "data")) as url:
         yield url
 
 
@@ -100,7 +100,7 @@ def test_spoken_turn_echo_transcripts_and_exact_samples(
         await col.close()
         return col
 
-    with serve(gemini_settings(endpoint, tmp_path / "data", model=model)) as url:
+    with serve_ws(gemini_settings(endpoint, tmp_path / "data", model=model)) as url:
         col = asyncio.run(scenario(url))
     kinds = col.types()
     turn = kinds[kinds.index("start") : kinds.index("finish") + 1]
@@ -140,7 +140,7 @@ def test_answers_in_bursts_faster_than_real_time_arrive_whole(
             await col.close()
             return col
 
-        with serve(gemini_settings(endpoint, tmp_path / "data")) as url:
+        with serve_ws(gemini_settings(endpoint, tmp_path / "data")) as url:
             col = asyncio.run(scenario(url))
         audio_messages = endpoint.records[0].sent_kinds().count("serverContent.modelTurn")
     heard = next(m["data"]["text"] for _, m in col.messages if m["type"] == "data-transcript")
@@ -160,7 +160,7 @@ def test_typed_turns(endpoint: LocalGeminiLive, tmp_path: Path, model: str) -> N
         await col.close()
         return col
 
-    with serve(gemini_settings(endpoint, tmp_path / "data", model=model)) as url:
+    with serve_ws(gemini_settings(endpoint, tmp_path / "data", model=model)) as url:
         col = asyncio.run(scenario(url))
     assert said(col, 0) == "You said: hello there"
     assert said(col, 1) == "You said: and again (1 earlier turns in this session)"
@@ -217,7 +217,7 @@ def test_speaking_over_the_answer_is_a_model_barge_in(
             await col.close()
             return col
 
-        with serve(gemini_settings(endpoint, tmp_path / "data")) as url:
+        with serve_ws(gemini_settings(endpoint, tmp_path / "data")) as url:
             col = asyncio.run(scenario(url))
         sent = endpoint.records[0].sent_kinds()
     interrupted = next(m for _, m in col.messages if m["type"] == "data-interrupted")
@@ -247,7 +247,7 @@ def test_server_tool_round_trip(endpoint: LocalGeminiLive, tmp_path: Path, model
         await col.close()
         return col
 
-    with serve(gemini_settings(endpoint, tmp_path / "data", model=model)) as url:
+    with serve_ws(gemini_settings(endpoint, tmp_path / "data", model=model)) as url:
         col = asyncio.run(scenario(url))
     call = next(m for _, m in col.messages if m["type"] == "tool-input-available")
     output = next(m for _, m in col.messages if m["type"] == "tool-output-available")
@@ -349,7 +349,7 @@ def test_connection_lifetime_goaways_between_turns_are_seamless(
             await col.close()
             return col
 
-        with serve(gemini_settings(endpoint, tmp_path / "data")) as url:
+        with serve_ws(gemini_settings(endpoint, tmp_path / "data")) as url:
             col = asyncio.run(scenario(url))
         records = endpoint.records
     assert not errors(col)
@@ -400,7 +400,7 @@ def test_a_refused_key_is_a_clear_error_not_a_hang(
         assert ws.close_code == 1011
         return col
 
-    with serve(gemini_settings(endpoint, tmp_path / "data")) as url:
+    with serve_ws(gemini_settings(endpoint, tmp_path / "data")) as url:
         col = asyncio.run(asyncio.wait_for(scenario(url), 30))
     (error,) = errors(col)
     assert error.startswith(
@@ -420,7 +420,7 @@ def test_an_unreachable_endpoint_is_a_clear_error(tmp_path: Path, monkeypatch) -
             assert ws.close_code == 1011
             return col
 
-        with serve(gemini_settings(endpoint, tmp_path / "data")) as url:
+        with serve_ws(gemini_settings(endpoint, tmp_path / "data")) as url:
             col = asyncio.run(asyncio.wait_for(scenario(url), 30))
     (error,) = errors(col)
     assert error.startswith("the model service could not be reached (ConnectionRefusedError)")

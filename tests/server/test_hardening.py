@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from server_helpers import receive_until, start
+from server_helpers import receive_until, start, uvicorn_thread
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
@@ -145,34 +145,14 @@ def test_moderately_nested_json_within_the_limit_is_fine(client: TestClient) -> 
 @pytest.fixture
 def bounded_server(settings: Settings) -> Iterator[tuple[str, int]]:
     """The app on real uvicorn with the server's own options, a short header timeout."""
-    import socket
-    import threading
-
-    import uvicorn
-
     from server.__main__ import uvicorn_options
 
     quick = replace(settings, header_timeout_s=0.5, max_header_bytes=8192)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
     options = uvicorn_options(quick, log_level="warning")
     for key in ("host", "port"):
         options.pop(key)
-    server = uvicorn.Server(uvicorn.Config(create_app(quick), lifespan="on", **options))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    started = threading.Event()
-    for _ in range(500):
-        if server.started:
-            break
-        started.wait(0.01)
-    assert server.started
-    try:
-        yield sock.getsockname()
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with uvicorn_thread(create_app(quick), **options) as address:
+        yield address
 
 
 def _read_all(conn: socket.socket, timeout: float = 10.0) -> bytes:

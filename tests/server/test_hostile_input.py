@@ -20,11 +20,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from server_helpers import start
+from server_helpers import start, uvicorn_thread
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, adk_live, chunks, create_app, large_json, protocol, store_ops
+from server import Settings, adk_live, chunks, create_app, fields, large_json, protocol, store_ops
 from server.adk_json import encode_event
 from server.http_body import HttpError
 from server.session_access import build_session_service
@@ -178,25 +178,9 @@ def body_timeout_settings(settings: Settings) -> Settings:
 @pytest.fixture
 def http_server(body_timeout_settings: Settings) -> Iterator[tuple[str, int]]:
     """The app on real uvicorn, its body timeout 0.5 s."""
-    import uvicorn
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(create_app(body_timeout_settings), log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    started = threading.Event()
-    for _ in range(500):
-        if server.started or started.wait(0.01):
-            break
-    assert server.started, "uvicorn did not start"
-    try:
-        yield sock.getsockname()
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    app = create_app(body_timeout_settings)
+    with uvicorn_thread(app, log_level="warning") as address:
+        yield address
 
 
 def _head(path: str, declared: int) -> bytes:
@@ -276,8 +260,8 @@ def test_the_body_timeout_is_a_setting() -> None:
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_numbers_are_refused_as_input(constant: str) -> None:
-    with pytest.raises(protocol.InputError, match=f"expected finite numbers, got {constant}") as e:
-        protocol.load_json(f'{{"type": "ping", "timestamp": {constant}}}', protocol.Limits())
+    with pytest.raises(fields.InputError, match=f"expected finite numbers, got {constant}") as e:
+        protocol.load_json(f'{{"type": "ping", "timestamp": {constant}}}', fields.Limits())
     assert not isinstance(e.value, protocol.UnparsableJson)  # an error chunk, not a close
 
 

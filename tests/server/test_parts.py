@@ -26,6 +26,7 @@ from server import chunks, protocol
 from server.adk_live import AdkEventTranslator, Speaker
 from server.delegation import SessionDelegations
 from server.events import TurnTranslator
+from server.fields import InputError, ToolApproval, ToolResult
 from server.line import LinePolicy
 from server.live_queue import BoundedLiveRequestQueue
 from server.metrics import ConnectionMetrics
@@ -33,7 +34,6 @@ from server.mic import MicPath
 from server.model_events import ModelEvents, answering
 from server.pacer import AudioFrame, OutputPacer
 from server.playout import Playout
-from server.protocol import InputError, ToolApproval, ToolResult
 from server.sender import Sender
 from server.shutdown import Shutdown
 from server.tool_calls import (

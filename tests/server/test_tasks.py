@@ -455,10 +455,10 @@ def test_a_restart_fails_the_running_task_runs_the_queued_and_keeps_the_rest(
             heard = await manager.submit("alice", SUM)
             unheard = await manager.submit("alice", WORDS)
             await until(manager, "alice", all_final(heard.id, unheard.id))
-            claim = await manager.claim_delivery("alice", "conn-1", ttl_s=60)
+            claim = await manager.deliveries.claim("alice", "conn-1", ttl_s=60)
             assert claim is not None and claim.id == heard.id
-            assert await manager.delivered("alice", heard.id, "conn-1")
-            claim = await manager.claim_delivery("alice", "conn-1", ttl_s=60)
+            assert await manager.deliveries.delivered("alice", heard.id, "conn-1")
+            claim = await manager.deliveries.claim("alice", "conn-1", ttl_s=60)
             assert claim is not None and claim.id == unheard.id
             long = await manager.submit("alice", LONG)
             await until(manager, "alice", waiting_on_timer(long.id))
@@ -631,22 +631,22 @@ def test_two_claimants_get_one_task_once(settings: Settings) -> None:
         async with running(settings) as manager:
             (task,) = await finished(manager, SUM)
             claims = await asyncio.gather(
-                manager.claim_delivery("alice", "conn-1", ttl_s=30),
-                manager.claim_delivery("alice", "conn-2", ttl_s=30),
+                manager.deliveries.claim("alice", "conn-1", ttl_s=30),
+                manager.deliveries.claim("alice", "conn-2", ttl_s=30),
             )
             got = [c for c in claims if c is not None]
             assert len(got) == 1 and got[0].id == task.id and got[0].delivery == "claimed"
             holder = got[0].claimant
             other = "conn-2" if holder == "conn-1" else "conn-1"
             assert holder is not None
-            assert await manager.claim_delivery("alice", other, ttl_s=30) is None
-            assert not await manager.renew_claim("alice", task.id, other, ttl_s=30)
-            assert not await manager.postpone("alice", task.id, other)
+            assert await manager.deliveries.claim("alice", other, ttl_s=30) is None
+            assert not await manager.deliveries.renew("alice", task.id, other, ttl_s=30)
+            assert not await manager.deliveries.postpone("alice", task.id, other)
             # The holder asking again gets its own claim back, renewed.
-            again = await manager.claim_delivery("alice", holder, ttl_s=30)
+            again = await manager.deliveries.claim("alice", holder, ttl_s=30)
             assert again is not None and again.id == task.id and again.attempts == 1
-            assert await manager.renew_claim("alice", task.id, holder, ttl_s=30)
-            assert await manager.claim_delivery("bob", other, ttl_s=30) is None
+            assert await manager.deliveries.renew("alice", task.id, holder, ttl_s=30)
+            assert await manager.deliveries.claim("bob", other, ttl_s=30) is None
 
     asyncio.run(scenario())
 
@@ -656,18 +656,18 @@ def test_an_expired_claim_is_taken_over(settings: Settings) -> None:
         clock = FakeClock()
         async with running(settings, clock=clock) as manager:
             (task,) = await finished(manager, SUM)
-            first = await manager.claim_delivery("alice", "conn-1", ttl_s=10)
+            first = await manager.deliveries.claim("alice", "conn-1", ttl_s=10)
             assert first is not None and first.claim_expires_at == clock.now + 10
             clock.now += 5
-            assert await manager.renew_claim("alice", task.id, "conn-1", ttl_s=10)
+            assert await manager.deliveries.renew("alice", task.id, "conn-1", ttl_s=10)
             clock.now += 9  # within the renewed claim
-            assert await manager.claim_delivery("alice", "conn-2", ttl_s=10) is None
+            assert await manager.deliveries.claim("alice", "conn-2", ttl_s=10) is None
             clock.now += 2  # past it: conn-1 is gone
-            taken = await manager.claim_delivery("alice", "conn-2", ttl_s=10)
+            taken = await manager.deliveries.claim("alice", "conn-2", ttl_s=10)
             assert taken is not None and taken.id == task.id
             assert taken.claimant == "conn-2" and taken.attempts == 2
-            assert not await manager.renew_claim("alice", task.id, "conn-1", ttl_s=10)
-            assert await manager.delivered("alice", task.id, "conn-2")
+            assert not await manager.deliveries.renew("alice", task.id, "conn-1", ttl_s=10)
+            assert await manager.deliveries.delivered("alice", task.id, "conn-2")
 
     asyncio.run(scenario())
 
@@ -677,21 +677,21 @@ def test_delivered_is_idempotent_and_final(settings: Settings) -> None:
         async with running(settings) as manager:
             (task,) = await finished(manager, SUM)
             log = ChangeLog(manager, "alice")
-            claim = await manager.claim_delivery("alice", "conn-1", ttl_s=30)
+            claim = await manager.deliveries.claim("alice", "conn-1", ttl_s=30)
             assert claim is not None
-            assert await manager.delivered("alice", task.id, "conn-1")
-            assert await manager.delivered("alice", task.id, "conn-1")
-            assert await manager.delivered("alice", task.id, "conn-2")
-            assert await manager.claim_delivery("alice", "conn-1", ttl_s=30) is None
-            assert await manager.claim_delivery("alice", "conn-2", ttl_s=30) is None
-            assert not await manager.renew_claim("alice", task.id, "conn-1", ttl_s=30)
-            assert not await manager.postpone("alice", task.id, "conn-1")
+            assert await manager.deliveries.delivered("alice", task.id, "conn-1")
+            assert await manager.deliveries.delivered("alice", task.id, "conn-1")
+            assert await manager.deliveries.delivered("alice", task.id, "conn-2")
+            assert await manager.deliveries.claim("alice", "conn-1", ttl_s=30) is None
+            assert await manager.deliveries.claim("alice", "conn-2", ttl_s=30) is None
+            assert not await manager.deliveries.renew("alice", task.id, "conn-1", ttl_s=30)
+            assert not await manager.deliveries.postpone("alice", task.id, "conn-1")
             record = await manager.status("alice", task.id)
             assert record is not None and record.delivery == "delivered"
             assert record.result == task.result
             assert [r.delivery for r in log.records] == ["claimed", "delivered"]
             # Nothing to deliver for a task without an outcome.
-            assert not await manager.delivered("alice", "task_00000000", "conn-1")
+            assert not await manager.deliveries.delivered("alice", "task_00000000", "conn-1")
 
     asyncio.run(scenario())
 
@@ -706,13 +706,13 @@ def test_a_line_taken_while_the_claim_is_made_is_waited_for(settings: Settings) 
             (task,) = await finished(manager, SUM)
             line: dict[str, float | None] = {"free_at": 0.0}
             handed: list[str] = []
-            claim_delivery = manager.claim_delivery
+            claim = manager.deliveries.claim
 
             async def claim_while_the_user_types(*args: Any, **kwargs: Any) -> Any:
                 line["free_at"] = None  # the typed turn arrives meanwhile
-                return await claim_delivery(*args, **kwargs)
+                return await claim(*args, **kwargs)
 
-            manager.claim_delivery = claim_while_the_user_types  # type: ignore[method-assign]
+            manager.deliveries.claim = claim_while_the_user_types  # type: ignore[method-assign]
             delivery = TaskDelivery(
                 manager,
                 "alice",
@@ -761,21 +761,21 @@ def test_postponing_past_the_attempts_fails_the_delivery_and_frees_the_next(
         async with running(bounded, clock=clock) as manager:
             bad, good, third = await finished(manager, SUM, WORDS, SUM_UNITS)
             for attempt in (1, 2):
-                claim = await manager.claim_delivery("alice", "conn-1", ttl_s=30)
+                claim = await manager.deliveries.claim("alice", "conn-1", ttl_s=30)
                 assert claim is not None and claim.id == bad.id and claim.attempts == attempt
-                assert await manager.postpone("alice", bad.id, "conn-1")
+                assert await manager.deliveries.postpone("alice", bad.id, "conn-1")
             gave_up = await manager.status("alice", bad.id)
             assert gave_up is not None and gave_up.delivery == "failed"
             assert gave_up.state == "completed" and gave_up.result == bad.result
-            nxt = await manager.claim_delivery("alice", "conn-1", ttl_s=30)
+            nxt = await manager.deliveries.claim("alice", "conn-1", ttl_s=30)
             assert nxt is not None and nxt.id == good.id
-            assert await manager.postpone("alice", good.id, "conn-1")
+            assert await manager.deliveries.postpone("alice", good.id, "conn-1")
             # A claimant that vanishes on the last attempt: its claim expires,
             # the delivery fails, and the next task is claimed instead.
-            last = await manager.claim_delivery("alice", "conn-2", ttl_s=30)
+            last = await manager.deliveries.claim("alice", "conn-2", ttl_s=30)
             assert last is not None and last.id == good.id and last.attempts == 2
             clock.now += 31
-            taken = await manager.claim_delivery("alice", "conn-3", ttl_s=30)
+            taken = await manager.deliveries.claim("alice", "conn-3", ttl_s=30)
             assert taken is not None and taken.id == third.id
             dropped = await manager.status("alice", good.id)
             assert dropped is not None and dropped.delivery == "failed"
@@ -787,7 +787,7 @@ def test_a_failed_task_is_delivered_too(settings: Settings) -> None:
     async def scenario() -> None:
         async with running(settings) as manager:
             (task,) = await finished(manager, "count the words in missing.txt")
-            claim = await manager.claim_delivery("alice", "conn-1", ttl_s=30)
+            claim = await manager.deliveries.claim("alice", "conn-1", ttl_s=30)
         assert task.state == "failed" and task.delivery == "pending"
         assert claim is not None and claim.id == task.id
         assert claim.error is not None and "no file 'missing.txt'" in claim.error
@@ -800,9 +800,9 @@ def test_old_records_make_room_settled_ones_first(settings: Settings) -> None:
         async with running(dataclasses.replace(settings, max_task_records=3)) as manager:
             one, two, three = await finished(manager, SUM, WORDS, SUM_UNITS)
             for task in (one, two):
-                claim = await manager.claim_delivery("alice", "conn-1", ttl_s=30)
+                claim = await manager.deliveries.claim("alice", "conn-1", ttl_s=30)
                 assert claim is not None and claim.id == task.id
-                await manager.delivered("alice", task.id, "conn-1")
+                await manager.deliveries.delivered("alice", task.id, "conn-1")
             (four,) = await finished(manager, WORDS)
             assert [r.id for r in await manager.tasks("alice")] == [two.id, three.id, four.id]
             five, six = await finished(manager, SUM, SUM)
@@ -859,7 +859,7 @@ def test_bad_objectives_and_limits_are_refused_clearly(settings: Settings) -> No
             with pytest.raises(ValueError, match="owner: expected 1 to 512 characters"):
                 await manager.submit("", SUM)
             with pytest.raises(ValueError, match="ttl_s: expected a number of seconds"):
-                await manager.claim_delivery("alice", "conn-1", ttl_s=0)
+                await manager.deliveries.claim("alice", "conn-1", ttl_s=0)
             blocker = await manager.submit("alice", LONG)
             await until(manager, "alice", waiting_on_timer(blocker.id))
             await manager.submit("alice", SUM)

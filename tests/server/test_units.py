@@ -11,12 +11,12 @@ import pytest
 from google.adk.events import Event
 from google.genai import types
 
-from server import chunks, protocol
+from server import chunks, fields, protocol
 from server.events import ModelAudio, TurnEnd, TurnTranslator, audio_rate
 from server.offline_model import OfflineLiveModel, _EnergySegmenter, describe_utterance
 from server.pacer import AudioFrame, OutputPacer
 
-LIMITS = protocol.Limits()
+LIMITS = fields.Limits()
 DEFAULT = protocol.InputFormat()
 
 
@@ -49,7 +49,7 @@ def test_decode_start_turn_detection() -> None:
     assert decode(turnDetection="server").turn_detection == "server"
     assert decode(turnDetection="manual").turn_detection == "manual"
     for bad in ("auto", "MANUAL", 1, True, {}):
-        with pytest.raises(protocol.InputError, match=r"turnDetection: expected one of"):
+        with pytest.raises(fields.InputError, match=r"turnDetection: expected one of"):
             decode(turnDetection=bad)
 
 
@@ -78,12 +78,12 @@ def test_decode_audio_chunk_accepts_standard_and_url_safe_base64() -> None:
 def test_binary_must_hold_whole_samples() -> None:
     f32 = protocol.InputFormat(48000, "f32", 1)
     assert protocol.decode_binary(b"\0" * 8, f32, LIMITS).data == b"\0" * 8
-    with pytest.raises(protocol.InputError, match="expected a multiple of 4 bytes .* got 6"):
+    with pytest.raises(fields.InputError, match="expected a multiple of 4 bytes .* got 6"):
         protocol.decode_binary(b"\0" * 6, f32, LIMITS)
 
 
 def test_limits_raise_protocol_error_with_close_code() -> None:
-    small = protocol.Limits(max_message_bytes=10)
+    small = fields.Limits(max_message_bytes=10)
     with pytest.raises(protocol.ProtocolError) as err:
         protocol.decode_binary(b"\0" * 12, DEFAULT, small)
     assert err.value.close_code == protocol.CLOSE_MESSAGE_TOO_BIG
@@ -527,7 +527,7 @@ def test_json_tree_limits_depth_and_lone_surrogates_at_any_place() -> None:
         with pytest.raises(protocol.UnparsableJson, match=f"nested at most {limit} deep"):
             protocol.check_json_tree(json.loads(deep))
     for bad in ({"\ud800": 1}, {"a": ["\udfff"]}, [[[{"x": "ok \ud812"}]]]):
-        with pytest.raises(protocol.InputError, match="lone surrogates"):
+        with pytest.raises(fields.InputError, match="lone surrogates"):
             protocol.check_json_tree(bad)
 
 

@@ -1,0 +1,120 @@
+"""What the decoders of client input share (``protocol.py`` for the /ws
+frames, ``chat_messages.py`` for an AI SDK chat's messages): the recoverable
+``InputError``, the ``Limits`` they hold input to, validators of single
+fields, and the messages both of them produce (an image, a tool's answer).
+Pure: no I/O here.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+from typing import Any
+
+SUPPORTED_RATES = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000)
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
+
+
+class InputError(ValueError):
+    """A recoverable mistake: answer with an ``error`` chunk, keep the socket."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    max_message_bytes: int = 4 * 1024 * 1024
+    max_image_bytes: int = 2 * 1024 * 1024
+    max_text_chars: int = 16_000
+    max_id_chars: int = 200  # tool call and approval ids
+    max_history_messages: int = 2_000  # in a `message`'s resubmitted history
+
+
+@dataclasses.dataclass(frozen=True)
+class Image:
+    media_type: str
+    data: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolApproval:
+    approval_id: str
+    approved: bool
+    reason: str | None = None
+    # Read from a resubmitted chat history: an answer the server may already
+    # have had, so an unknown id is ignored rather than reported.
+    from_history: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolResult:
+    """A client-executed tool's result: ``output``, or ``error_text`` if it failed."""
+
+    tool_call_id: str
+    output: Any = None
+    error_text: str | None = None
+    from_history: bool = False
+
+
+def optional_object(obj: dict[str, Any], key: str) -> dict[str, Any]:
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{key}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def identifier(value: Any, what: str, limits: Limits) -> str:
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{what}: expected a non-empty string, got {type(value).__name__}")
+    if len(value) > limits.max_id_chars:
+        raise InputError(
+            f"{what}: {len(value)} characters exceeds the limit of {limits.max_id_chars}"
+        )
+    return value
+
+
+def optional_text(value: Any, what: str, limits: Limits) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InputError(f"{what}: expected a string, got {type(value).__name__}")
+    if len(value) > limits.max_text_chars:
+        raise InputError(
+            f"{what}: {len(value)} characters exceeds the limit of {limits.max_text_chars}"
+        )
+    return value
+
+
+def sample_rate(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value not in SUPPORTED_RATES:
+        raise InputError(f"{what}: expected one of {list(SUPPORTED_RATES)}, got {value!r}")
+    return value
+
+
+def b64(value: Any, what: str) -> bytes:
+    if not isinstance(value, str):
+        raise InputError(f"{what}: expected a base64 string, got {type(value).__name__}")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        pass
+    try:  # URL-safe alphabet, as ADK's own JSON uses
+        return base64.b64decode(value.encode("ascii"), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        raise InputError(f"{what}: malformed base64") from None
+
+
+def image(media_type: Any, data: Any, limits: Limits) -> Image:
+    """An image of one of ``IMAGE_TYPES``, its base64 ``data`` within the limit."""
+    if media_type not in IMAGE_TYPES:
+        raise InputError(f"image: mediaType must be one of {list(IMAGE_TYPES)}, got {media_type!r}")
+    # Refused before decoding: the text alone tells the size, within 3 bytes.
+    if isinstance(data, str) and len(data) * 3 // 4 > limits.max_image_bytes + 3:
+        raise InputError(
+            f"image: about {len(data) * 3 // 4} bytes exceeds the limit of {limits.max_image_bytes}"
+        )
+    raw = b64(data, "image data")
+    if len(raw) > limits.max_image_bytes:
+        raise InputError(f"image: {len(raw)} bytes exceeds the limit of {limits.max_image_bytes}")
+    return Image(media_type, raw)
