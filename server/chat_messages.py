@@ -48,6 +48,10 @@ def decode_chat(obj: dict[str, Any], limits: Limits) -> ChatSubmit:
         parts = [{"type": "text", "text": last["content"]}]
     if not isinstance(parts, list):
         raise InputError('message: expected the last message to have a "parts" array')
+    if len(parts) > limits.max_message_parts:
+        raise InputError(
+            f"message: {len(parts)} parts exceeds the limit of {limits.max_message_parts}"
+        )
     if role == "user":
         return _user_message(parts, limits)
     if role == "assistant":

@@ -42,7 +42,7 @@ from starlette.websockets import (
     WebSocketState,
 )
 
-from . import chat_messages, chunks, fields, protocol
+from . import chat_messages, chunks, fields, large_json, protocol
 from .claims import SessionBusy
 from .conversation import Conversation, LiveParts, assemble, welcome
 from .dialects import Dialect, Opening
@@ -247,7 +247,14 @@ class LiveConnection:
                 c.report(refused)
             return
         try:
-            for msg in self.dialect.decode(message, self.input_format, self.limits):
+            text = message.get("text")
+            if text is not None and len(text) > large_json.SMALL:
+                # A large frame is parsed in a thread, in pieces (large_json):
+                # one C call over 4 MB of JSON would hold this loop.
+                decoded = await anyio.to_thread.run_sync(self._decode, message)
+            else:
+                decoded = self._decode(message)
+            for msg in decoded:
                 refused = budget.admit(msg)
                 if refused is None:
                     self._dispatch(c, msg)
@@ -258,6 +265,9 @@ class LiveConnection:
         except fields.InputError as exc:
             if budget.may_report():
                 c.report(str(exc))
+
+    def _decode(self, message: Message) -> list[protocol.ClientMessage]:
+        return list(self.dialect.decode(message, self.input_format, self.limits))
 
     def _dispatch(self, c: Conversation, msg: protocol.ClientMessage) -> None:
         uplink = c.uplink

@@ -27,6 +27,7 @@ class Limits:
     max_text_chars: int = 16_000
     max_id_chars: int = 200  # tool call and approval ids
     max_history_messages: int = 2_000  # in a `message`'s resubmitted history
+    max_message_parts: int = 100  # parts of the message submitted (text, files, tools)
 
 
 @dataclasses.dataclass(frozen=True)

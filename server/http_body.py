@@ -57,6 +57,15 @@ async def read_json_body(request: Request, limit: int, timeout_s: float) -> Any:
     call over 8 MB of small objects would hold the GIL, and the live
     conversations' loop, for half a second)."""
     body = await read_body(request, limit, timeout_s)
+    # As for a socket's frame (protocol.load_json): thousands of containers
+    # would be thousands of objects for the collector to walk, in this process.
+    containers = body.count(b"{") + body.count(b"[")
+    if containers > protocol.MAX_JSON_CONTAINERS:
+        raise HttpError(
+            413,
+            f"request body: about {containers} JSON objects and arrays exceeds the limit of "
+            f"{protocol.MAX_JSON_CONTAINERS}",
+        )
     if len(body) <= large_json.SMALL:
         return parse_json(body)
     return await anyio.to_thread.run_sync(parse_json, body)

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from google.genai import types
 
-from . import fields, strict_json
+from . import fields, large_json, strict_json
 from .chat_messages import ChatSubmit, decode_chat
 from .fields import Image, InputError, Limits, ToolApproval, ToolResult
 
@@ -192,6 +192,9 @@ def decode_binary(data: bytes, fmt: InputFormat, limits: Limits) -> Audio:
 
 
 MAX_JSON_DEPTH = 64  # deeper is refused before anything walks it
+# Objects and arrays in one message (braces and brackets in its texts
+# count too): a 2,000-message history of text is about 6,000.
+MAX_JSON_CONTAINERS = 20_000
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -202,11 +205,20 @@ def load_json(raw: str, limits: Limits) -> dict[str, Any]:
             CLOSE_MESSAGE_TOO_BIG,
             f"message of {len(raw)} characters exceeds the limit of {limits.max_message_bytes}",
         )
+    # Objects and arrays, counted before any is built (two fast scans): past
+    # the bound, a frame would be thousands of containers for the garbage
+    # collector to walk, on the loop every conversation shares.
+    containers = raw.count("{") + raw.count("[")
+    if containers > MAX_JSON_CONTAINERS:
+        raise InputError(
+            f"message: about {containers} JSON objects and arrays exceeds the limit of "
+            f"{MAX_JSON_CONTAINERS}"
+        )
     try:
-        obj = strict_json.loads(raw)
+        obj = large_json.loads(raw, MAX_JSON_DEPTH)
     except strict_json.NonFiniteNumber as exc:
         raise InputError(str(exc)) from None
-    except RecursionError:
+    except (RecursionError, large_json.TooDeep):
         raise UnparsableJson(f"expected JSON nested at most {MAX_JSON_DEPTH} deep") from None
     except ValueError as exc:
         raise UnparsableJson(f"expected a JSON text frame: {exc}") from None

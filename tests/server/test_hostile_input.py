@@ -515,3 +515,41 @@ def test_a_large_body_is_read_in_pieces_and_checked_the_same(lenient: TestClient
     invalid = b'{"pad": "' + b"\xff" * 70_000 + b'"}'
     refused = lenient.post(BASE, content=invalid, headers={"content-type": "application/json"})
     assert refused.status_code == 400
+
+
+# ---------------------------------------------------------- JSON of any size
+
+
+def test_a_frame_of_too_many_containers_is_refused_and_the_socket_goes_on(
+    client: TestClient,
+) -> None:
+    """4 MB of tiny objects once held the loop for two seconds: past
+    MAX_JSON_CONTAINERS a frame is refused before it is parsed; a large
+    frame within the bound (parsed in a thread, in pieces) is answered."""
+    many = ",".join(['{"a":[1]}'] * (protocol.MAX_JSON_CONTAINERS // 2 + 1))
+    with client.websocket_connect("/ws") as ws:
+        start(ws, turnDetection="manual")
+        ws.send_text('{"type": "text", "text": "hi", "pad": [' + many + "]}")
+        error = strict(ws.receive_text())
+        assert error["type"] == "error"
+        assert f"exceeds the limit of {protocol.MAX_JSON_CONTAINERS}" in error["errorText"]
+        # 100 kB of whitespace in a text turn: a large frame, parsed off the
+        # loop, answered as a small one is.
+        pad = " " * 100_000
+        assert len(pad) > large_json.SMALL
+        ws.send_text('{"type": "text",' + pad + '"text": "still here"}')
+        got = strict_until(ws, "finish")
+    assert not [m for m in got if m["type"] == "error"]
+
+
+def test_a_chat_message_of_too_many_parts_or_containers_is_refused(client: TestClient) -> None:
+    """A chat message with 20,000 image parts once held the loop 650 ms."""
+    image = {"type": "file", "mediaType": "image/png", "url": "data:image/png;base64,iVBORw0K"}
+    parts = [{"type": "text", "text": "hi"}] + [image] * fields.Limits.max_message_parts
+    body = {"id": "c-parts", "messages": [{"id": "m1", "role": "user", "parts": parts}]}
+    refused = client.post("/api/chat", json=body)
+    assert refused.status_code == 400
+    assert f"parts exceeds the limit of {fields.Limits.max_message_parts}" in refused.text
+    body["messages"][0]["parts"] = [{"type": "text", "text": "hi"}] + [image] * 20_000
+    refused = client.post("/api/chat", json=body)
+    assert refused.status_code == 413 and "JSON objects and arrays" in refused.text
