@@ -53,9 +53,15 @@ class Settings:
     # Live model name. None: Gemini when credentials are present, else offline.
     model: str | None = None
     chat_model: str | None = None  # the HTTP chat's text model; None: CHAT_MODEL
-    # When set, the HTTP API (session REST, /api/chat, /stream, /run_live)
-    # requires it in an X-API-Key (or Authorization: Bearer) header.
+    # When set, every surface but /healthz and the page's files requires it
+    # (X-API-Key, or Authorization: Bearer) or a token it minted
+    # (server/credentials.py).
     api_key: str | None = None
+    # Secrets that sign and verify tokens (server/tokens.py): the first
+    # signs, all verify (rotation). None: one derived from api_key.
+    token_secrets: tuple[str, ...] = ()
+    # Listen beyond localhost without an API key (refused otherwise).
+    insecure_no_auth: bool = False
     app_name: str = "audiocore"
     agent_instruction: str = (
         "You are a friendly voice assistant. Answer briefly. Use the tools: "
@@ -218,6 +224,8 @@ class Settings:
             value = getattr(self, field.name)
             if field.name == "api_key" and value is not None:
                 value = "***"
+            elif field.name == "token_secrets" and value:
+                value = ("***",) * len(value)
             elif field.name == "database_url" and value is not None:
                 value = redact_url(value)
             shown.append(f"{field.name}={value!r}")
@@ -275,6 +283,13 @@ class Settings:
             )
         if self.api_key is not None and len(self.api_key) < 16:
             found.append("api_key: expected at least 16 characters")
+        if any(len(secret) < 32 for secret in self.token_secrets):
+            found.append("token_secrets: expected at least 32 characters each")
+        if self.api_key is None and not self.insecure_no_auth and not is_local_host(self.host):
+            found.append(
+                f"host: {self.host} is reachable from other machines and no API key is set: "
+                "set AUDIOCORE_API_KEY, or pass --insecure-no-auth to serve it without one"
+            )
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             probe = self.data_dir / ".write-test"
@@ -283,6 +298,11 @@ class Settings:
         except OSError as exc:
             found.append(f"data_dir: {self.data_dir} is not a writable directory ({exc.strerror})")
         return found
+
+
+def is_local_host(host: str) -> bool:
+    """Whether a bind address is reachable from this machine only."""
+    return host.strip("[]").lower() in ("localhost", "::1") or host.startswith("127.")
 
 
 def is_postgres_url(url: str | None) -> bool:
