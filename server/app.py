@@ -39,7 +39,13 @@ from .adk_live import AdkDialect, parse_query
 from .budget import AddressBudgets
 from .connection import LiveConnection
 from .conversation import LiveParts
-from .credentials import CredentialGuard, Credentials, live_time_limit, token_route
+from .credentials import (
+    CredentialGuard,
+    Credentials,
+    live_time_limit,
+    redact_tokens_in_server_logs,
+    token_route,
+)
 from .dialects import SEED, UI_STREAM, Dialect
 from .guard import LOCAL_ORIGIN, ConnectionLimits, HttpGuard, origin_allowed
 from .http_chat import ChatEndpoint
@@ -172,6 +178,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     signing = secrets_from(settings.token_secrets, settings.api_key)
     signer = TokenSigner(signing) if signing else None
     credentials = Credentials(settings, signer) if settings.api_key is not None else None
+    redact_tokens_in_server_logs()
     routes = [
         Route("/healthz", healthz),
         *([token_route(settings, signer)] if credentials is not None and signer else []),

@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import hmac
 import logging
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,30 @@ def live_time_limit(scope: Scope, stop: Callable[[Shutdown], None]) -> Iterator[
         yield
     finally:
         timer.cancel()
+
+
+_TOKEN_IN_URL = re.compile(r"([?&]token=)[^&\s\"]+")
+
+
+class RedactTokens(logging.Filter):
+    """uvicorn logs every socket's path with its query: a ``?token=`` there
+    is logged as ``token=***``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                _TOKEN_IN_URL.sub(r"\1***", arg) if isinstance(arg, str) else arg
+                for arg in record.args
+            )
+        return True
+
+
+def redact_tokens_in_server_logs() -> None:
+    """Add ``RedactTokens`` to uvicorn's loggers, once."""
+    for name in ("uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactTokens) for f in logger.filters):
+            logger.addFilter(RedactTokens())
 
 
 class Refused(Exception):

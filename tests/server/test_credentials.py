@@ -394,3 +394,56 @@ def test_beyond_localhost_only_with_a_key_or_when_told(tmp_path: Any) -> None:
     short = replace(fine, api_key=KEY, token_secrets=("short",))
     assert short.problems() == ["token_secrets: expected at least 32 characters each"]
     assert "short" not in repr(short) and KEY not in repr(short)
+
+
+def test_on_real_sockets_the_token_stays_out_of_the_log(
+    keyed: Settings, caplog: pytest.LogCaptureFixture, tmp_path: Any
+) -> None:
+    """uvicorn logs each socket's path and query: the token is redacted
+    there; a subprotocol entry is answered with an offered one on the wire;
+    a refused socket fails its handshake (403)."""
+    import asyncio
+    import socket
+    import threading
+
+    import uvicorn
+    import websockets
+
+    caplog.set_level(logging.INFO)
+    app = create_app(keyed)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    # log_config=None: uvicorn's records reach the root logger, and caplog.
+    config = uvicorn.Config(app, log_level="info", log_config=None, lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    ready = threading.Event()
+    while not server.started:
+        ready.wait(0.01)
+    token, _ = TokenSigner([SECRET.encode()]).mint(OWNER)
+
+    async def visit() -> None:
+        base = f"ws://127.0.0.1:{port}/ws"
+        async with websockets.connect(f"{base}?token={token}") as ws:
+            await ws.send('{"type": "start"}')
+            assert "data-session" in await ws.recv()
+        offered = ["audiocore", f"audiocore.token.{token}"]
+        async with websockets.connect(base, subprotocols=offered) as ws:  # type: ignore[arg-type]
+            assert ws.subprotocol == "audiocore"
+            await ws.send('{"type": "start"}')
+            assert "data-session" in await ws.recv()
+        with pytest.raises(websockets.InvalidStatus) as refused:
+            async with websockets.connect(f"{base}?token={token[:-3]}"):
+                pass
+        assert refused.value.response.status_code == 403
+
+    try:
+        asyncio.run(visit())
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+    assert "token=***" in caplog.text
+    assert token not in caplog.text and token[:-3] not in caplog.text
