@@ -49,6 +49,7 @@ from .credentials import (
 from .dialects import SEED, UI_STREAM, Dialect
 from .guard import LOCAL_ORIGIN, ConnectionLimits, HttpGuard, origin_allowed
 from .http_chat import ChatEndpoint
+from .quotas import build_quotas
 from .rest import rest_routes
 from .runtime import Runtime
 from .settings import Settings, redact_url
@@ -95,8 +96,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         try:
             await runtime.start()
             telemetry.start()
+            if quotas is not None:
+                quotas.start()
             yield
         finally:
+            if quotas is not None:
+                await quotas.close()
             await telemetry.close()
             if settings.stats_path is not None:
                 runtime.reaper.write_stats(settings.stats_path, per_process=settings.workers > 1)
@@ -179,6 +184,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
     signer = TokenSigner(signing) if signing else None
     credentials = Credentials(settings, signer) if settings.api_key is not None else None
     redact_tokens_in_server_logs()
+    quotas = build_quotas(settings)
     routes = [
         Route("/healthz", healthz),
         *([token_route(settings, signer)] if credentials is not None and signer else []),
@@ -212,6 +218,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 CredentialGuard,
                 settings=settings,
                 credentials=credentials,
+                quotas=quotas,
                 on_refused=lambda reason: telemetry.refused.labels(reason).inc(),
             ),
         ],

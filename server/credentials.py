@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 from starlette.datastructures import Headers, QueryParams
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -41,6 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import protocol
 from .http_body import HttpError, read_json_body
+from .quotas import OwnerQuotas, QuotaExceeded
 from .settings import Settings
 from .shutdown import Shutdown
 from .tokens import DEFAULT_TTL_S, TokenClaims, TokenLimits, TokenRefused, TokenSigner
@@ -64,6 +66,7 @@ class Principal:
 
     owner: str | None = None
     token: TokenClaims | None = None
+    quota_seconds: float | None = None  # what the owner's daily quota leaves (quotas.py)
 
     @property
     def token_id(self) -> str | None:
@@ -73,7 +76,9 @@ class Principal:
     def live_seconds(self) -> float | None:
         """How long one live socket may last (None: no limit)."""
         minutes = self.token.limits.live_minutes if self.token is not None else None
-        return minutes * 60 if minutes is not None else None
+        token_s = minutes * 60 if minutes is not None else None
+        limits = [s for s in (token_s, self.quota_seconds) if s is not None]
+        return min(limits) if limits else None
 
 
 KEY_HOLDER = Principal()
@@ -297,11 +302,13 @@ class CredentialGuard:
         app: ASGIApp,
         settings: Settings,
         credentials: Credentials | None,
+        quotas: OwnerQuotas | None = None,
         on_refused: Callable[[str], None] = lambda reason: None,
     ) -> None:
         self.app = app
         self.web_dir = settings.web_dir
         self.credentials = credentials
+        self.quotas = quotas
         self._refused = on_refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -322,17 +329,38 @@ class CredentialGuard:
         if scope["type"] == "http":
             await self.app(scope, receive, send)
             return
-        if surface in _LIVE_SURFACES and not credentials.admit(principal):
+        if surface not in _LIVE_SURFACES:
+            await self.app(scope, receive, _accepting_offered(scope, send))
+            return
+        if not credentials.admit(principal):
             over = Refused(
                 "over_limit", "too many live sessions for this token", principal.token_id
             )
             await self._refuse(scope, receive, send, surface, over)
             return
+        ticket = None
         try:
+            if self.quotas is not None and principal.owner is not None:
+                try:
+                    ticket = await self.quotas.admit(principal.owner)
+                except QuotaExceeded as exc:
+                    quota = Refused("over_quota", str(exc), principal.token_id)
+                    await self._refuse(scope, receive, send, surface, quota)
+                    return
+                except Exception:  # the store is away: closed, not open
+                    log.warning("quota store failed; socket refused", exc_info=True)
+                    away = Refused("over_quota", "quotas unavailable", principal.token_id)
+                    await self._refuse(scope, receive, send, surface, away)
+                    return
+                scope[SCOPE_KEY] = dataclasses.replace(principal, quota_seconds=ticket.seconds_left)
             await self.app(scope, receive, _accepting_offered(scope, send))
         finally:
-            if surface in _LIVE_SURFACES:
-                credentials.release(principal)
+            credentials.release(principal)
+            if ticket is not None and self.quotas is not None:
+                # Even when the socket's task is cancelled: a row left behind
+                # would count against the owner until it expires.
+                with anyio.CancelScope(shield=True):
+                    await self.quotas.release(ticket)
 
     async def _refuse(
         self, scope: Scope, receive: Receive, send: Send, surface: str, refused: Refused
@@ -348,7 +376,7 @@ class CredentialGuard:
         if scope["type"] == "websocket":
             code = (
                 protocol.CLOSE_TRY_AGAIN_LATER
-                if refused.reason == "over_limit"
+                if refused.reason in ("over_limit", "over_quota")
                 else protocol.CLOSE_POLICY_VIOLATION
             )
             await send({"type": "websocket.close", "code": code, "reason": refused.text})

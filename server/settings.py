@@ -132,6 +132,10 @@ class Settings:
     # A session opened and never used (no event) is deleted after this long.
     unused_session_ttl_s: float = 24 * 3600.0
     max_api_sessions_per_user: int = 1000  # sessions a REST user may hold (429 past it)
+    # A token owner's live sockets at once and live minutes per UTC day,
+    # across processes and hosts (server/quotas.py); None: no quota.
+    max_live_sessions_per_owner: int | None = None
+    live_minutes_per_owner_per_day: float | None = None
     # Events an open session holds in memory besides those ADK may still look
     # up (tool calls and answers, actions): the newest this many, trimmed
     # every this many (server/history.py; about 20 voice turns); the store
@@ -283,6 +287,9 @@ class Settings:
             )
         if self.api_key is not None and len(self.api_key) < 16:
             found.append("api_key: expected at least 16 characters")
+        minutes = self.live_minutes_per_owner_per_day
+        if minutes is not None and not minutes > 0:
+            found.append(f"live_minutes_per_owner_per_day: expected more than 0, got {minutes}")
         if any(len(secret) < 32 for secret in self.token_secrets):
             found.append("token_secrets: expected at least 32 characters each")
         if self.api_key is None and not self.insecure_no_auth and not is_local_host(self.host):
