@@ -67,7 +67,7 @@ def main() -> None:
     tampered = f"{body}.{'A' if signature[0] != 'A' else 'B'}{signature[1:]}"
     huge = "A" * 100_000
     malformed = token.replace(".", "!")
-    credentials = Credentials(Settings(api_key=KEY, token_secrets=(NEW.decode(),)), one)
+    credentials = Credentials(Settings(api_key=KEY, token_secrets=(NEW.decode(),)))
     scope = {
         "type": "http",
         "path": "/apps/audiocore/users/alice/sessions",

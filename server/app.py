@@ -54,7 +54,6 @@ from .rest import rest_routes
 from .runtime import Runtime
 from .settings import Settings, redact_url
 from .telemetry import CONTENT_TYPE, Telemetry
-from .tokens import TokenSigner, secrets_from
 
 log = logging.getLogger(__name__)
 
@@ -180,14 +179,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
             return
         await serve(websocket, AdkDialect(query, agents.run_config_for(None)))
 
-    signing = secrets_from(settings.token_secrets, settings.api_key)
-    signer = TokenSigner(signing) if signing else None
-    credentials = Credentials(settings, signer) if settings.api_key is not None else None
+    credentials = Credentials(settings) if settings.api_key is not None else None
     redact_tokens_in_server_logs()
     quotas = build_quotas(settings)
     routes = [
         Route("/healthz", healthz),
-        *([token_route(settings, signer)] if credentials is not None and signer else []),
+        *([token_route(settings, credentials.signer)] if credentials is not None else []),
         Route("/metrics", metrics),
         WebSocketRoute("/ws", live),
         WebSocketRoute("/live", live),

@@ -29,6 +29,7 @@ import dataclasses
 import hmac
 import logging
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,14 @@ from .http_body import HttpError, read_json_body
 from .quotas import OwnerQuotas, QuotaExceeded
 from .settings import Settings
 from .shutdown import Shutdown
-from .tokens import DEFAULT_TTL_S, TokenClaims, TokenLimits, TokenRefused, TokenSigner
+from .tokens import (
+    DEFAULT_TTL_S,
+    TokenClaims,
+    TokenLimits,
+    TokenRefused,
+    TokenSigner,
+    secrets_from,
+)
 from .users import RESERVED_USERS
 
 log = logging.getLogger(__name__)
@@ -207,10 +215,11 @@ class Credentials:
     """The key and the token signer of one app, and the live sockets each
     token owner holds in this process."""
 
-    def __init__(self, settings: Settings, signer: TokenSigner | None) -> None:
-        assert settings.api_key is not None
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.time) -> None:
+        if settings.api_key is None:
+            raise ValueError("credentials: expected an API key, got none")
         self._key = settings.api_key.encode()
-        self.signer = signer
+        self.signer = TokenSigner(secrets_from(settings.token_secrets, settings.api_key), clock)
         self._live: dict[str, int] = {}
 
     def check(self, scope: Scope, surface: str) -> Principal:
@@ -221,17 +230,16 @@ class Credentials:
         token = bearer.strip() if scheme.lower() == "bearer" else None
         if scope["type"] == "websocket" and key is None and token is None:
             token = _socket_token(scope, headers)
-        if key is None and token is not None and (self.signer is None or "." not in token):
+        if key is None and token is not None and ("." not in token or self._is_key(token)):
             key, token = token, None  # a Bearer that is no token: the key
         if key is not None:
-            if not hmac.compare_digest(key.encode(errors="replace"), self._key):
+            if not self._is_key(key):
                 raise Refused("bad_key", "wrong API key")
             return KEY_HOLDER
         if token is None:
             raise Refused("no_credentials", "credentials required: API key or token")
         if surface in _KEY_ONLY:
             raise Refused("key_only", f"{surface}: the API key is required, not a token")
-        assert self.signer is not None
         try:
             claims = self.signer.verify(token)
         except TokenRefused as exc:
@@ -242,6 +250,9 @@ class Credentials:
         if any(user != claims.owner for user in _users_named(scope, surface)):
             raise Refused("wrong_owner", "user is not the token's owner", claims.token_id)
         return Principal(claims.owner, claims)
+
+    def _is_key(self, given: str) -> bool:
+        return hmac.compare_digest(given.encode(errors="replace"), self._key)
 
     def admit(self, principal: Principal) -> bool:
         """Take a live socket for a token's owner, if under its ``maxSessions``."""

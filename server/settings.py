@@ -58,7 +58,7 @@ class Settings:
     # (server/credentials.py).
     api_key: str | None = None
     # Secrets that sign and verify tokens (server/tokens.py): the first
-    # signs, all verify (rotation). None: one derived from api_key.
+    # signs, all verify (rotation). Empty: one derived from api_key.
     token_secrets: tuple[str, ...] = ()
     # Listen beyond localhost without an API key (refused otherwise).
     insecure_no_auth: bool = False

@@ -447,3 +447,11 @@ def test_on_real_sockets_the_token_stays_out_of_the_log(
         sock.close()
     assert "token=***" in caplog.text
     assert token not in caplog.text and token[:-3] not in caplog.text
+
+
+def test_a_key_with_a_dot_is_still_the_key_as_a_bearer(settings: Settings) -> None:
+    dotted = "key.with.dots-0123456789"
+    with TestClient(create_app(replace(settings, api_key=dotted))) as client:
+        assert use(client, "rest", bearer(dotted), None) == "ok"
+        assert use(client, "ws", bearer(dotted), None) == "ok"
+        assert use(client, "rest", bearer(dotted + "x"), None) == "401"
