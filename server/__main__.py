@@ -68,7 +68,8 @@ def uvicorn_options(settings: Settings, *, log_level: str = "info") -> dict[str,
 
 # The command line: (option, settings field, help). Every field of Settings
 # can also be set in the environment, as AUDIOCORE_<FIELD>; the command line
-# wins. (The API key only there: a command line is visible to every user.)
+# wins. (The API key and the token secrets only there: a command line is
+# visible to every user.)
 OPTIONS = (
     ("--host", "host", "bind address (default 127.0.0.1)"),
     ("--port", "port", "port (default 8000)"),
@@ -108,6 +109,12 @@ def main(argv: list[str] | None = None) -> None:
     for option, _, help_text in OPTIONS:
         parser.add_argument(option, help=help_text)
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    parser.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        default=None,
+        help="listen beyond localhost without an API key (anyone who reaches it may use it)",
+    )
     args = parser.parse_args(argv)
     kinds = {f.name: str(f.type) for f in dataclasses.fields(Settings)}
     overrides: dict[str, object] = {}
@@ -116,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
             raw = getattr(args, field)
             if raw is not None:
                 overrides[field] = parse_value(field, kinds[field], raw, source=option)
-        settings = Settings.from_env(**overrides)
+        settings = Settings.from_env(**overrides, insecure_no_auth=args.insecure_no_auth)
     except (ValueError, TypeError) as exc:
         parser.exit(2, f"python -m server: error: {exc}\n")
     problems = settings.problems()

@@ -5,6 +5,7 @@
 | ``/`` | the demo page (``web/``) |
 | ``GET /healthz`` | liveness and the number of live sockets |
 | ``GET /metrics`` | Prometheus text: loop lag, sockets, drops, refusals (``telemetry.py``) |
+| ``POST /tokens`` | a signed token for a browser, with the API key (``credentials.py``) |
 | ``WS /ws`` | our live protocol (docs/protocol.md) |
 | ``WS /live`` | the seed project's BIDI dialect of it |
 | ``WS /run_live`` | ADK's live protocol (``server/adk_live.py``) |
@@ -12,7 +13,8 @@
 | ``POST /api/chat``, ``POST /stream`` | AI SDK's HTTP chat (``server/http_chat.py``) |
 
 Who may talk to the server at all is ``server/guard.py`` (Host, Origin,
-the API key, the caps on live sockets); CORS answers allowed origins. The
+the caps on live sockets) and ``server/credentials.py`` (the API key and
+tokens, on every surface); CORS answers allowed origins. The
 page is served with a Content Security Policy that allows only what it
 loads.
 """
@@ -37,9 +39,17 @@ from .adk_live import AdkDialect, parse_query
 from .budget import AddressBudgets
 from .connection import LiveConnection
 from .conversation import LiveParts
+from .credentials import (
+    CredentialGuard,
+    Credentials,
+    live_time_limit,
+    redact_tokens_in_server_logs,
+    token_route,
+)
 from .dialects import SEED, UI_STREAM, Dialect
-from .guard import LOCAL_ORIGIN, ConnectionLimits, HttpGuard, api_key_ok, origin_allowed
+from .guard import LOCAL_ORIGIN, ConnectionLimits, HttpGuard, origin_allowed
 from .http_chat import ChatEndpoint
+from .quotas import build_quotas
 from .rest import rest_routes
 from .runtime import Runtime
 from .settings import Settings, redact_url
@@ -85,8 +95,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
         try:
             await runtime.start()
             telemetry.start()
+            if quotas is not None:
+                quotas.start()
             yield
         finally:
+            if quotas is not None:
+                await quotas.close()
             await telemetry.close()
             if settings.stats_path is not None:
                 runtime.reaper.write_stats(settings.stats_path, per_process=settings.workers > 1)
@@ -124,7 +138,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         connection = LiveConnection(websocket, live_parts, dialect)
         connections.add(connection)
         try:
-            await connection.run()
+            with live_time_limit(websocket.scope, connection.stop):
+                await connection.run()
         finally:
             connections.discard(connection)
             limits.release(client)
@@ -149,9 +164,6 @@ def create_app(settings: Settings | None = None) -> Starlette:
     async def run_live(websocket: WebSocket) -> None:
         # Refused before the handshake, as ADK's server does (a browser sees 403).
         reason = refused(websocket)
-        if reason is None and not api_key_ok(websocket.headers, settings):
-            telemetry.refused.labels("api_key").inc()
-            reason = "API key required"
         if reason is None:
             params = websocket.query_params
             try:
@@ -167,8 +179,12 @@ def create_app(settings: Settings | None = None) -> Starlette:
             return
         await serve(websocket, AdkDialect(query, agents.run_config_for(None)))
 
+    credentials = Credentials(settings) if settings.api_key is not None else None
+    redact_tokens_in_server_logs()
+    quotas = build_quotas(settings)
     routes = [
         Route("/healthz", healthz),
+        *([token_route(settings, credentials.signer)] if credentials is not None else []),
         Route("/metrics", metrics),
         WebSocketRoute("/ws", live),
         WebSocketRoute("/live", live),
@@ -195,6 +211,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
                 on_refused=lambda reason: telemetry.refused.labels(reason).inc(),
             ),
             cors,
+            Middleware(
+                CredentialGuard,
+                settings=settings,
+                credentials=credentials,
+                quotas=quotas,
+                on_refused=lambda reason: telemetry.refused.labels(reason).inc(),
+            ),
         ],
     )
     # Read by tests and benchmarks: the parts, and the live connections.

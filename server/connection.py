@@ -167,6 +167,10 @@ class LiveConnection:
         """ADK's task sending to the model died: the run cannot go on."""
         self._end(internal_error(self.session_id, error))
 
+    def stop(self, why: Shutdown) -> None:
+        """End the conversation from outside (e.g. its credentials' time is up)."""
+        self._end(why)
+
     def _session_taken(self) -> None:
         """Another connection resumes this session: stop (error chunk, 1008)."""
         self._end(session_taken())

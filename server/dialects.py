@@ -23,6 +23,7 @@ from starlette.types import Message
 from starlette.websockets import WebSocket
 
 from . import fields, protocol
+from .credentials import bind_user_key
 from .events import Translator, TurnTranslator
 from .handshake import read_hello
 from .tools import ToolSpec
@@ -72,7 +73,9 @@ class UiStreamDialect:
 
     async def open(self, ws: WebSocket, timeout_s: float, limits: fields.Limits) -> Opening:
         hello = await read_hello(ws, timeout_s, limits)
-        return Opening(hello.start, hello.first)
+        # A token speaks for its owner: the owner's key, whatever was sent.
+        user_key = bind_user_key(ws.scope, hello.start.user_key)
+        return Opening(dataclasses.replace(hello.start, user_key=user_key), hello.first)
 
     def decode(
         self, message: Message, fmt: protocol.InputFormat, limits: fields.Limits

@@ -4,14 +4,13 @@ security headers, and the caps on live sockets.
 Every request and socket must name an allowed host (localhost, the bind
 address, ``--allowed-hosts``: a page whose name was rebound to this machine
 does not), and, with an ``Origin``, come from an allowed origin (same
-origin, localhost, or ``--allowed-origins``). With an API key set, the HTTP
-API, ``/metrics`` and ``/run_live`` require it. Live sockets are capped in
-all and per client address. Every refusal is counted by its reason.
+origin, localhost, or ``--allowed-origins``). Credentials (the API key, the
+tokens) are ``server/credentials.py``. Live sockets are capped in all and
+per client address. Every refusal is counted by its reason.
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -24,8 +23,6 @@ from .settings import Settings
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 LOCAL_ORIGIN = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"
-# Paths of the HTTP API: an API key, when set, guards these.
-_API_PREFIXES = ("/apps/", "/list-apps", "/api/", "/stream", "/metrics")
 
 
 def origin_allowed(origin: str | None, host: str | None, settings: Settings) -> bool:
@@ -66,17 +63,6 @@ def host_allowed(host: str | None, settings: Settings) -> bool:
     return name in allowed
 
 
-def api_key_ok(headers: Headers, settings: Settings) -> bool:
-    """No key configured, or the request carries it (X-API-Key or Bearer)."""
-    if settings.api_key is None:
-        return True
-    given = headers.get("x-api-key")
-    if given is None:
-        scheme, _, token = headers.get("authorization", "").partition(" ")
-        given = token if scheme.lower() == "bearer" else None
-    return given is not None and hmac.compare_digest(given.encode(), settings.api_key.encode())
-
-
 # The page loads only its own scripts, worklets, styles and images; nobody
 # may frame it. It talks to its own server, or to the live socket given in
 # its ?server= parameter: WebSockets to any host are allowed, nothing else.
@@ -94,8 +80,8 @@ SECURITY_HEADERS = {
 
 class HttpGuard:
     """Before anything else sees a request or a socket: a foreign Host is
-    refused (400; a socket, 403), a foreign Origin too (403), and, on the
-    API, a missing key (401). Responses get the security headers."""
+    refused (400; a socket, 403), a foreign Origin too (403). Responses get
+    the security headers."""
 
     def __init__(
         self,
@@ -123,18 +109,9 @@ class HttpGuard:
         if scope["type"] == "websocket":
             await self.app(scope, receive, send)
             return
-        response = None
         if not origin_allowed(headers.get("origin"), headers.get("host"), self.settings):
             self._refused("origin")
             response = PlainTextResponse("Forbidden: origin not allowed", status_code=403)
-        elif (
-            scope["path"].startswith(_API_PREFIXES)
-            and scope["method"] != "OPTIONS"
-            and not api_key_ok(headers, self.settings)
-        ):
-            self._refused("api_key")
-            response = PlainTextResponse("Unauthorized: API key required", status_code=401)
-        if response is not None:
             await response(scope, receive, send)
             return
 

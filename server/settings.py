@@ -53,9 +53,15 @@ class Settings:
     # Live model name. None: Gemini when credentials are present, else offline.
     model: str | None = None
     chat_model: str | None = None  # the HTTP chat's text model; None: CHAT_MODEL
-    # When set, the HTTP API (session REST, /api/chat, /stream, /run_live)
-    # requires it in an X-API-Key (or Authorization: Bearer) header.
+    # When set, every surface but /healthz and the page's files requires it
+    # (X-API-Key, or Authorization: Bearer) or a token it minted
+    # (server/credentials.py).
     api_key: str | None = None
+    # Secrets that sign and verify tokens (server/tokens.py): the first
+    # signs, all verify (rotation). Empty: one derived from api_key.
+    token_secrets: tuple[str, ...] = ()
+    # Listen beyond localhost without an API key (refused otherwise).
+    insecure_no_auth: bool = False
     app_name: str = "audiocore"
     agent_instruction: str = (
         "You are a friendly voice assistant. Answer briefly. Use the tools: "
@@ -126,6 +132,10 @@ class Settings:
     # A session opened and never used (no event) is deleted after this long.
     unused_session_ttl_s: float = 24 * 3600.0
     max_api_sessions_per_user: int = 1000  # sessions a REST user may hold (429 past it)
+    # A token owner's live sockets at once and live minutes per UTC day,
+    # across processes and hosts (server/quotas.py); None: no quota.
+    max_live_sessions_per_owner: int | None = None
+    live_minutes_per_owner_per_day: float | None = None
     # Events an open session holds in memory besides those ADK may still look
     # up (tool calls and answers, actions): the newest this many, trimmed
     # every this many (server/history.py; about 20 voice turns); the store
@@ -218,6 +228,8 @@ class Settings:
             value = getattr(self, field.name)
             if field.name == "api_key" and value is not None:
                 value = "***"
+            elif field.name == "token_secrets" and value:
+                value = ("***",) * len(value)
             elif field.name == "database_url" and value is not None:
                 value = redact_url(value)
             shown.append(f"{field.name}={value!r}")
@@ -275,6 +287,16 @@ class Settings:
             )
         if self.api_key is not None and len(self.api_key) < 16:
             found.append("api_key: expected at least 16 characters")
+        minutes = self.live_minutes_per_owner_per_day
+        if minutes is not None and not minutes > 0:
+            found.append(f"live_minutes_per_owner_per_day: expected more than 0, got {minutes}")
+        if any(len(secret) < 32 for secret in self.token_secrets):
+            found.append("token_secrets: expected at least 32 characters each")
+        if self.api_key is None and not self.insecure_no_auth and not is_local_host(self.host):
+            found.append(
+                f"host: {self.host} is reachable from other machines and no API key is set: "
+                "set AUDIOCORE_API_KEY, or pass --insecure-no-auth to serve it without one"
+            )
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             probe = self.data_dir / ".write-test"
@@ -283,6 +305,11 @@ class Settings:
         except OSError as exc:
             found.append(f"data_dir: {self.data_dir} is not a writable directory ({exc.strerror})")
         return found
+
+
+def is_local_host(host: str) -> bool:
+    """Whether a bind address is reachable from this machine only."""
+    return host.strip("[]").lower() in ("localhost", "::1") or host.startswith("127.")
 
 
 def is_postgres_url(url: str | None) -> bool:

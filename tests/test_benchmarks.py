@@ -63,6 +63,7 @@ SMOKE = {
     "compare_resample.py": Smoke(["--smoke"], "## Quality", ["soxr", "samplerate", "scipy"]),
     "jitter_sim.py": Smoke(["--seconds", "30"], "model + barge-in"),
     "bench_gemini_send.py": Smoke(["--seconds", "1", "--chunks", "20"], "20ms", SERVER),
+    "bench_tokens.py": Smoke(["--smoke"], "| guard: request → principal |", ["starlette"]),
     "bench_delivery.py": Smoke(["--repeat", "1", "--work", "0.05"], "| case |", SERVER),
     "bench_server.py": Smoke(
         # The local Gemini endpoint's start is bench_gemini_send.py's smoke.

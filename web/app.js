@@ -25,6 +25,7 @@ import { AudioEngine, describeMicError } from "./audio.js";
 import { runBrowserTool } from "./browser-tools.js";
 import { Conversation, TOOL_STATES } from "./conversation.js";
 import { BackgroundMusic } from "./music.js";
+import { TokenSource, tokenUrlFrom, withToken } from "./credentials.js";
 import { Pcm16Decoder } from "./pcm.js";
 import { LiveSession, describeClose, newUserKey, socketUrl } from "./session.js";
 import {
@@ -76,6 +77,9 @@ if (params.get("mode") === "push-to-talk") {
 }
 const inputFormat = params.get("input") === "s16" ? "s16" : "f32";
 const serverUrl = params.get("server") ?? socketUrl(location);
+// A server that requires credentials: tokens from the operator's URL (credentials.js).
+const tokenUrl = tokenUrlFrom(params, document);
+const tokens = tokenUrl ? new TokenSource(tokenUrl) : null;
 
 // ------------------------------------------------------------------ state
 
@@ -422,14 +426,22 @@ async function connect() {
       return false;
     },
   );
-  const session = new LiveSession(serverUrl, {
+  let url = serverUrl;
+  try {
+    if (tokens) url = withToken(serverUrl, await tokens.token());
+  } catch (error) {
+    if (live === conn) await fail(error.message);
+    return;
+  }
+  if (live !== conn) return;
+  const session = new LiveSession(url, {
     inputRate: engine.sampleRate,
     inputFormat,
     outputRate: engine.sampleRate, // the server resamples to our rate; we never do
     binary: state.settings.binary,
     sessionId: state.resumeId ?? undefined,
     turnDetection: turnDetectionFor(state.mode),
-    userKey: userKey(),
+    userKey: tokens ? undefined : userKey(), // a token's owner is the user
   });
   conn.session = session;
   session.addEventListener("audio", onAudio);
@@ -447,6 +459,7 @@ async function connect() {
   const micOpen = await mic;
   if (live !== conn) return;
   state.connected({ micOpen });
+  tokens?.keepFresh(); // a reconnect finds a fresh token ready
   watchDevices(engine);
   conn.statusTimer = setInterval(render, 250); // the status line's figures
   render();
@@ -513,6 +526,7 @@ async function teardown() {
   const conn = live;
   if (!conn) return;
   live = null;
+  tokens?.stop();
   clearInterval(conn.statusTimer);
   clearTimeout(conn.muteTimer);
   state.closed();
