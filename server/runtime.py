@@ -10,6 +10,7 @@ it uses, and no handler sees the runtime.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,7 @@ class Runtime:
         self.sessions = SessionAccess(settings, service, SessionClaims(leases))
         # The same store from a process of its own, for the REST.
         self.store_worker = StoreWorker(settings)
+        self._expiry: asyncio.Task[None] | None = None
         # Background tasks: their engine, and the live tools that drive it.
         self.tasks = TaskManager(settings, service, leases=leases)
         tools: list[Callable[..., Any]] = [*DEMO_TOOLS, *build_live_tools(self.tasks)]
@@ -49,12 +51,15 @@ class Runtime:
         warm_up()  # before any socket: not in a conversation's way
         await self.sessions.start()
         await self.tasks.start()
+        self._expiry = asyncio.create_task(self.store_worker.expire_periodically())
 
     async def close(self) -> None:
         try:
             await self.tasks.close()  # first: its workers write to the session store
             await self.delegations.close()
             await self.sessions.close()
+            if self._expiry is not None:
+                self._expiry.cancel()
             await self.store_worker.close()
         finally:
             await self.agents.close()

@@ -118,6 +118,13 @@ class _Cursor:
     async def fetchall(self) -> list[Any]:
         return self._cursor.fetchall()
 
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._rows()
+
+    async def _rows(self) -> AsyncIterator[Any]:
+        for row in self._cursor:
+            yield row
+
     @property
     def rowcount(self) -> int:
         return self._cursor.rowcount

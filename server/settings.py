@@ -132,6 +132,8 @@ class Settings:
     # A session opened and never used (no event) is deleted after this long.
     unused_session_ttl_s: float = 24 * 3600.0
     max_api_sessions_per_user: int = 1000  # sessions a REST user may hold (429 past it)
+    # A REST user's session not updated for this long is deleted (0: never).
+    api_session_ttl_s: float = 30 * 24 * 3600.0
     # A token owner's live sockets at once and live minutes per UTC day,
     # across processes and hosts (server/quotas.py); None: no quota.
     max_live_sessions_per_owner: int | None = None
@@ -280,6 +282,10 @@ class Settings:
         if self.live_history_events < 0:
             found.append(
                 f"live_history_events: expected 0 (all) or more, got {self.live_history_events}"
+            )
+        if self.api_session_ttl_s < 0:
+            found.append(
+                f"api_session_ttl_s: expected 0 (never) or more, got {self.api_session_ttl_s}"
             )
         if self.task_offline_delay_s < 0:
             found.append(

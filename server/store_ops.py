@@ -26,7 +26,7 @@ from . import strict_json
 from .adk_json import event_json
 from .client_state import ForbiddenState, check_client_state
 from .http_body import HttpError, parse_json
-from .users import API_SESSION_ID
+from .users import API_SESSION_ID, RESERVED_USERS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +157,19 @@ async def patch(
     )
     await service.append_event(session, event)
     return reply(session_json(session))
+
+
+async def expire(service: BaseSessionService, app: str, ttl_s: float, now: float) -> Reply:
+    """Delete the API users' sessions not updated for ``ttl_s`` seconds (the
+    server's own users' sessions have rules of their own); the count."""
+    found = await service.list_sessions(app_name=app, user_id=None)
+    deleted = 0
+    for listed in found.sessions:
+        if listed.user_id in RESERVED_USERS or listed.last_update_time > now - ttl_s:
+            continue
+        await service.delete_session(app_name=app, user_id=listed.user_id, session_id=listed.id)
+        deleted += 1
+    return reply({"deleted": deleted})
 
 
 def _client_state(state: dict[str, Any], where: str) -> None:

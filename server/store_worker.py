@@ -26,9 +26,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import json
 import logging
 import multiprocessing
 import os
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -49,6 +51,7 @@ _OPS: dict[str, Callable[..., Awaitable[store_ops.Reply]]] = {
     "list": store_ops.list_all,
     "delete": store_ops.delete,
     "patch": store_ops.patch,
+    "expire": store_ops.expire,
 }
 
 # In the worker process: its session service and the loop its calls run on.
@@ -117,6 +120,23 @@ class StoreWorker:
         )
         pool.submit(os.getpid).result()  # the process is up
         return pool
+
+    async def expire_periodically(self) -> None:
+        """Every hour (or ``api_session_ttl_s``, if shorter): the API users'
+        sessions idle longer than ``api_session_ttl_s`` are deleted, in the
+        worker (the list may be long). Off with a TTL of 0."""
+        ttl = self._settings.api_session_ttl_s
+        if ttl <= 0:
+            return
+        while True:
+            await asyncio.sleep(min(3600.0, ttl))  # first after a while: no worker at start
+            try:
+                reply = await self.call("expire", self._settings.app_name, ttl, time.time())
+                deleted = json.loads(reply.body).get("deleted", 0) if reply.status == 200 else 0
+                if deleted:
+                    log.info("deleted %d API sessions idle for %g s", deleted, ttl)
+            except Exception:  # the store is down: health says so; try later
+                log.warning("expiring idle API sessions failed", exc_info=True)
 
     async def pid(self) -> int:
         """The worker's process id (it starts if it has not)."""

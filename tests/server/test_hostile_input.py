@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from google.adk.events import Event
 from server_helpers import start, uvicorn_thread
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
@@ -553,3 +554,36 @@ def test_a_chat_message_of_too_many_parts_or_containers_is_refused(client: TestC
     body["messages"][0]["parts"] = [{"type": "text", "text": "hi"}] + [image] * 20_000
     refused = client.post("/api/chat", json=body)
     assert refused.status_code == 413 and "JSON objects and arrays" in refused.text
+
+
+def test_idle_api_sessions_expire_and_the_servers_own_are_left(settings: Settings) -> None:
+    """10,000 API sessions once stayed for ever: a REST user's session idle
+    past ``api_session_ttl_s`` is deleted (the operation the store worker
+    runs every hour); the server's own users' sessions are not its to judge."""
+    service = build_session_service(settings)
+    app = settings.app_name
+
+    async def scenario() -> None:
+        old = await service.create_session(app_name=app, user_id="alice", session_id="old")
+        await service.create_session(app_name=app, user_id=USER_ID, session_id="page")
+        fresh = await service.create_session(app_name=app, user_id="bob", session_id="fresh")
+        later = old.last_update_time + 1000.0  # bob spoke 1000 s after alice's last word
+        await service.append_event(fresh, Event(author="user", timestamp=later))
+        done = await store_ops.expire(service, app, 500.0, later + 10.0)
+        assert json.loads(done.body) == {"deleted": 1}
+        kept = await service.list_sessions(app_name=app, user_id=None)
+        assert sorted((s.user_id, s.id) for s in kept.sessions) == [
+            ("bob", "fresh"),
+            (USER_ID, "page"),
+        ]
+        again = await store_ops.expire(service, app, 500.0, later + 10.0)
+        assert json.loads(again.body) == {"deleted": 0}
+
+    asyncio.run(scenario())
+
+
+def test_the_api_session_ttl_is_a_setting() -> None:
+    assert Settings(api_session_ttl_s=0).problems() == []
+    assert Settings(api_session_ttl_s=-1).problems() == [
+        "api_session_ttl_s: expected 0 (never) or more, got -1"
+    ]
