@@ -9,6 +9,8 @@ behind by a closed socket would show there).
 
 from __future__ import annotations
 
+import importlib
+import logging
 from collections.abc import Mapping, Sequence
 
 from google.adk.agents.run_config import RunConfig
@@ -20,14 +22,40 @@ from .protocol import TurnDetection
 from .settings import Settings
 from .tools import ToolSpec
 
+log = logging.getLogger(__name__)
+
+
+# What ADK imports during the first live run and not before, found by
+# running one (tests/server/test_telemetry.py checks the list still covers
+# it): about 0.3 s with the event loop held, while every conversation waits.
+_LAZY_MODULES = (
+    "google.adk.flows.llm_flows.auto_flow",
+    "google.adk.flows.llm_flows.single_flow",
+    "google.adk.live._live_llm_flow",
+    "google.adk.live._runner_utils",
+    "google.adk.live._flow_utils",
+    "google.adk.apps.compaction",
+    "google.adk.apps.llm_event_summarizer",
+    "google.adk.auth.auth_preprocessor",
+    "google.adk.tools.google_search_tool",
+    "google.adk.tools.vertex_ai_search_tool",
+    "google.adk.tools.set_model_response_tool",
+    "pydantic._internal._dataclasses",
+)
+
 
 def warm_up() -> None:
     """Import now what ADK would import during the first live run: its
-    workflow machinery (``google.adk.Workflow``, a lazy attribute), about
-    0.25 s with the event loop held while every conversation waits."""
+    workflow machinery (``google.adk.Workflow``, a lazy attribute) and its
+    live flow's modules."""
     import google.adk
 
     getattr(google.adk, "Workflow")  # noqa: B009 - the lazy import is the point
+    for name in _LAZY_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # another ADK: the first run imports what it needs
+            log.debug("warm-up: no module %s", name)
 
 
 class Agents:
