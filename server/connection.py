@@ -250,13 +250,20 @@ class LiveConnection:
             if refused:
                 c.report(refused)
             return
+        text = message.get("text")
+        if text is not None and len(text) > large_json.SMALL:
+            # A large frame is parsed in a thread, in pieces (large_json):
+            # one C call over 4 MB of JSON would hold this loop.
+            decoded = await anyio.to_thread.run_sync(self._decode_in_thread, message)
+            del message, text  # nothing here may keep a 4 MB frame alive
+            if isinstance(decoded, fields.InputError):
+                if budget.may_report():
+                    c.report(str(decoded))
+                return
+        else:
+            decoded = None
         try:
-            text = message.get("text")
-            if text is not None and len(text) > large_json.SMALL:
-                # A large frame is parsed in a thread, in pieces (large_json):
-                # one C call over 4 MB of JSON would hold this loop.
-                decoded = await anyio.to_thread.run_sync(self._decode, message)
-            else:
+            if decoded is None:
                 decoded = self._decode(message)
             for msg in decoded:
                 refused = budget.admit(msg)
@@ -272,6 +279,19 @@ class LiveConnection:
 
     def _decode(self, message: Message) -> list[protocol.ClientMessage]:
         return list(self.dialect.decode(message, self.input_format, self.limits))
+
+    def _decode_in_thread(
+        self, message: Message
+    ) -> list[protocol.ClientMessage] | fields.InputError:
+        """``_decode``, with a mistake returned rather than raised, without
+        its traceback: an exception that crosses from the thread through a
+        future is in a reference cycle with the frames it passed, the frame
+        holding the 4 MB message among them, and a cycle waits for the
+        garbage collector (hundreds of MB under a flood of large frames)."""
+        try:
+            return self._decode(message)
+        except fields.InputError as exc:
+            return exc.with_traceback(None)
 
     def _dispatch(self, c: Conversation, msg: protocol.ClientMessage) -> None:
         uplink = c.uplink

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import json
 import logging
 import socket
 import threading
 import time
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -587,3 +589,34 @@ def test_the_api_session_ttl_is_a_setting() -> None:
     assert Settings(api_session_ttl_s=-1).problems() == [
         "api_session_ttl_s: expected 0 (never) or more, got -1"
     ]
+
+
+def test_a_refused_large_frame_is_freed_at_once(client: TestClient) -> None:
+    """A mistake found in a thread once came back as an exception through a
+    future, in a reference cycle with the frame that held the message: a
+    flood of 4 MB frames held 900 MB until the collector ran. With the
+    collector off, no refused frame may stay alive."""
+    many = ",".join(['{"a":[1]}'] * (protocol.MAX_JSON_CONTAINERS // 2 + 1))
+    frame = '{"type": "text", "text": "hi", "pad": [' + many + "]}"
+    assert len(frame) > large_json.SMALL
+
+    def alive() -> int:
+        """Frames (of functions that ran) still holding a large text."""
+        return sum(
+            1
+            for o in gc.get_objects()
+            if isinstance(o, types.FrameType)
+            and any(isinstance(v, str) and len(v) > 100_000 for v in o.f_locals.values())
+        )
+
+    with client.websocket_connect("/ws") as ws:
+        start(ws, turnDetection="manual")
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(3):
+                ws.send_text(frame)
+                assert strict(ws.receive_text())["type"] == "error"
+            assert alive() == 0
+        finally:
+            gc.enable()

@@ -1,0 +1,240 @@
+// Painting the demo page from its state: the connection controls, the
+// approval dialog, the message line, the task cards, the status line, the
+// level meter and the conversation's entries. app.js owns the state and
+// calls these after every change; nothing here changes the state.
+
+import { TOOL_STATES } from "./conversation.js";
+import { TASK_STATES, taskCancellable, taskOffersCancel } from "./state.js";
+
+/** The page's painters over `ui` (its elements) and `state` (a PageState). */
+export function createView(ui, state) {
+  const CONNECTION_LABELS = {
+    idle: "Disconnected",
+    connecting: "Connecting…",
+    connected: "Connected",
+  };
+
+  /** Paint the page from `state`; called after every change the page shows. */
+  function render() {
+    const connected = state.connection === "connected";
+    const busy = state.connection === "connecting" || connected;
+    ui.state.dataset.state = state.connection;
+    setText(ui.state, state.connectionLabel ?? CONNECTION_LABELS[state.connection]);
+    // One of the two at a time, in the same place; keyboard focus follows.
+    const focused = document.activeElement;
+    ui.connect.hidden = ui.connect.disabled = busy;
+    ui.disconnect.hidden = ui.disconnect.disabled = !busy;
+    if (focused === ui.connect && busy) ui.disconnect.focus();
+    if (focused === ui.disconnect && !busy) ui.connect.focus();
+    setText(ui.connect, state.resumeId ? "Connect (resume)" : "Connect");
+    setText(ui.disconnect, connected ? "Disconnect" : "Cancel");
+    ui.interrupt.disabled = !connected;
+    ui.text.disabled = ui.send.disabled = !connected;
+    ui.ptt.hidden = state.mode !== "push-to-talk";
+    ui.ptt.disabled = !connected || !state.micOpen;
+    ui.ptt.setAttribute("aria-pressed", String(state.talking));
+    renderHint();
+    renderApproval();
+    renderMessage();
+    renderTasks();
+    renderStatus();
+    renderLevel();
+  }
+
+  /** Only on change: the pill and the message are live regions. */
+  function setText(el, text) {
+    if (el.textContent !== text) el.textContent = text;
+  }
+
+  /** The empty conversation's hint says what to do next. */
+  function renderHint() {
+    const hint = ui.log.querySelector(".empty");
+    if (!hint) return;
+    let text = "Listening. Just speak, or type a message.";
+    if (state.connection !== "connected") text = "Press Connect and speak, or type a message.";
+    else if (!state.micOpen) text = "Type a message below.";
+    else if (state.mode === "push-to-talk") {
+      text = "Hold the button (or Space) while you talk, or type a message.";
+    }
+    setText(hint, text);
+  }
+
+  /** The approval dialog: open while a request waits, focus in and back out. */
+  let focusBeforeDialog = null;
+  let dialogFor = null; // the approval id the dialog shows
+
+  function renderApproval() {
+    const request = state.approval;
+    const dialog = ui.approval;
+    if (request && dialogFor !== request.approvalId) {
+      dialogFor = request.approvalId;
+      setText(ui.approvalTool, request.toolName);
+      setText(ui.approvalArgs, JSON.stringify(request.input, null, 2));
+      if (!dialog.open) {
+        focusBeforeDialog = document.activeElement;
+        dialog.showModal();
+      }
+      ui.approve.focus(); // Enter approves, Escape denies
+    } else if (!request && dialog.open) {
+      dialogFor = null;
+      dialog.close();
+      focusBeforeDialog?.focus?.();
+      focusBeforeDialog = null;
+    }
+  }
+
+  function renderMessage() {
+    const { message } = state;
+    ui.message.hidden = !message;
+    setText(ui.message, message?.text ?? "");
+    if (message) ui.message.dataset.kind = message.kind;
+  }
+
+  // The task cards, each updated in place: id -> {el, card, connected} as painted.
+  const taskElements = new Map();
+
+  function renderTasks() {
+    ui.tasks.hidden = state.tasks.size === 0;
+    const connected = state.connection === "connected";
+    for (const card of state.tasks.values()) {
+      let painted = taskElements.get(card.id);
+      if (!painted) {
+        const el = document.createElement("article");
+        el.className = "task";
+        el.id = `task-${card.id}`;
+        painted = { el };
+        taskElements.set(card.id, painted);
+        ui.tasks.append(el);
+      }
+      // Cards are replaced, never changed: the same object is the same card.
+      if (painted.card === card && painted.connected === connected) continue;
+      paintTask(painted.el, card, connected);
+      Object.assign(painted, { card, connected });
+    }
+  }
+
+  /** A card: the objective, the state, then progress, the result or the error. */
+  function paintTask(el, card, connected) {
+    const objective = document.createElement("span");
+    objective.className = "task-objective";
+    objective.textContent = card.objective;
+    const badge = document.createElement("span");
+    badge.className = "task-state";
+    badge.textContent = TASK_STATES[card.state] ?? card.state;
+    const parts = [objective, badge];
+    const detail =
+      card.state === "completed"
+        ? card.result
+        : card.state === "failed"
+          ? card.error
+          : card.progress && `${card.progress.tool} ${card.progress.detail ?? ""}`.trim();
+    if (detail) {
+      const line = document.createElement("span");
+      line.className = "task-detail";
+      line.textContent = detail;
+      parts.push(line);
+    }
+    if (taskOffersCancel(card)) {
+      const cancel = document.createElement("button");
+      cancel.type = "button";
+      cancel.className = "task-cancel";
+      cancel.dataset.taskId = card.id;
+      cancel.disabled = !taskCancellable(card) || !connected; // the cancel goes on the socket
+      cancel.textContent = "Cancel";
+      cancel.setAttribute("aria-label", `Cancel the task: ${card.objective}`);
+      parts.push(cancel);
+    }
+    el.replaceChildren(...parts);
+    el.dataset.state = card.state;
+  }
+
+
+  function renderStatus() {
+    const info = state.session;
+    if (state.connection !== "connected" || !info) return; // the last figures stay
+    const p = state.playback;
+    const last = state.latencies.at(-1);
+    const dropped = state.socketStats?.framesDropped ?? 0;
+    const bufferMs = Math.round((p.bufferedSamples / state.sampleRate) * 1000);
+    const items = [
+      [`in ${info.input.sampleRate} Hz ${info.input.format}`],
+      [`out ${info.output.sampleRate} Hz s16 ${info.output.binary ? "binary" : "base64"}`],
+      [`buffer ${bufferMs} ms`],
+      [`underruns ${p.underruns}`, p.underruns > 0],
+      [`reply latency ${last === undefined ? "–" : `${Math.round(last)} ms`}`],
+      [`model ${info.model}`],
+    ];
+    if (dropped) items.push([`mic frames dropped ${dropped}`, true]);
+    ui.status.replaceChildren(
+      ...items.map(([text, warn]) => {
+        const span = document.createElement("span");
+        span.textContent = text;
+        if (warn) span.dataset.warn = "true";
+        return span;
+      }),
+    );
+  }
+
+  function renderLevel() {
+    const db = Math.max(-60, Math.min(0, state.capture.dbfs));
+    ui.levelFill.style.width = `${((db + 60) / 60) * 100}%`;
+    ui.level.setAttribute("aria-valuenow", db.toFixed(0));
+    ui.level.setAttribute("aria-valuetext", db <= -60 ? "silent" : `${db.toFixed(0)} dB`);
+    ui.level.dataset.voiced = String(state.capture.speaking);
+  }
+
+  /** `fn` at most once per display frame, however often it is asked for. */
+  function oncePerFrame(fn) {
+    let frame = 0;
+    return () => {
+      frame ||= requestAnimationFrame(() => {
+        frame = 0;
+        fn();
+      });
+    };
+  }
+
+  // The meter changes with every 20 ms capture frame: repaint it alone.
+  const renderLevelSoon = oncePerFrame(renderLevel);
+
+  // The conversation renders itself entry by entry (conversation.js says where).
+  const entryElements = new Map();
+
+  function renderEntry(entry, { isNew, before }) {
+    let el = entryElements.get(entry.id);
+    if (isNew) {
+      ui.log.querySelector(".empty")?.remove();
+      el = document.createElement("p");
+      el.className = `entry ${entry.role}`;
+      el.id = entry.id;
+      entryElements.set(entry.id, el);
+      const anchor = before && entryElements.get(before.id);
+      ui.log.insertBefore(el, anchor ?? null);
+    }
+    if (entry.role === "tool") renderTool(el, entry);
+    else el.textContent = entry.text;
+    el.dataset.final = String(entry.final);
+    el.dataset.interrupted = String(entry.interrupted);
+    ui.log.scrollTop = ui.log.scrollHeight;
+  }
+
+  /** A tool entry: the call, its state in words, and its result. */
+  function renderTool(el, entry) {
+    const call = document.createElement("span");
+    call.textContent = entry.text;
+    const badge = document.createElement("span");
+    badge.className = "tool-state";
+    badge.textContent = TOOL_STATES[entry.state] ?? entry.state;
+    const parts = [call, badge];
+    if (entry.result !== null) {
+      const result = document.createElement("span");
+      result.className = "tool-result";
+      result.textContent = `→ ${entry.result}`;
+      parts.push(result);
+    }
+    el.replaceChildren(...parts);
+    el.dataset.state = entry.state;
+  }
+
+  return { render, renderEntry, renderLevelSoon };
+}
