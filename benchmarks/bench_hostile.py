@@ -82,6 +82,9 @@ CLASSES = [*SOCKET_FLOODS, *STALLS]
 START = json.dumps({"type": "start", "turnDetection": "manual"})
 APP = "audiocore"
 LARGE_EVENTS = 7000
+# The attacker's own address (all of 127/8 is this machine): the server's
+# per-address bounds are the attacker's, not the innocent sessions'.
+ATTACKER = ("127.0.0.2", 0)
 
 
 # ------------------------------------------------------------------ attackers
@@ -111,7 +114,7 @@ def _events(count: int, prefix: str) -> list[dict[str, Any]]:
 def _request(
     host: str, port: int, method: str, path: str, body: bytes | None = None
 ) -> tuple[int, bytes]:
-    connection = http.client.HTTPConnection(host, port, timeout=60)
+    connection = http.client.HTTPConnection(host, port, timeout=60, source_address=ATTACKER)
     try:
         headers = {"content-type": "application/json"} if body is not None else {}
         connection.request(method, path, body=body, headers=headers)
@@ -154,7 +157,9 @@ async def _socket_flood(base: str, messages: list[str], seconds: float, limit: i
     ends = time.monotonic() + seconds
     while sent < limit and time.monotonic() < ends:
         try:
-            ws = await websockets.connect(f"{base}/ws", max_size=None, compression=None)
+            ws = await websockets.connect(
+                f"{base}/ws", max_size=None, compression=None, local_addr=ATTACKER
+            )
         except websockets.InvalidStatus as exc:
             closes[f"refused {exc.response.status_code}"] += 1
             await asyncio.sleep(0.05)
@@ -194,7 +199,9 @@ async def _sockets(base: str, seconds: float) -> dict:
     refused: collections.Counter[str] = collections.Counter()
     for _ in range(200):
         try:
-            opened.append(await websockets.connect(f"{base}/ws", compression=None))
+            opened.append(
+                await websockets.connect(f"{base}/ws", compression=None, local_addr=ATTACKER)
+            )
         except websockets.InvalidStatus as exc:
             refused[f"refused {exc.response.status_code}"] += 1
     await asyncio.sleep(seconds)
@@ -212,7 +219,7 @@ def _slow_bodies(host: str, port: int, seconds: float) -> dict:
     statuses: collections.Counter[str] = collections.Counter()
     sockets = []
     for _ in range(150):
-        s = socket.create_connection((host, port))
+        s = socket.create_connection((host, port), source_address=ATTACKER)
         s.sendall(
             f"POST /apps/{APP}/users/mallory/sessions HTTP/1.1\r\nHost: {host}:{port}\r\n"
             "Content-Type: application/json\r\nContent-Length: 1024\r\n\r\n".encode()

@@ -61,6 +61,8 @@ from .shutdown import (
 
 log = logging.getLogger(__name__)
 
+_YIELD_EVERY = 64  # client messages handled in a row, at most
+
 _CANCELS_AT_ONCE = 2  # task_cancel requests under way per connection; more are refused
 
 
@@ -235,11 +237,18 @@ class LiveConnection:
     async def _receiver(self, first: Message | None) -> None:
         if first is not None:
             await self._handle(first)
+        handled = 0
         while True:
             message = await self.ws.receive()
             if message["type"] == "websocket.disconnect":
                 raise client_gone()
             await self._handle(message)
+            handled += 1
+            if handled % _YIELD_EVERY == 0:
+                # One read of the socket may hold thousands of small frames,
+                # and taking the next from the queue does not suspend: let
+                # the other conversations run between them.
+                await asyncio.sleep(0)
 
     async def _handle(self, message: Message) -> None:
         received = time.monotonic()
