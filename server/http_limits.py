@@ -86,6 +86,7 @@ class BoundedH11Protocol(H11Protocol):
 # we send (48 kHz audio as JSON, 128 KB/s), and at a 300 ms round trip room
 # for three times that rate.
 WEBSOCKET_SEND_BUFFER = 128 * 1024
+WEBSOCKET_RECEIVE_BUFFER = 64 * 1024
 
 
 class BoundedSendWebSockets(WebSocketsSansIOProtocol):
@@ -95,4 +96,5 @@ class BoundedSendWebSockets(WebSocketsSansIOProtocol):
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, WEBSOCKET_SEND_BUFFER)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, WEBSOCKET_RECEIVE_BUFFER)
         super().connection_made(transport)
