@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from server import Settings, create_app
+from server import Settings, create_app, store_worker
 
 BASE = "/apps/audiocore/users/u1/sessions"
 
@@ -221,3 +222,32 @@ def test_the_store_work_runs_in_a_process_of_its_own(settings: Settings) -> None
             )
         )
         assert stored is not None and stored.state == {"k": 1}
+
+
+def test_a_dead_store_worker_is_a_503_and_then_replaced(settings: Settings) -> None:
+    """The worker killed under the server: the next request gets 503 (never
+    a hang or a 500), and the one after it a new worker."""
+    with TestClient(create_app(settings)) as client:
+        runtime = client.app.state.runtime  # type: ignore[attr-defined]
+        base = f"/apps/{settings.app_name}/users/alice/sessions"
+        assert client.post(base, json={"sessionId": "s1"}).status_code == 200
+        first = client.portal.call(runtime.store_worker.pid)
+        os.kill(first, signal.SIGKILL)
+        failed = client.get(f"{base}/s1")
+        assert failed.status_code == 503
+        assert failed.json() == {"detail": "the session store's worker stopped; try again"}
+        again = client.get(f"{base}/s1")
+        assert again.status_code == 200 and again.json()["id"] == "s1"
+        assert client.portal.call(runtime.store_worker.pid) != first
+
+
+def test_past_max_waiting_the_rest_is_busy(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with TestClient(create_app(settings)) as client:
+        monkeypatch.setattr(store_worker, "MAX_WAITING", 0)
+        busy = client.get(f"/apps/{settings.app_name}/users/alice/sessions")
+        assert busy.status_code == 503
+        assert busy.json() == {"detail": "the session store is busy (0 requests waiting)"}
+        monkeypatch.setattr(store_worker, "MAX_WAITING", 64)
+        assert client.get(f"/apps/{settings.app_name}/users/alice/sessions").json() == []
