@@ -101,12 +101,12 @@ class _ReadGate:
     holds read bytes to parse: uvicorn resumes reading whenever its app has
     taken every message, and reads would pile up behind the slices."""
 
-    def __init__(self, transport: asyncio.Transport, protocol: BoundedSendWebSockets) -> None:
+    def __init__(self, transport: asyncio.Transport, backlog: bytearray) -> None:
         self._transport = transport
-        self._protocol = protocol
+        self._backlog = backlog  # the protocol's (not the protocol: no cycle)
 
     def resume_reading(self) -> None:
-        if not self._protocol.backlog:
+        if not self._backlog:
             self._transport.resume_reading()
 
     def __getattr__(self, name: str) -> Any:
@@ -124,7 +124,7 @@ class BoundedSendWebSockets(WebSocketsSansIOProtocol):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, WEBSOCKET_RECEIVE_BUFFER)
         self.backlog = bytearray()  # read, not yet parsed
         # (uvloop's transports are not asyncio.Transport subclasses.)
-        gate = _ReadGate(cast(asyncio.Transport, transport), self)
+        gate = _ReadGate(cast(asyncio.Transport, transport), self.backlog)
         super().connection_made(cast(asyncio.Transport, gate))
 
     def data_received(self, data: bytes) -> None:
