@@ -121,6 +121,7 @@ class LiveConnection:
         except Exception:  # e.g. the session store failed: say so, then close
             self._end(internal_error(self.session_id))
         finally:
+            self.parts.agents.live_runs_recorder.abort_run(self.queue)
             self.queue.close()
             self.parts.budgets.release(self._address)
             self._fold_metrics()
@@ -186,6 +187,8 @@ class LiveConnection:
             # would wait for it).
             self._stop = why.with_traceback(None)
             why.__context__ = None
+            # Before the cancellation reaches ADK's run (server/live_runs.py).
+            self.parts.agents.live_runs_recorder.abort_run(self.queue)
         if self._scope is not None:
             self._scope.cancel()
 

@@ -36,6 +36,7 @@ def without_collector(monkeypatch) -> Iterator[list[weakref.ref]]:
         made.append(weakref.ref(self))
 
     monkeypatch.setattr(LiveConnection, "__init__", watched)
+    gc.collect()  # what earlier tests left
     monkeypatch.setattr(gc, "collect", lambda generation=2: 0)
     was_enabled = gc.isenabled()
     gc.disable()
@@ -44,6 +45,28 @@ def without_collector(monkeypatch) -> Iterator[list[weakref.ref]]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _cyclic_garbage() -> list[str]:
+    """The types of ours and of ADK's invocation that only the collector
+    would free (collected here, and kept for a look)."""
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        COLLECT()
+        found = [type(o) for o in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    return sorted(
+        {
+            f"{kind.__module__}.{kind.__qualname__}"
+            for kind in found
+            if kind.__module__.startswith(("server.", "google.adk.agents", "google.adk.sessions"))
+        }
+    )
+
+
+COLLECT = gc.collect  # the real one: the fixture stubs it for the server
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
@@ -91,3 +114,4 @@ def test_a_finished_connection_is_freed_without_the_collector(tmp_path, without_
         made = without_collector
         assert len(made) == 2
         _until(lambda: all(ref() is None for ref in made), "a connection is still held")
+        assert _cyclic_garbage() == []
