@@ -96,13 +96,9 @@ class _Reader:
         while True:
             item, i = self.value(i, depth + 1)
             items.append(item)
-            i = self.skip(i)
-            if text.startswith(",", i):
-                i = self.skip(i + 1)
-            elif text.startswith("]", i):
-                return items, i + 1
-            else:
-                raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
+            i, closed = self.after_element(i, "]")
+            if closed:
+                return items, i
 
     def object(self, i: int, depth: int) -> tuple[dict[str, Any], int]:
         text = self.text
@@ -118,13 +114,20 @@ class _Reader:
             if not text.startswith(":", i):
                 raise json.JSONDecodeError("Expecting ':' delimiter", text, i)
             members[key], i = self.value(self.skip(i + 1), depth + 1)
-            i = self.skip(i)
-            if text.startswith(",", i):
-                i = self.skip(i + 1)
-            elif text.startswith("}", i):
-                return members, i + 1
-            else:
-                raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
+            i, closed = self.after_element(i, "}")
+            if closed:
+                return members, i
+
+    def after_element(self, i: int, closer: str) -> tuple[int, bool]:
+        """After a container's element, which ends at ``i``: the next
+        element's start and False (past a comma), or the index past
+        ``closer`` and True."""
+        i = self.skip(i)
+        if self.text.startswith(",", i):
+            return self.skip(i + 1), False
+        if self.text.startswith(closer, i):
+            return i + 1, True
+        raise json.JSONDecodeError("Expecting ',' delimiter", self.text, i)
 
 
 def dumps_list(items: Iterable[Any]) -> str:
