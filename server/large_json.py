@@ -32,7 +32,7 @@ from . import strict_json
 # Characters parsed in one C call, at most: tens of microseconds for text,
 # a few milliseconds for the densest JSON (tiny objects, one per 8 bytes).
 WINDOW = 32 * 1024
-# Texts shorter than this are parsed in one call wherever they are.
+# Texts no longer than this are parsed in one call wherever they are.
 SMALL = 64 * 1024
 
 

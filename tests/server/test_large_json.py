@@ -122,3 +122,34 @@ def test_dumps_list_is_json() -> None:
     items = [{"a": 1}, [1.5, None], "é", {"x": math.inf}]
     assert json.loads(large_json.dumps_list(items)) == [{"a": 1}, [1.5, None], "é", {"x": None}]
     assert large_json.dumps_list([]) == "[]"
+
+
+def _text_of_length(length: int) -> str:
+    """A JSON text of exactly ``length`` characters: a list of small
+    objects (larger than the window, so the windowed path walks it), the
+    last one's string padded to fit."""
+    items = [{"id": f"e{i}", "n": i / 7, "ok": i % 2 == 0} for i in range(1200)]
+    bare = json.dumps([*items, {"pad": ""}])
+    assert large_json.WINDOW < len(bare) <= length
+    text = json.dumps([*items, {"pad": "x" * (length - len(bare))}])
+    assert len(text) == length
+    return text
+
+
+@pytest.mark.parametrize("length", [large_json.SMALL, large_json.SMALL + 1])
+def test_the_boundary_of_the_fast_path(length: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text of SMALL characters is one ``strict_json.loads``; one of
+    SMALL+1 is read in windows; both equal ``json.loads``, as str and as
+    bytes."""
+    whole: list[int] = []
+    real = strict_json.loads
+
+    def counted(text: str | bytes | bytearray) -> object:
+        whole.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(strict_json, "loads", counted)
+    text = _text_of_length(length)
+    for form in (text, text.encode()):
+        assert large_json.loads(form, 64) == json.loads(text)
+    assert whole == ([length, length] if length <= large_json.SMALL else [])
