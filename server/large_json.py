@@ -43,6 +43,9 @@ class TooDeep(ValueError):
 def loads(text: str | bytes | bytearray, max_depth: int) -> Any:
     """``strict_json.loads`` in calls of at most ``WINDOW`` characters each.
 
+    Bytes are UTF-8, a byte order mark before them dropped (as
+    ``json.loads`` drops it; in a str it is refused, as there).
+
     Raises ``strict_json.NonFiniteNumber``, ``TooDeep`` past ``max_depth``
     nested containers (counted where this walks; the C scanner's own limit
     applies inside a window), ``UnicodeDecodeError`` for bytes that are not
@@ -50,8 +53,12 @@ def loads(text: str | bytes | bytearray, max_depth: int) -> Any:
     """
     if len(text) <= SMALL:
         return strict_json.loads(text)
-    if not isinstance(text, str):
-        text = bytes(text).decode("utf-8")  # RFC 8259: JSON between systems is UTF-8
+    if isinstance(text, str):
+        if text.startswith("\ufeff"):  # refused, in json.loads's words
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    else:
+        # RFC 8259: JSON between systems is UTF-8 (and may be read past a mark)
+        text = bytes(text).decode("utf-8-sig")
     reader = _Reader(text, max_depth)
     value, end = reader.value(reader.skip(0), 1)
     if reader.skip(end) != len(text):
