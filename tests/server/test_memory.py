@@ -30,10 +30,8 @@ class Clock:
 
 
 def test_closed_connections_cycles_are_collected_when_the_last_one_closes() -> None:
-    """The server's tuned collector seldom runs a full collection, so what a
-    closed connection leaves in reference cycles (ADK's invocation context,
-    tasks, tracebacks) is collected by the reaper: when the last connection
-    closes, and under load after every 100 closes at most every 10 s."""
+    """What libraries leave in reference cycles is collected by the reaper
+    when the last connection closes, at most every 10 s."""
     clock = Clock()
     reaper = ConnectionReaper(clock=clock, trim=None)
     gc.collect()
@@ -56,22 +54,21 @@ def test_closed_connections_cycles_are_collected_when_the_last_one_closes() -> N
     assert reaper.totals.connections == 153
 
 
-def test_under_load_every_hundredth_close_collects() -> None:
+def test_under_load_nothing_is_collected() -> None:
+    """A full collection stalls every stream: never while any is open (a
+    finished connection leaves no cycle of its own: test_teardown.py)."""
     clock = Clock()
     reaper = ConnectionReaper(clock=clock, trim=None)
     gc.collect()
     gc.disable()
     try:
         left = garbage_cycle()
-        for _ in range(99):
+        for _ in range(500):
+            clock.now += GC_EVERY_S
             reaper.record(ConnectionMetrics(), still_open=7)
         assert left() is not None
-        reaper.record(ConnectionMetrics(), still_open=7)
-        assert left() is None  # the 100th close since the last collection
-        again = garbage_cycle()
-        for _ in range(150):  # the next hundred, but within 10 s
-            reaper.record(ConnectionMetrics(), still_open=7)
-        assert again() is not None
+        reaper.record(ConnectionMetrics(), still_open=0)
+        assert left() is None
     finally:
         gc.enable()
 
