@@ -24,6 +24,7 @@ from .agents import Agents
 from .budget import AddressBudgets
 from .delegation import Delegations, SessionDelegations
 from .delivery import TaskDelivery
+from .demo_tools import TIME_ZONE_STATE_KEY
 from .events import Translator
 from .line import LinePolicy
 from .live_queue import BoundedLiveRequestQueue
@@ -230,6 +231,8 @@ async def welcome(
     turn_detection: TurnDetection,
     parts: LiveParts,
     translator: Translator,
+    *,
+    time_zone_from_start: bool = True,
 ) -> None:
     """What the client is told before the conversation runs: the session
     (where the dialect has it), why a requested session was not resumed,
@@ -258,5 +261,8 @@ async def welcome(
     owner = c.delivery.owner
     if start.user_key is not None and session.state.get(OWNER_STATE_KEY) != owner:
         c.uplink.state({OWNER_STATE_KEY: owner})  # the tools read it from the session
+    if time_zone_from_start and session.state.get(TIME_ZONE_STATE_KEY) != start.time_zone:
+        # This client's zone (or none: UTC), not that of the session's last client.
+        c.uplink.state({TIME_ZONE_STATE_KEY: start.time_zone})
     for record in (await parts.tasks.tasks(owner))[-TASK_CARDS:]:
         c.tell(chunks.TaskCard(record.chunk()))

@@ -172,13 +172,13 @@ def test_browser_tool_approval_and_result_in_one_message(client: TestClient) -> 
 def test_flat_tool_result_after_an_approval(client: TestClient) -> None:
     with client.websocket_connect("/live") as ws:
         stream = SeedStream(ws)
-        history = [user("play lofi")]
+        history = [user("where am I")]
         submit(ws, history)
         first = stream.read()
         call = next(c for c in first if c["type"] == "tool-input-available")
         request = next(c for c in first if c["type"] == "tool-approval-request")
         part = {
-            "type": "tool-change_bgm",
+            "type": "tool-get_location",
             "toolCallId": call["toolCallId"],
             "state": "approval-responded",
             "input": call["input"],
@@ -188,14 +188,41 @@ def test_flat_tool_result_after_an_approval(client: TestClient) -> None:
         run = stream.read()  # asked to run it now; the stream closes
         assert [c["type"] for c in run] == ["tool-input-available", "finish-step"]
         assert client_executes(run[0])
+        position = {"latitude": 35.6762, "longitude": 139.6503}
+        send(ws, {"type": "tool_result", "toolCallId": call["toolCallId"], "result": position})
+        rest = stream.read()
+    assert next(c for c in rest if c["type"] == "tool-output-available")["output"] == position
+
+
+def test_change_bgm_runs_at_once_and_its_tool_result_ends_the_turn(client: TestClient) -> None:
+    """The seed's client runs change_bgm as soon as it sees the call (no
+    approval, seed 003) and sends a flat ``tool_result``: the turn goes on
+    to the model's answer and its ``finish``."""
+    with client.websocket_connect("/live") as ws:
+        stream = SeedStream(ws)
+        submit(ws, [user("play lofi")])
+        first = stream.read()
+        kinds = [c["type"] for c in first]
+        assert "tool-approval-request" not in kinds
+        assert kinds[-3:] == ["tool-input-start", "tool-input-available", "finish-step"]
+        call = first[-2]
+        assert call["toolName"] == "change_bgm" and call["input"] == {"track": "lofi"}
+        assert client_executes(call)
         send(
             ws,
             {"type": "tool_result", "toolCallId": call["toolCallId"], "result": {"track": "lofi"}},
         )
         rest = stream.read()
-    assert next(c for c in rest if c["type"] == "tool-output-available")["output"] == {
-        "track": "lofi"
+    kinds = [c["type"] for c in rest]
+    assert "error" not in kinds and kinds[-1] == "finish"
+    output = next(c for c in rest if c["type"] == "tool-output-available")
+    assert output == {
+        "type": "tool-output-available",
+        "toolCallId": call["toolCallId"],
+        "output": {"track": "lofi"},
     }
+    answer = next(c for c in rest if c["type"] == "text-delta")["delta"]
+    assert answer == 'change_bgm returned {"track": "lofi"}.'
 
 
 def test_denied_tool_in_the_seed_dialect(client: TestClient) -> None:
