@@ -293,7 +293,6 @@ class AdkDialect:
             user_id=self.query.user_id,
             create_missing=False,
             run_config=self.query.run_config(self._base_run_config),
-            time_zone_from_start=False,  # its client writes the state (state_delta)
         )
 
     def decode(

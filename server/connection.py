@@ -146,15 +146,7 @@ class LiveConnection:
             metrics=self.metrics,
             name=self.name,
         )
-        await welcome(
-            c,
-            opened,
-            start,
-            turn_detection,
-            self.parts,
-            self.translator,
-            time_zone_from_start=opening.time_zone_from_start,
-        )
+        await welcome(c, opened, start, turn_detection, self.parts, self.translator)
         run_config = opening.run_config or agents.run_config_for(turn_detection)
         unsubscribe = self.parts.tasks.subscribe(c.delivery.owner, c.task_changed)
         try:

@@ -231,8 +231,6 @@ async def welcome(
     turn_detection: TurnDetection,
     parts: LiveParts,
     translator: Translator,
-    *,
-    time_zone_from_start: bool = True,
 ) -> None:
     """What the client is told before the conversation runs: the session
     (where the dialect has it), why a requested session was not resumed,
@@ -261,8 +259,9 @@ async def welcome(
     owner = c.delivery.owner
     if start.user_key is not None and session.state.get(OWNER_STATE_KEY) != owner:
         c.uplink.state({OWNER_STATE_KEY: owner})  # the tools read it from the session
-    if time_zone_from_start and session.state.get(TIME_ZONE_STATE_KEY) != start.time_zone:
-        # This client's zone (or none: UTC), not that of the session's last client.
+    if start.time_zone is not None:
+        # For this connection's run only (``temp:``, never stored): the next
+        # client of the session says its own, or has UTC.
         c.uplink.state({TIME_ZONE_STATE_KEY: start.time_zone})
     for record in (await parts.tasks.tasks(owner))[-TASK_CARDS:]:
         c.tell(chunks.TaskCard(record.chunk()))

@@ -44,10 +44,6 @@ class Opening:
     # (``SessionNotFound``, for clients that create sessions themselves).
     create_missing: bool = True
     run_config: RunConfig | None = None  # None: the runtime's, for the turn detection
-    # The session's time zone (for the tools) is the one ``start`` declares,
-    # UTC when it declares none; False for clients that keep the session's
-    # state themselves.
-    time_zone_from_start: bool = True
 
 
 class Dialect(Protocol):

@@ -18,13 +18,15 @@ from typing import Any
 
 import pytest
 import websockets
-from server_helpers import receive_until, start
+from server_helpers import receive_until, serve_ws, start
 from starlette.testclient import TestClient
+from test_run_live import APP, create_session, live_url, read_turn
 from test_seed_dialect import SeedStream, submit, user
 
-from server import protocol
+from server import Settings, protocol
 from server.fields import InputError
 from server.handshake import DEFAULT_START
+from server.users import USER_ID
 
 ZONE = "Asia/Kathmandu"
 
@@ -66,11 +68,25 @@ def test_the_time_is_told_in_the_zone_the_client_declared(client: TestClient) ->
     check_turn(turn, ZONE, before)
 
 
+def stored_state(client: TestClient, session_id: str) -> dict[str, Any]:
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+
+    async def read() -> dict[str, Any]:
+        session = await runtime.sessions.service.get_session(
+            app_name=runtime.settings.app_name, user_id=USER_ID, session_id=session_id
+        )
+        return dict(session.state)
+
+    return client.portal.call(read)  # type: ignore[union-attr]
+
+
 def test_no_zone_is_utc_even_in_a_session_another_client_gave_one(client: TestClient) -> None:
+    """The zone is the connection's, never stored with the session."""
     with client.websocket_connect("/ws") as ws:
         session_id = start(ws, timeZone=ZONE, turnDetection="manual")["data"]["sessionId"]
         before = now_in(ZONE)
         check_turn(ask_the_time(ws), ZONE, before)
+    assert not [key for key in stored_state(client, session_id) if "time_zone" in key]
     with client.websocket_connect("/ws") as ws:
         start(ws, sessionId=session_id, turnDetection="manual")
         before = now_in("UTC")
@@ -154,3 +170,29 @@ def test_over_a_real_socket(live_server: str) -> None:
 
     before = now_in(ZONE)
     check_turn(asyncio.run(scenario()), ZONE, before)
+
+
+def test_a_run_live_client_sets_the_zone_with_a_state_delta(tmp_path: Any) -> None:
+    """ADK's /run_live has no ``start``: its client writes ``temp:time_zone``
+    itself, in the request that asks the time."""
+    settings = Settings(data_dir=tmp_path / "data", model="offline", app_name=APP)
+
+    async def scenario(base: str) -> list[dict[str, Any]]:
+        create_session(base, "u1", "tz-1")
+        async with websockets.connect(live_url(base, "u1", "tz-1")) as ws:
+            content = {"role": "user", "parts": [{"text": "what time is it"}]}
+            await ws.send(json.dumps({"content": content, "state_delta": {"temp:time_zone": ZONE}}))
+            return await read_turn(ws)
+
+    with serve_ws(settings) as url:
+        before = now_in(ZONE)
+        events = asyncio.run(scenario(url.removesuffix("/ws").replace("ws://", "http://")))
+    after = now_in(ZONE)
+    responses = [
+        part["functionResponse"]["response"]
+        for event in events
+        for part in event.get("content", {}).get("parts", [])
+        if "functionResponse" in part
+    ]
+    assert len(responses) == 1 and responses[0]["timezone"] == ZONE
+    assert before <= tool_instant(responses[0]) <= after
