@@ -138,21 +138,11 @@ def adk_tool(spec: ToolSpec) -> BaseTool:
         if state_param is None:
             return FunctionTool(spec.function)
         return FunctionTool(_run_by_adk_with_state(spec, state_param))
-    signature = inspect.signature(spec.function)
 
     def declared(**_: Any) -> None:
         return None  # never answers: the connection completes the call
 
-    declared.__name__ = spec.name
-    declared.__doc__ = spec.function.__doc__
-    declared.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[p for p in signature.parameters.values() if p.name != state_param]
-    )
-    declared.__annotations__ = {
-        k: v
-        for k, v in inspect.get_annotations(spec.function, eval_str=True).items()
-        if k != state_param
-    }
+    _declare(declared, spec, state_param)
     return LongRunningFunctionTool(declared)
 
 
@@ -160,7 +150,6 @@ def _run_by_adk_with_state(spec: ToolSpec, state_param: str) -> Callable[..., An
     """A ``ToolState`` tool that ADK runs itself (no approval asked): the
     session's state comes from ADK's tool context, and what the tool writes
     goes back there (ADK saves it with the function response)."""
-    signature = inspect.signature(spec.function)
 
     async def run(tool_context: ToolContext, **kwargs: Any) -> Any:
         state = ToolState(tool_context.state.to_dict())
@@ -169,29 +158,42 @@ def _run_by_adk_with_state(spec: ToolSpec, state_param: str) -> Callable[..., An
             tool_context.state[key] = value
         return result
 
-    run.__name__ = spec.name
-    run.__doc__ = spec.function.__doc__
-    declared = [p for p in signature.parameters.values() if p.name != state_param]
     context = inspect.Parameter(
         "tool_context", inspect.Parameter.KEYWORD_ONLY, annotation=ToolContext
     )
-    run.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[*declared, context]
-    )
-    run.__annotations__ = {
-        **{
-            k: v
-            for k, v in inspect.get_annotations(spec.function, eval_str=True).items()
-            if k != state_param
-        },
-        "tool_context": ToolContext,
-    }
+    _declare(run, spec, state_param, extra=context)
     return run
 
 
+def _declare(
+    function: Callable[..., Any],
+    spec: ToolSpec,
+    state_param: str | None,
+    extra: inspect.Parameter | None = None,
+) -> None:
+    """Give ``function`` the name, docstring and signature ADK declares to
+    the model: ``spec``'s, without its state parameter (and with ``extra``,
+    a parameter ADK fills itself)."""
+    signature = inspect.signature(spec.function)
+    parameters = [p for p in signature.parameters.values() if p.name != state_param]
+    annotations = {
+        k: v
+        for k, v in inspect.get_annotations(spec.function, eval_str=True).items()
+        if k != state_param
+    }
+    if extra is not None:
+        parameters.append(extra)
+        annotations[extra.name] = extra.annotation
+    function.__name__ = spec.name
+    function.__doc__ = spec.function.__doc__
+    function.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    function.__annotations__ = annotations
+
+
 async def run_server_tool(spec: ToolSpec, args: Mapping[str, Any], state: ToolState) -> Any:
-    """Run a delegated server tool (after its approval) with ``args`` as the
-    model gave them. Raises what the tool raises; TypeError for bad args."""
+    """Run a server tool of ours (a delegated one after its approval, or a
+    ``ToolState`` one ADK calls) with ``args`` as the model gave them. Raises
+    what the tool raises; TypeError for bad args."""
     kwargs = dict(args)
     state_param = _state_parameter(spec.function)
     if state_param is not None:
