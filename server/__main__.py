@@ -94,6 +94,12 @@ OPTIONS = (
     ("--database-url", "database_url", "ADK async database URL for sessions (instead of SQLite)"),
     ("--allowed-origins", "allowed_origins", "comma-separated extra origins (https://host:port)"),
     ("--allowed-hosts", "allowed_hosts", "comma-separated extra host names the server answers to"),
+    (
+        "--tools-requiring-approval",
+        "tools_requiring_approval",
+        "comma-separated tools the user approves before each call "
+        '(default "get_location,process_payment"; empty: none)',
+    ),
     ("--max-connections", "max_connections", "live sockets in all (default 1000)"),
     (
         "--max-connections-per-client",
@@ -139,8 +145,13 @@ def main(argv: list[str] | None = None) -> None:
         )
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     options = uvicorn_options(settings, log_level=args.log_level)
-    if settings.workers == 1:
+    try:
+        # Built here whatever the workers: a setting only the app can check
+        # (a tool name) ends the command before any worker starts.
         app = create_app(settings)
+    except ValueError as exc:
+        parser.exit(2, f"python -m server: error: {exc}\n")
+    if settings.workers == 1:
         _tune_gc()
         uvicorn.run(app, **options)
         return

@@ -24,6 +24,7 @@ from .agents import Agents
 from .budget import AddressBudgets
 from .delegation import Delegations, SessionDelegations
 from .delivery import TaskDelivery
+from .demo_tools import TIME_ZONE_STATE_KEY
 from .events import Translator
 from .line import LinePolicy
 from .live_queue import BoundedLiveRequestQueue
@@ -258,5 +259,9 @@ async def welcome(
     owner = c.delivery.owner
     if start.user_key is not None and session.state.get(OWNER_STATE_KEY) != owner:
         c.uplink.state({OWNER_STATE_KEY: owner})  # the tools read it from the session
+    if start.time_zone is not None:
+        # For this connection's run only (``temp:``, never stored): the next
+        # client of the session says its own, or has UTC.
+        c.uplink.state({TIME_ZONE_STATE_KEY: start.time_zone})
     for record in (await parts.tasks.tasks(owner))[-TASK_CARDS:]:
         c.tell(chunks.TaskCard(record.chunk()))

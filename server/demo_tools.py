@@ -5,8 +5,13 @@
 | ``get_current_time`` | server | no |
 | ``get_weather`` | server | no |
 | ``process_payment`` | server | yes |
-| ``change_bgm`` | browser | yes |
+| ``change_bgm`` | browser | no |
 | ``get_location`` | browser | yes |
+
+Who approves follows the seed project (its 003 notes and its code):
+``change_bgm`` runs in the browser at once, the location and payments are
+approved first. A deployment may choose otherwise
+(``Settings.tools_requiring_approval``).
 
 Nothing here leaves the machine: the weather is a fixed table and payments
 are entries in a ledger kept in the session's state.
@@ -21,9 +26,16 @@ import secrets
 import zoneinfo
 from typing import Any
 
+from google.adk.tools.tool_context import ToolContext
+
 from .tools import ToolState, tool
 
 LEDGER_STATE_KEY = "ledger"  # process_payment's record; no client writes it
+# The IANA time zone the connected client declared (``start.timeZone``):
+# get_current_time answers in it, and in UTC when there is none. ``temp:``
+# state lives for one invocation — one live connection's run — and is never
+# stored, so it is always the zone of the client now connected.
+TIME_ZONE_STATE_KEY = "temp:time_zone"
 
 # (temperature °C, condition, humidity %): fixed, so answers are reproducible.
 _WEATHER = {
@@ -41,18 +53,26 @@ _CURRENCY = re.compile(r"[A-Z]{3}")
 MAX_PAYMENT = 10_000.0
 
 
-def get_current_time(timezone: str = "UTC") -> dict[str, Any]:
-    """Returns the current time in the given IANA time zone (default UTC).
+def get_current_time(tool_context: ToolContext, timezone: str = "") -> dict[str, Any]:
+    """Returns the current time: in the user's own time zone, or in another
+    one if the user names it.
 
     Args:
-      timezone: An IANA time zone name such as "Europe/Paris".
+      timezone: An IANA time zone name such as "Europe/Paris"; leave it empty
+        for the user's own.
     """
+    name = timezone or tool_context.state.get(TIME_ZONE_STATE_KEY) or "UTC"
     try:
-        zone = zoneinfo.ZoneInfo(timezone)
+        zone = zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return {"error": f"unknown time zone {timezone!r}"}
+        return {"error": f"unknown time zone {name!r}"}
     now = datetime.datetime.now(zone)
-    return {"time": now.strftime("%H:%M:%S"), "date": now.date().isoformat(), "timezone": timezone}
+    return {
+        "time": now.strftime("%H:%M:%S"),
+        "date": now.date().isoformat(),
+        "timezone": name,
+        "utcOffset": now.isoformat()[-6:],  # ±HH:MM: the instant, without a zone table
+    }
 
 
 def get_weather(location: str) -> dict[str, Any]:
@@ -109,7 +129,7 @@ def process_payment(
     return {"success": True, **entry}
 
 
-@tool(runs_in="browser", approval=True)
+@tool(runs_in="browser")
 def change_bgm(track: str) -> dict[str, Any]:
     """Changes the background music playing in the user's browser.
 

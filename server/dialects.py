@@ -8,7 +8,8 @@ are framed (``server/wire.py``):
 * ``UI_STREAM`` — ``/ws``, our protocol (docs/protocol.md): an optional
   ``start``, AI SDK v6 UI message chunks, binary audio both ways.
 * ``SEED`` — ``/live``, the seed project's BIDI transport: the same messages
-  and chunks, framed as one Server-Sent Event per text frame.
+  and chunks, framed as one Server-Sent Event per text frame, and the
+  user's words as a text part as well (``server/seed_turns.py``).
 * ADK's ``/run_live`` — in ``server/adk_live.py``.
 """
 
@@ -26,6 +27,7 @@ from . import fields, protocol
 from .credentials import bind_user_key
 from .events import Translator, TurnTranslator
 from .handshake import read_hello
+from .seed_turns import SeedTurnTranslator
 from .tools import ToolSpec
 from .users import USER_ID
 from .wire import SseOverWebSocketWire, UiStreamWire, Wire
@@ -91,6 +93,9 @@ class UiStreamDialect:
 
 class SeedDialect(UiStreamDialect):
     name = "live"
+
+    def translator(self, tools: Mapping[str, ToolSpec], model_name: str) -> Translator:
+        return SeedTurnTranslator(tools, model_name)
 
     def wire(self, output: protocol.OutputFormat) -> Wire:
         return SseOverWebSocketWire()

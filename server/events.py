@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from google.adk.events import Event
@@ -81,18 +81,19 @@ def audio_rate(mime_type: str | None, default: int = 24_000) -> int:
     return int(digits)
 
 
-class _TextPart:
+class TextPart:
     """One text part fed by deltas (partial events) and a final aggregate."""
 
-    def __init__(self) -> None:
+    def __init__(self, new_id: Callable[[], str] = lambda: chunks.new_id("txt")) -> None:
         self.part_id: str | None = None
         self.sent_any = False
+        self._new_id = new_id
 
     def delta(self, text: str, out: list[Outgoing]) -> None:
         if not text:
             return
         if self.part_id is None:
-            self.part_id = chunks.new_id("txt")
+            self.part_id = self._new_id()
             out.append(chunks.TextStart(self.part_id))
         out.append(chunks.TextDelta(self.part_id, text))
         self.sent_any = True
@@ -117,8 +118,8 @@ class TurnTranslator:
         self._tools = tools or {}
         self._model = model
         self._meta = TurnMetadata(model)
-        self._transcript = _TextPart()  # output transcription
-        self._text = _TextPart()  # model text parts
+        self._transcript = TextPart()  # output transcription
+        self._text = TextPart()  # model text parts
         self.message_id: str | None = None  # the open turn's assistant message
         self._step_open = False
         self._stepped = False  # the open turn has had a step
@@ -184,6 +185,10 @@ class TurnTranslator:
             self.turn += 1
         return out
 
+    def _heard(self, text: str, final: bool, out: list[Outgoing]) -> None:
+        """The user's words as the model heard them (its input transcription)."""
+        out.append(chunks.Transcript(text, final=final))
+
     def _end_texts(self, out: list[Outgoing]) -> None:
         self._transcript.end(out)
         self._text.end(out)
@@ -196,8 +201,7 @@ class TurnTranslator:
             out.append(chunks.Error(f"model error {event.error_code}: {event.error_message}"))
         if event.input_transcription and event.input_transcription.text:
             self._open(out)
-            final = not event.partial
-            out.append(chunks.Transcript(event.input_transcription.text, final=final))
+            self._heard(event.input_transcription.text, not event.partial, out)
         if event.output_transcription and event.output_transcription.text:
             self._open(out, content=True)
             if event.partial:

@@ -10,10 +10,17 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import re
+import zoneinfo
 from typing import Any
 
 SUPPORTED_RATES = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000)
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
+# An IANA zone name as the tz database spells them (the longest is 32
+# characters): checked before the zone is looked up, so no path or odd name
+# reaches the zone files.
+_ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(?:/[A-Za-z0-9_+-]+){0,2}")
+MAX_ZONE_CHARS = 64
 
 
 class InputError(ValueError):
@@ -84,6 +91,19 @@ def optional_text(value: Any, what: str, limits: Limits) -> str | None:
         raise InputError(
             f"{what}: {len(value)} characters exceeds the limit of {limits.max_text_chars}"
         )
+    return value
+
+
+def time_zone(value: Any, what: str) -> str:
+    """An IANA time zone name the system knows ("Europe/Paris", "UTC")."""
+    if not isinstance(value, str):
+        raise InputError(f"{what}: expected an IANA time zone name, got {type(value).__name__}")
+    if len(value) > MAX_ZONE_CHARS or not _ZONE_NAME.fullmatch(value):
+        raise InputError(f'{what}: expected an IANA time zone name such as "Europe/Paris"')
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise InputError(f"{what}: unknown time zone {value!r}") from None
     return value
 
 

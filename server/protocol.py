@@ -91,6 +91,8 @@ class Start:
     # A stable key of the user (kept by the client, as unguessable as a
     # session id): their background tasks follow them from session to session.
     user_key: str | None = None
+    # The client's IANA time zone, for the tools (get_current_time); None: UTC.
+    time_zone: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -296,12 +298,14 @@ def _decode_start(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Star
         raise InputError(
             f"turnDetection: expected one of {list(TURN_DETECTION)}, got {turn_detection!r}"
         )
+    zone = obj.get("timeZone")
     return Start(
         InputFormat(rate, form, 1),
         OutputFormat(out_rate, binary),
         session_id or None,
         turn_detection,
         user_key,
+        None if zone is None else fields.time_zone(zone, "timeZone"),
     )
 
 

@@ -26,7 +26,7 @@ from .settings import Settings
 from .store_worker import StoreWorker
 from .tasks import TaskManager
 from .tasks.live_tools import build_live_tools
-from .tools import spec_of
+from .tools import spec_of, with_approvals
 
 
 class Runtime:
@@ -41,7 +41,8 @@ class Runtime:
         # Background tasks: their engine, and the live tools that drive it.
         self.tasks = TaskManager(settings, service, leases=leases)
         tools: list[Callable[..., Any]] = [*DEMO_TOOLS, *build_live_tools(self.tasks)]
-        self.agents = Agents(settings, [spec_of(f) for f in tools], service)
+        specs = with_approvals([spec_of(f) for f in tools], settings.tools_requiring_approval)
+        self.agents = Agents(settings, specs, service)
         self.delegations = Delegations(
             timeout_s=settings.tool_timeout_s, grace_s=settings.tool_grace_s
         )

@@ -71,6 +71,10 @@ class Settings:
         "while, start_task starts a background task and answers at once; get_task_status "
         "and cancel_task follow it up. Keep talking while tasks run."
     )
+    # The tools the user approves before each call (the seed project's
+    # TOOLS_REQUIRING_APPROVAL): every other tool runs at once, a browser
+    # tool in the browser. A name the agent has no tool of stops the start.
+    tools_requiring_approval: tuple[str, ...] = ("get_location", "process_payment")
     data_dir: Path = Path("data")
     # Any ADK async database URL (sqlite+aiosqlite:///..., postgresql+asyncpg://...).
     # None: ADK's SqliteSessionService on data_dir/sessions.db.

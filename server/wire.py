@@ -9,7 +9,9 @@ chunks, paced PCM16 audio frames, and two internal markers
 * ``SseOverWebSocketWire`` (``/live``, the seed project's BIDI transport):
   each chunk is one Server-Sent Event in its own text frame
   (``data: {json}\\n\\n``); ``data: [DONE]`` ends a client-side stream (after
-  ``finish``, and where a step waits for the client); audio only as
+  ``finish``, and where a step waits for the client's next request — not
+  where it asks the client to run a tool, whose result comes back on the
+  socket while the stream stays open); audio only as
   ``data-pcm``; a ``ping`` is answered with a plain JSON ``pong``. No
   ``data-session``: that client does not expect one.
 """
@@ -60,18 +62,27 @@ class SseOverWebSocketWire:
         # Its client closes a stream by itself at the finish-step that follows
         # a tool-approval-request; a [DONE] after that would close the next one.
         self._closes_itself = False
+        # It runs a tool it is asked to run (clientExecutes) inside the open
+        # stream and sends the tool_result on the socket: the rest of the turn
+        # (the output, the answer, finish) must reach that same stream, so no
+        # [DONE] there — after one, its client drops every chunk until the next
+        # request.
+        self._client_runs_tool = False
 
     def chunk_frames(self, chunk: chunks.Chunk) -> list[str]:
         if isinstance(chunk, chunks.EndOfStream):
-            closed, self._closes_itself = self._closes_itself, False
-            return [] if closed else [_DONE]
+            stays_open = self._closes_itself or self._client_runs_tool
+            self._closes_itself = self._client_runs_tool = False
+            return [] if stays_open else [_DONE]
         if isinstance(chunk, chunks.Pong):
             return [chunks.encode(chunk)]  # not an event: read by its ping timer
         if isinstance(chunk, chunks.ToolApprovalRequest):
             self._closes_itself = True
+        if isinstance(chunk, chunks.ToolInput) and chunk.client_executes:
+            self._client_runs_tool = True
         frames = [f"data: {chunks.encode(chunk)}\n\n"]
         if isinstance(chunk, chunks.Finish):
-            self._closes_itself = False
+            self._closes_itself = self._client_runs_tool = False
             frames.append(_DONE)
         return frames
 

@@ -27,7 +27,7 @@ import { Conversation } from "./conversation.js";
 import { BackgroundMusic } from "./music.js";
 import { TokenSource, tokenUrlFrom, withToken } from "./credentials.js";
 import { Pcm16Decoder } from "./pcm.js";
-import { LiveSession, describeClose, newUserKey, socketUrl } from "./session.js";
+import { LiveSession, describeClose, localTimeZone, newUserKey, socketUrl } from "./session.js";
 import { createView } from "./render.js";
 import { TurnRecorder, replayElement, showReplay } from "./replay.js";
 import { PageState, turnDetectionFor } from "./state.js";
@@ -214,6 +214,7 @@ async function connect() {
     sessionId: state.resumeId ?? undefined,
     turnDetection: turnDetectionFor(state.mode),
     userKey: tokens ? undefined : userKey(), // a token's owner is the user
+    timeZone: localTimeZone(),
   });
   conn.session = session;
   session.addEventListener("audio", onAudio);

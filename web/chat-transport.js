@@ -18,7 +18,7 @@
 //   barge-in) waits in a backlog; `onServerTurn` says so, and the app calls
 //   `chat.resumeStream()`, whose `reconnectToStream` returns it.
 
-import { LiveSession, clientExecutes, describeClose } from "./session.js";
+import { LiveSession, clientExecutes, describeClose, localTimeZone } from "./session.js";
 
 const FINISH_STEP = Object.freeze({ type: "finish-step" });
 const START_STEP = Object.freeze({ type: "start-step" });
@@ -206,7 +206,8 @@ export class AudiocoreChatTransport {
    * @param {string} options.url  the server's /ws, e.g. "wss://host/ws"
    * @param {string} [options.sessionId]  resume this session on the first connect
    * @param {object} [options.live]  LiveSession options for audio: inputRate,
-   *   inputFormat, outputRate, binary, turnDetection (none: a typed chat)
+   *   inputFormat, outputRate, binary, turnDetection (none: a typed chat),
+   *   timeZone (default: this runtime's)
    * @param {(info: object) => void} [options.onSession]  data-session's data (keep its sessionId)
    * @param {() => void} [options.onServerTurn]  the server started output no
    *   stream is taking: call `chat.resumeStream()`
@@ -311,6 +312,7 @@ export class AudiocoreChatTransport {
     const options = this.#options;
     const live = new LiveSession(options.url, {
       binary: true, // audio as binary frames: no base64 for what a chat may not play
+      timeZone: localTimeZone(),
       ...options.live,
       sessionId: this.#sessionId ?? undefined,
       WebSocketImpl: options.WebSocketImpl,

@@ -40,6 +40,7 @@ export function startMessage({
   sessionId,
   turnDetection,
   userKey,
+  timeZone,
 }) {
   const message = { type: "start" };
   if (inputRate) message.input = { sampleRate: inputRate, format: inputFormat, channels: 1 };
@@ -50,7 +51,18 @@ export function startMessage({
   if (turnDetection) message.turnDetection = turnDetection;
   // The user's background tasks are theirs in every session that sends it.
   if (userKey) message.userKey = userKey;
+  // The tools tell the time in it (get_current_time); omitted: UTC.
+  if (timeZone) message.timeZone = timeZone;
   return message;
+}
+
+/** This browser's IANA time zone ("Europe/Paris"), or undefined if it has none. */
+export function localTimeZone(intl = globalThis.Intl) {
+  try {
+    return intl.DateTimeFormat().resolvedOptions().timeZone || undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -94,7 +94,7 @@ def test_tool_turn_spans_two_model_responses_with_one_finish(client: TestClient)
     assert not client_executes(call)
     assert call["toolName"] == "get_current_time" and call["input"] == {}
     assert call["toolCallId"].startswith("adk-") and result["toolCallId"] == call["toolCallId"]
-    assert set(result["output"]) == {"time", "date", "timezone"}
+    assert set(result["output"]) == {"time", "date", "timezone", "utcOffset"}
     answer = next(m for m in turn if m["type"] == "text-delta")["delta"]
     assert answer == f"It is {result['output']['time']} (UTC)."
     assert kinds.count("start") == 1 and kinds.count("finish") == 1

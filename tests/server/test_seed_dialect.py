@@ -35,7 +35,9 @@ class SeedStream:
         self.ws = ws
         self.pongs: list[dict[str, Any]] = []
 
-    def read(self, limit: int = 500) -> list[dict[str, Any]]:
+    def read(self, limit: int = 500, until: str | None = None) -> list[dict[str, Any]]:
+        """The stream's chunks up to its end, or (``until``) up to the first
+        chunk of that type, the stream still open."""
         chunks: list[dict[str, Any]] = []
         armed = False
         for _ in range(limit):
@@ -49,6 +51,8 @@ class SeedStream:
                 return chunks
             chunk = json.loads(body)
             chunks.append(chunk)
+            if chunk["type"] == until:
+                return chunks
             if chunk["type"] == "tool-approval-request":
                 armed = True
             elif chunk["type"] == "finish-step" and armed:
@@ -172,30 +176,60 @@ def test_browser_tool_approval_and_result_in_one_message(client: TestClient) -> 
 def test_flat_tool_result_after_an_approval(client: TestClient) -> None:
     with client.websocket_connect("/live") as ws:
         stream = SeedStream(ws)
-        history = [user("play lofi")]
+        history = [user("where am I")]
         submit(ws, history)
         first = stream.read()
         call = next(c for c in first if c["type"] == "tool-input-available")
         request = next(c for c in first if c["type"] == "tool-approval-request")
         part = {
-            "type": "tool-change_bgm",
+            "type": "tool-get_location",
             "toolCallId": call["toolCallId"],
             "state": "approval-responded",
             "input": call["input"],
             "approval": {"id": request["approvalId"], "approved": True},
         }
         submit(ws, [*history, {"id": "a1", "role": "assistant", "parts": [part]}], "a1")
-        run = stream.read()  # asked to run it now; the stream closes
+        # Asked to run it now; the stream stays open for the result.
+        run = stream.read(until="finish-step")
         assert [c["type"] for c in run] == ["tool-input-available", "finish-step"]
         assert client_executes(run[0])
+        position = {"latitude": 35.6762, "longitude": 139.6503}
+        send(ws, {"type": "tool_result", "toolCallId": call["toolCallId"], "result": position})
+        rest = stream.read()
+    assert next(c for c in rest if c["type"] == "tool-output-available")["output"] == position
+    assert rest[-1]["type"] == "finish"
+
+
+def test_change_bgm_runs_at_once_and_its_tool_result_ends_the_turn(client: TestClient) -> None:
+    """The seed's client runs change_bgm as soon as it sees the call (no
+    approval, seed 003) and sends a flat ``tool_result``; its stream stays
+    open (a [DONE] would make it drop the rest): the output, the model's
+    answer and ``finish`` come in the same stream."""
+    with client.websocket_connect("/live") as ws:
+        stream = SeedStream(ws)
+        submit(ws, [user("play lofi")])
+        first = stream.read(until="finish-step")
+        kinds = [c["type"] for c in first]
+        assert "tool-approval-request" not in kinds
+        assert kinds[-3:] == ["tool-input-start", "tool-input-available", "finish-step"]
+        call = first[-2]
+        assert call["toolName"] == "change_bgm" and call["input"] == {"track": "lofi"}
+        assert client_executes(call)
         send(
             ws,
             {"type": "tool_result", "toolCallId": call["toolCallId"], "result": {"track": "lofi"}},
         )
         rest = stream.read()
-    assert next(c for c in rest if c["type"] == "tool-output-available")["output"] == {
-        "track": "lofi"
+    kinds = [c["type"] for c in rest]
+    assert "error" not in kinds and kinds[-1] == "finish"
+    output = next(c for c in rest if c["type"] == "tool-output-available")
+    assert output == {
+        "type": "tool-output-available",
+        "toolCallId": call["toolCallId"],
+        "output": {"track": "lofi"},
     }
+    answer = next(c for c in rest if c["type"] == "text-delta")["delta"]
+    assert answer == 'change_bgm returned {"track": "lofi"}.'
 
 
 def test_denied_tool_in_the_seed_dialect(client: TestClient) -> None:

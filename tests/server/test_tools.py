@@ -233,6 +233,96 @@ def _browser_tool_approved(ws: Any, text: str) -> dict[str, Any]:
     return first_input
 
 
+def _browser_tool_run_now(ws: Any, text: str) -> dict[str, Any]:
+    """Ask for a browser tool that needs no approval; returns the 'run it
+    now' chunk, which comes at once."""
+    asked = ask(ws, text)
+    assert "tool-approval-request" not in [m["type"] for m in asked]
+    run = next(m for m in asked if m["type"] == "tool-input-available")
+    assert client_executes(run)
+    return run
+
+
+def test_change_bgm_runs_in_the_browser_at_once_as_in_the_seed(client: TestClient) -> None:
+    with client.websocket_connect("/ws") as ws:
+        start(ws)
+        asked = ask(ws, "play lofi")
+        kinds = [m["type"] for m in asked]
+        assert kinds[-3:] == ["tool-input-start", "tool-input-available", "finish-step"]
+        run = asked[-2]
+        assert run["toolName"] == "change_bgm" and run["input"] == {"track": "lofi"}
+        assert client_executes(run)
+        ws.send_text(
+            json.dumps(
+                {
+                    "type": "tool_result",
+                    "toolCallId": run["toolCallId"],
+                    "output": {"track": "lofi"},
+                }
+            )
+        )
+        rest = receive_until(ws, "finish")
+    output = next(m for m in rest if m["type"] == "tool-output-available")
+    assert output == {
+        "type": "tool-output-available",
+        "toolCallId": run["toolCallId"],
+        "output": {"track": "lofi"},
+    }
+    assert "error" not in [m["type"] for m in rest]
+    assert next(m for m in rest if m["type"] == "text-delta")["delta"].startswith(
+        "change_bgm returned"
+    )
+
+
+def test_the_tools_requiring_approval_are_a_setting(settings: Settings) -> None:
+    """Approval for the music, none for payments: the deployment's choice
+    replaces the seed's."""
+    chosen = replace(settings, tools_requiring_approval=("change_bgm",))
+    with TestClient(create_app(chosen)) as client, client.websocket_connect("/ws") as ws:
+        session = start(ws)
+        tools = {t["name"]: t for t in session["data"]["tools"]}
+        assert tools["change_bgm"]["approval"] and not tools["process_payment"]["approval"]
+        assert approval_of(ask(ws, "play jazz"))["toolCallId"]
+        ws.send_text(json.dumps({"type": "interrupt"}))
+        receive_until(ws, "finish")
+        ws.send_text(json.dumps({"type": "text", "text": PAY}))
+        paid = receive_until(ws, "finish")
+        assert "tool-approval-request" not in [m["type"] for m in paid]
+        assert next(m for m in paid if m["type"] == "tool-output-available")["output"]["success"]
+        assert len(ledger(client, session["data"]["sessionId"])) == 1
+
+
+def test_an_unknown_tool_requiring_approval_stops_the_start(settings: Settings) -> None:
+    with pytest.raises(ValueError) as error:
+        create_app(replace(settings, tools_requiring_approval=("process_payment", "launch")))
+    assert str(error.value).startswith("tools_requiring_approval: no tool named 'launch' (")
+    assert "get_location" in str(error.value)
+
+
+def test_an_unknown_tool_requiring_approval_ends_the_command(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from server.__main__ import main
+
+    monkeypatch.setenv("AUDIOCORE_TOOLS_REQUIRING_APPROVAL", "get_location, launch")
+    monkeypatch.setenv("AUDIOCORE_MODEL", "offline")
+    with pytest.raises(SystemExit) as exited:
+        main(["--data-dir", str(tmp_path)])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.startswith(
+        "python -m server: error: tools_requiring_approval: no tool named 'launch' ("
+    )
+
+
+def test_the_setting_reads_from_the_environment_and_may_be_empty() -> None:
+    env = {"AUDIOCORE_TOOLS_REQUIRING_APPROVAL": " process_payment ,change_bgm"}
+    assert Settings.from_env(env).tools_requiring_approval == ("process_payment", "change_bgm")
+    assert (
+        Settings.from_env({"AUDIOCORE_TOOLS_REQUIRING_APPROVAL": ""}).tools_requiring_approval == ()
+    )
+    assert Settings.from_env({}).tools_requiring_approval == ("get_location", "process_payment")
+
+
 def test_browser_tool_runs_after_approval_and_its_result_reaches_the_model(
     client: TestClient,
 ) -> None:
@@ -258,21 +348,21 @@ def test_browser_tool_runs_after_approval_and_its_result_reaches_the_model(
 def test_browser_tool_error_and_the_result_before_approval(client: TestClient) -> None:
     with client.websocket_connect("/ws") as ws:
         start(ws)
-        request = approval_of(ask(ws, "play jazz"))
+        request = approval_of(ask(ws, "where am I"))
         call_id = request["toolCallId"]
         ws.send_text(json.dumps({"type": "tool_result", "toolCallId": call_id, "output": {}}))
         assert "waiting for its approval" in receive_until(ws, "error")[-1]["errorText"]
         approve(ws, request["approvalId"])
         receive_until(ws, "finish-step")
         ws.send_text(
-            json.dumps({"type": "tool_result", "toolCallId": call_id, "errorText": "no audio"})
+            json.dumps({"type": "tool_result", "toolCallId": call_id, "errorText": "denied"})
         )
         rest = receive_until(ws, "finish")
         error = next(m for m in rest if m["type"] == "tool-output-error")
         assert error == {
             "type": "tool-output-error",
             "toolCallId": call_id,
-            "errorText": "no audio",
+            "errorText": "denied",
         }
 
 
@@ -290,7 +380,7 @@ def test_browser_tool_error_and_the_result_before_approval(client: TestClient) -
 def test_the_seed_projects_tool_result_shapes(client: TestClient, shape: Any) -> None:
     with client.websocket_connect("/ws") as ws:
         start(ws)
-        run = _browser_tool_approved(ws, "play jazz")
+        run = _browser_tool_run_now(ws, "play jazz")
         ws.send_text(json.dumps(shape(run["toolCallId"])))
         rest = receive_until(ws, "finish")
         output = next(m for m in rest if m["type"] == "tool-output-available")
@@ -300,7 +390,7 @@ def test_the_seed_projects_tool_result_shapes(client: TestClient, shape: Any) ->
 def test_seed_rejected_status_is_a_tool_error(client: TestClient) -> None:
     with client.websocket_connect("/ws") as ws:
         start(ws)
-        run = _browser_tool_approved(ws, "play jazz")
+        run = _browser_tool_run_now(ws, "play jazz")
         ws.send_text(
             json.dumps(
                 {
@@ -381,7 +471,8 @@ def test_session_lists_the_tools_and_where_they_run(client: TestClient) -> None:
         "approval": True,
         "runsIn": "server",
     }
-    assert tools["change_bgm"]["runsIn"] == "browser" and tools["change_bgm"]["approval"]
+    assert tools["change_bgm"] == {"name": "change_bgm", "approval": False, "runsIn": "browser"}
+    assert tools["get_location"] == {"name": "get_location", "approval": True, "runsIn": "browser"}
     assert tools["get_weather"] == {"name": "get_weather", "approval": False, "runsIn": "server"}
 
 

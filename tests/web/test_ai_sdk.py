@@ -87,6 +87,12 @@ def test_chat_transport_with_the_ai_sdk(server_url: str) -> None:
     run_node_tests("chat-transport.test.mjs", {"AUDIOCORE_WS_URL": socket_url}, at_least=9)
 
 
+def test_the_seed_clients_reading_of_live_with_the_ai_sdk(server_url: str) -> None:
+    """/live read as the seed's lib/bidi reads it, messages built by ``ai``."""
+    socket_url = server_url.replace("http://", "ws://") + "live"
+    run_node_tests("seed-live.test.mjs", {"AUDIOCORE_LIVE_URL": socket_url}, at_least=2)
+
+
 def test_default_http_transport_with_the_ai_sdk(server_url: str) -> None:
     """AI SDK's own DefaultChatTransport on POST /api/chat and /stream."""
     run_node_tests("http-chat.test.mjs", {"AUDIOCORE_HTTP_URL": server_url}, at_least=7)

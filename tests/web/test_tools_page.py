@@ -1,7 +1,8 @@
 """The demo page's tools in real Chromium against the real server (offline model):
 the approval dialog (keyboard and mouse), the background music that
-``change_bgm`` switches and that ducks under the agent's voice, and
-``get_location`` through the browser's Geolocation API.
+``change_bgm`` switches at once (no approval, as in the seed project) and
+that ducks under the agent's voice, and ``get_location`` through the
+browser's Geolocation API.
 
 Push-to-talk mode throughout, so the fake microphone starts no turn by itself;
 the offline model calls the tools on typed cues ("pay 5 EUR to Alice", "play
@@ -118,16 +119,18 @@ SAMPLE = """async (ms) => {
 }"""
 
 
-def play(page, track: str, *, keyboard: bool) -> None:
-    """Ask for ``track`` and approve; returns once the browser ran the tool."""
+def play(page, track: str) -> None:
+    """Ask for ``track``; returns once the browser ran the tool, which it
+    does at once: change_bgm needs no approval (as in the seed project)."""
+    runs = len(demo(page, "__demo.toolRuns"))
     cue = "stop the music" if track == "off" else f"play {track}"
-    request = ask(page, cue)
-    assert request["toolName"] == "change_bgm" and request["input"] == {"track": track}
-    if keyboard:
-        page.keyboard.press("Enter")
-    else:
-        page.click("#approval-approve")
-    wait_for(page, f"__demo.music.track === {track!r}")
+    page.fill("#text", cue)
+    page.press("#text", "Enter")
+    wait_for(page, f"__demo.music.track === {track!r} && __demo.toolRuns.length > {runs}")
+    run = demo(page, "__demo.toolRuns")[runs]
+    assert run["toolName"] == "change_bgm" and run["input"] == {"track": track}
+    assert demo(page, "__demo.approval") is None
+    assert not [d for d in demo(page, "__demo.decisions") if d["toolName"] == "change_bgm"]
 
 
 def assert_dominant_band(page, track: str) -> None:
@@ -144,18 +147,18 @@ def test_change_bgm_switches_the_music_the_analyser_hears(open_page):
     page = open_page(PTT)
     connect(page)
     assert demo(page, "__demo.musicAnalysis().levelDb") == float("-inf")  # silent until asked
-    play(page, "jazz", keyboard=False)
+    play(page, "jazz")
     assert_dominant_band(page, "jazz")
-    play(page, "ambient", keyboard=True)
+    play(page, "ambient")
     assert_dominant_band(page, "ambient")
-    play(page, "lofi", keyboard=True)
+    play(page, "lofi")
     assert_dominant_band(page, "lofi")
     runs = demo(page, "__demo.toolRuns")
     assert [r["output"] for r in runs] == [
         {"track": t, "playing": True} for t in ("jazz", "ambient", "lofi")
     ]
     assert len(page.locator("#log .entry.tool[data-state=done]").all()) == 3
-    play(page, "off", keyboard=True)
+    play(page, "off")
     wait_for(page, "__demo.musicAnalysis().levelDb < -80")  # the fade-out ends in silence
     check_no_page_errors(page)
 
@@ -163,7 +166,7 @@ def test_change_bgm_switches_the_music_the_analyser_hears(open_page):
 def test_music_ducks_while_the_agent_speaks(open_page):
     page = open_page(PTT)
     connect(page)
-    play(page, "lofi", keyboard=True)
+    play(page, "lofi")
     assert_dominant_band(page, "lofi")
     wait_for(page, "!__demo.music.ducked && __demo.playback.state === 'idle'")
     before = statistics.median(r["levelDb"] for r in page.evaluate(SAMPLE, 1500))
@@ -226,4 +229,24 @@ def test_geolocation_refused_is_a_tool_error(open_page):
     assert run["errorText"] in entries(page, "tool")[-1]
     text = answer(page, "get_location returned")
     assert '"status": "error"' in text and run["errorText"] in text
+    check_no_page_errors(page)
+
+
+# ------------------------------------------------------------------ time zone
+
+
+def test_the_time_is_told_in_the_browsers_time_zone(open_page):
+    """The page sends its own zone at start (Chromium's, set here to
+    Kathmandu, +05:45); get_current_time answers in it. Chromium's ICU names
+    it by its older alias, which the tz database keeps as a link."""
+    page = open_page(PTT, timezone_id="Asia/Kathmandu")
+    connect(page)
+    zone = demo(page, "Intl.DateTimeFormat().resolvedOptions().timeZone")
+    assert zone in ("Asia/Kathmandu", "Asia/Katmandu")
+    page.fill("#text", "what time is it")
+    page.press("#text", "Enter")
+    text = answer(page, "It is ")
+    assert text.endswith(f"({zone}).")
+    tool = next(t for t in entries(page, "tool") if t.startswith("get_current_time"))
+    assert '"utcOffset":"+05:45"' in tool.replace(" ", ""), tool
     check_no_page_errors(page)

@@ -9,6 +9,7 @@ import {
   describeClose,
   newUserKey,
   socketUrl,
+  localTimeZone,
   startMessage,
 } from "../../../web/session.js";
 
@@ -88,6 +89,17 @@ test("a user key is random, and what the server takes (server/protocol.py USER_K
   assert.equal(newUserKey(fixed), "-_v7-_v7-_v7-_v7-_v7-_v7-_v7-_v7");
   assert.equal(startMessage({ userKey: "k".repeat(20) }).userKey, "k".repeat(20));
   assert.equal("userKey" in startMessage({}), false);
+});
+
+test("the time zone goes in start when there is one (server/fields.py time_zone)", () => {
+  assert.equal(startMessage({ timeZone: "Asia/Kathmandu" }).timeZone, "Asia/Kathmandu");
+  assert.equal("timeZone" in startMessage({}), false);
+  const intl = (timeZone) => ({ DateTimeFormat: () => ({ resolvedOptions: () => ({ timeZone }) }) });
+  assert.equal(localTimeZone(intl("Europe/Paris")), "Europe/Paris");
+  assert.equal(localTimeZone(intl("")), undefined);
+  const broken = { DateTimeFormat: () => { throw new RangeError("no ICU"); } };
+  assert.equal(localTimeZone(broken), undefined);
+  assert.match(localTimeZone(), /^[A-Za-z][A-Za-z0-9_+\/-]*$/);
 });
 
 test("socketUrl follows the page's scheme and host", () => {
