@@ -40,6 +40,7 @@ import anyio
 
 # StreamingMode: ADK's documented import path, though not re-exported by name.
 from google.adk.agents.run_config import RunConfig, StreamingMode  # type: ignore[attr-defined,unused-ignore]
+from google.adk.events import Event, EventActions
 from google.adk.sessions import Session
 from google.genai import types
 from starlette.requests import Request
@@ -79,6 +80,7 @@ class _Resolved:
     responses: list[types.Part] = dataclasses.field(default_factory=list)
     state_delta: dict[str, Any] = dataclasses.field(default_factory=dict)
     asks: list[chunks.Chunk] = dataclasses.field(default_factory=list)  # calls to run now
+    waiting: bool = False  # a call is still unanswered after these answers
 
     def add(self, outcome: Outcome) -> None:
         self.shown.append(outcome.client)
@@ -105,6 +107,7 @@ async def resolve_answers(
         elif step[0] == "run":
             out.add(await run_on_server(step[1], state, session.id))
             del pending[step[1].call_id]
+    out.waiting = bool(pending)
     for call in pending.values():
         if call.awaits_browser:
             # The stream of this response ends with the finish: no END_OF_STREAM.
@@ -256,7 +259,16 @@ class ChatEndpoint:
         asked = bool(resolved.asks)
         for chunk in resolved.asks:
             yield chunk
-        if parts and not asked:
+        if resolved.responses and (
+            asked or (resolved.waiting and len(parts) == len(resolved.responses))
+        ):
+            # Only answers, and a call of the step is still open: what was
+            # settled is kept in the session (so an approved tool never runs
+            # twice) and the model is answered once, with every response,
+            # when the last call is settled (ADK merges the kept ones in).
+            await self._keep(session, resolved)
+            asked = True
+        elif parts and not asked:
             events = self._agents.chat_runner.run_async(
                 user_id=CHAT_USER_ID,
                 session_id=session.id,
@@ -289,3 +301,14 @@ class ChatEndpoint:
         for item in translator.finish("tool-calls" if asked else "stop"):
             if isinstance(item, chunks.Chunk):
                 yield item
+
+    async def _keep(self, session: Session, resolved: _Resolved) -> None:
+        """Store the function responses of calls settled while others of
+        their step are still waiting, with the tools' state writes."""
+        event = Event(
+            invocation_id=chunks.new_id("inv"),
+            author="user",
+            content=types.Content(role="user", parts=list(resolved.responses)),
+            actions=EventActions(state_delta=dict(resolved.state_delta)),
+        )
+        await self._sessions.service.append_event(session, event)

@@ -23,9 +23,11 @@ speech. What it does, deterministically:
   ``get_location``; "start a task to sum the amount column of sales.csv" →
   ``start_task``, "what's the status of my task [task_…]" →
   ``get_task_status``, "cancel my task [task_…]" → ``cancel_task``;
-  "call NAME {json}" calls any declared tool. A function
-  response (also a late one, for a delegated tool) produces the final
-  answer.
+  "call NAME {json}" calls any declared tool. A request whose every
+  clause is a cue of a different tool ("pay 5 EUR to Alice and where am
+  I", clauses split at "and", commas, semicolons) calls them all in one
+  response. The function responses of one content (also late ones, for
+  delegated tools) produce one final answer.
 * Barge-in. It tracks how long its last answer takes to play; speech (or
   ``activity_start``) before that ends emits ``interrupted``.
 """
@@ -66,6 +68,8 @@ _TASK_OUTCOME = re.compile(
 )
 _CALL_TOOL = re.compile(r"^\s*call\s+(\w+)\s*(\{.*\})?\s*$", re.I | re.S)
 _TASK_ID = re.compile(r"\btask_[0-9a-f]{8}\b")
+# Where a request for several things splits into its clauses.
+_CLAUSES = re.compile(r"\s*(?:,|;|\band(?: also| then)?\b)\s*", re.I)
 
 
 def _task_id_in(match: re.Match[str]) -> dict[str, Any]:
@@ -142,7 +146,7 @@ class OfflineLiveModel(BaseLlm):
         parts = last.parts or [] if last is not None else []
         responses = [p.function_response for p in parts if p.function_response]
         if responses:
-            answers = [r for response in responses for r in _answer_tool_result(response)]
+            answers = _answer_tool_results(responses)
         else:
             text = " ".join(p.text for p in parts if p.text)
             turns = sum(
@@ -209,10 +213,9 @@ class OfflineLiveConnection(BaseLlmConnection):
 
     async def send_content(self, content: types.Content) -> None:
         parts = content.parts or []
-        if any(p.function_response for p in parts):
-            for part in parts:
-                if part.function_response:
-                    await self._emit_all(_answer_tool_result(part.function_response))
+        responses = [p.function_response for p in parts if p.function_response]
+        if responses:
+            await self._emit_all(_answer_tool_results(responses))
             return
         text = " ".join(p.text for p in parts if p.text)
         self._history_len += 1
@@ -469,26 +472,56 @@ def _answer_text(text: str, tools: set[str], history_len: int) -> list[LlmRespon
         except ValueError:
             return _text_answer(f"The arguments for {call.group(1)} are not valid JSON.")
         return [_function_call(call.group(1), args if isinstance(args, dict) else {})]
-    for name, pattern, build in _CUES:
-        match = pattern.search(text)
-        if match and name in tools:
-            return [_function_call(name, build(match))]
+    calls = _cued_calls(text, tools)
+    if calls:
+        return [_function_calls(calls)]
     earlier = f" ({history_len - 1} earlier turns in this session)" if history_len > 1 else ""
     return _text_answer(f"You said: {text.strip()}{earlier}")
 
 
+def _cue(text: str, tools: set[str]) -> tuple[str, dict[str, Any]] | None:
+    for name, pattern, build in _CUES:
+        match = pattern.search(text)
+        if match and name in tools:
+            return name, build(match)
+    return None
+
+
+def _cued_calls(text: str, tools: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The calls a text asks for: one per clause when every clause of it
+    ("pay 5 EUR to Alice and where am I") is a cue of a different tool —
+    several calls in one response, as Gemini makes them — else the first
+    cue of the whole text."""
+    clauses = _CLAUSES.split(text)
+    if len(clauses) > 1:
+        found = [_cue(clause, tools) for clause in clauses]
+        calls = [call for call in found if call is not None]
+        if len(calls) == len(clauses) and len({name for name, _ in calls}) == len(calls):
+            return calls
+    single = _cue(text, tools)
+    return [single] if single else []
+
+
 def _function_call(name: str, args: dict[str, Any]) -> LlmResponse:
-    return LlmResponse(
-        content=types.Content(
-            role="model", parts=[types.Part(function_call=types.FunctionCall(name=name, args=args))]
-        )
-    )
+    return _function_calls([(name, args)])
 
 
-def _answer_tool_result(response: types.FunctionResponse) -> list[LlmResponse]:
+def _function_calls(calls: list[tuple[str, dict[str, Any]]]) -> LlmResponse:
+    """One response with ``calls`` (ADK gives each its id)."""
+    parts = [
+        types.Part(function_call=types.FunctionCall(name=name, args=args)) for name, args in calls
+    ]
+    return LlmResponse(content=types.Content(role="model", parts=parts))
+
+
+def _answer_tool_results(responses: list[types.FunctionResponse]) -> list[LlmResponse]:
+    """One answer however many tools ran: the function responses of one
+    content, told together."""
+    return _text_answer(" ".join(_tool_result_text(response) for response in responses))
+
+
+def _tool_result_text(response: types.FunctionResponse) -> str:
     result = response.response or {}
     if response.name == "get_current_time" and "time" in result:
-        text = f"It is {result['time']} ({result.get('timezone', 'UTC')})."
-    else:
-        text = f"{response.name} returned {json.dumps(result, default=str, sort_keys=True)}."
-    return _text_answer(text)
+        return f"It is {result['time']} ({result.get('timezone', 'UTC')})."
+    return f"{response.name} returned {json.dumps(result, default=str, sort_keys=True)}."

@@ -95,9 +95,14 @@ class Uplink:
     def state(self, delta: Mapping[str, Any]) -> None:
         self._queue.send(LiveRequest(state_delta=dict(delta)))
 
-    def tool_answer(self, response: types.FunctionResponse, state_delta: Mapping[str, Any]) -> None:
-        # Past the bound: the model waits for this answer.
-        content = types.Content(role="user", parts=[types.Part(function_response=response)])
+    def tool_answer(
+        self, responses: Sequence[types.FunctionResponse], state_delta: Mapping[str, Any]
+    ) -> None:
+        """The function responses of one model step, in one content: the
+        model answers once for all of them. Past the bound: the model waits
+        for this answer."""
+        parts = [types.Part(function_response=response) for response in responses]
+        content = types.Content(role="user", parts=parts)
         self._queue.send(LiveRequest(content=content, state_delta=dict(state_delta) or None))
 
     def task_outcome(self, text: str) -> None:
