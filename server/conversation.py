@@ -170,6 +170,7 @@ def assemble(
         # Gemini refuses activity signals while its own detection is on;
         # the offline model takes them.
         edges_refused=settings.backend != "offline" and turn_detection != "manual",
+        on_speech=lambda state: tell(chunks.Speech(state, "client")),
     )
     delivery = TaskDelivery(
         parts.tasks,

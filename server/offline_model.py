@@ -28,6 +28,9 @@ speech. What it does, deterministically:
   I", clauses split at "and", commas, semicolons) calls them all in one
   response. The function responses of one content (also late ones, for
   delegated tools) produce one final answer.
+* Voice activity. Its detector's onsets and ends are told as Gemini tells
+  them (``voice_activity`` ``ACTIVITY_START`` / ``ACTIVITY_END``); a client's
+  activity brackets are not echoed.
 * Barge-in. It tracks how long its last answer takes to play; speech (or
   ``activity_start``) before that ends emits ``interrupted``.
 """
@@ -234,6 +237,8 @@ class OfflineLiveConnection(BaseLlmConnection):
                 await self._answer_audio(self._segmenter.end_manual())
         elif isinstance(blob, types.LiveClientRealtimeInput):
             if blob.audio_stream_end and not (self._manual or self._in_activity):
+                if self._segmenter.active:
+                    await self._emit(_voice_activity(types.VoiceActivityType.ACTIVITY_END))
                 await self._answer_audio(self._segmenter.force_end())
         elif isinstance(blob, types.Blob) and (blob.mime_type or "").startswith("audio/pcm"):
             pcm = blob.data or b""
@@ -242,11 +247,15 @@ class OfflineLiveConnection(BaseLlmConnection):
                 return
             if self._manual:
                 return  # outside a bracket: not part of any turn
+            was_active = self._segmenter.active
             event = self._segmenter.feed(pcm)
             if event == "onset":
+                await self._emit(_voice_activity(types.VoiceActivityType.ACTIVITY_START))
                 await self._maybe_interrupt()
-            elif isinstance(event, bytes):
-                await self._answer_audio(event)
+            elif was_active and not self._segmenter.active:
+                # Ended: an utterance, or too little speech for one (a click).
+                await self._emit(_voice_activity(types.VoiceActivityType.ACTIVITY_END))
+                await self._answer_audio(event if isinstance(event, bytes) else None)
         # Images and other blobs are accepted and ignored.
 
     async def _maybe_interrupt(self) -> None:
@@ -361,6 +370,11 @@ class _EnergySegmenter:
         self._utterance, self._samples, self._active = [], 0, False
         return pcm if speech >= self._min_speech else None
 
+    @property
+    def active(self) -> bool:
+        """An utterance has begun and not ended."""
+        return self._active
+
     def force_end(self) -> bytes | None:
         return self._finish() if self._active else None
 
@@ -397,6 +411,11 @@ def describe_utterance(pcm: bytes) -> str:
         f"{NO_ASR_NOTE} {n / INPUT_RATE:.2f} s of audio ({n} samples at {INPUT_RATE} Hz), "
         f"peak {_dbfs(peak):.1f} dBFS, RMS {_dbfs(rms):.1f} dBFS"
     )
+
+
+def _voice_activity(kind: types.VoiceActivityType) -> LlmResponse:
+    """What the detector saw, as Gemini's ``voiceActivity`` tells it."""
+    return LlmResponse(voice_activity=types.VoiceActivity(voice_activity_type=kind))
 
 
 def _audio_response(pcm: bytes) -> LlmResponse:
