@@ -19,7 +19,7 @@ import {
 
 import { AudiocoreChatTransport, withUserMessage } from "../../../../web/chat-transport.js";
 import { clientExecutes } from "../../../../web/session.js";
-import { Chat, MemoryState, describe, finished, text, toolPart, until, validated } from "./chat-helpers.mjs";
+import { Chat, MemoryState, SCHEMAS, describe, finished, text, toolPart, until, validated } from "./chat-helpers.mjs";
 
 const URL = process.env.AUDIOCORE_WS_URL;
 if (!URL) throw new Error("AUDIOCORE_WS_URL is not set: run this file from pytest (tests/web/test_ai_sdk.py)");
@@ -210,10 +210,14 @@ test("a browser tool that fails: addToolOutput with output-error reaches the mod
 
 test("a spoken turn reaches the chat through resumeStream, with the user's transcript", async () => {
   const audio = [];
+  const speech = [];
   const made = newChat({
     transportOptions: {
       live: { inputRate: 16000, inputFormat: "s16", turnDetection: "manual" },
       onAudio: (a) => audio.push(a),
+      onChunk: (c) => {
+        if (c.type === "data-speech") speech.push(c);
+      },
     },
   });
   const { chat, transport, finishes, until } = made;
@@ -241,6 +245,19 @@ test("a spoken turn reaches the chat through resumeStream, with the user's trans
   // The echo went to the audio callback, never into the chat.
   const bytes = audio.reduce((n, a) => n + a.bytes.length, 0);
   assert.ok(bytes >= 24000 * 2, `echo bytes ${bytes}`);
+  // The push-to-talk edges came back as speech started / stopped: transient
+  // data parts the SDK's schemas accept.
+  assert.deepEqual(
+    speech.map((c) => c.data),
+    [
+      { state: "started", source: "client" },
+      { state: "stopped", source: "client" },
+    ],
+  );
+  for (const chunk of speech) {
+    assert.equal(chunk.transient, true);
+    for (const schema of SCHEMAS) assert.ok((await schema.validate(chunk)).success, JSON.stringify(chunk));
+  }
   assert.equal(audio[0].sampleRate, 24000);
   // A typed turn after it is a new exchange, not a resend of the transcript.
   await chat.sendMessage({ text: "and typed" });
