@@ -19,6 +19,9 @@ import pytest
 from server_helpers import receive_until, start
 from starlette.testclient import TestClient
 from test_http_chat import chunks, post, user
+from test_seed_dialect import SeedStream
+from test_seed_dialect import submit as seed_submit
+from test_seed_dialect import user as seed_user
 
 from server.chunks import client_executes
 from server.offline_model import _cued_calls
@@ -314,3 +317,53 @@ def test_http_payment_denied_location_approved(client: TestClient) -> None:
     assert len(texts) == 1 and '"status": "denied"' in texts[0] and "48.8584" in texts[0]
     assert payments(client, CHAT_USER_ID, "par-3") == []
     assert model_answers(client, CHAT_USER_ID, "par-3") == texts
+
+
+# ---------------------------------------------------------------- /live (the seed's client)
+
+
+def test_live_seed_client_answers_both_in_one_message(client: TestClient) -> None:
+    """The seed's client approves both and, having run the browser tool,
+    sends the approval and the location in one message."""
+    with client.websocket_connect("/live") as ws:
+        stream = SeedStream(ws)
+        history = [seed_user(BOTH)]
+        seed_submit(ws, history)
+        first = stream.read()
+        calls = [c for c in first if c["type"] == "tool-input-available"]
+        requests = [c for c in first if c["type"] == "tool-approval-request"]
+        assert [c["toolName"] for c in calls] == ["process_payment", "get_location"]
+        pay, where = calls
+        assistant = {
+            "id": first[0]["messageId"],
+            "role": "assistant",
+            "parts": [
+                {"type": "step-start"},
+                {
+                    "type": "tool-process_payment",
+                    "toolCallId": pay["toolCallId"],
+                    "state": "approval-responded",
+                    "input": pay["input"],
+                    "approval": {"id": requests[0]["approvalId"], "approved": True},
+                },
+                {
+                    "type": "tool-get_location",
+                    "toolCallId": where["toolCallId"],
+                    "state": "output-available",
+                    "input": {},
+                    "output": POSITION,
+                    "approval": {"id": requests[1]["approvalId"], "approved": True},
+                },
+            ],
+        }
+        history.append(assistant)
+        seed_submit(ws, history, message_id=assistant["id"])
+        second = stream.read()
+        # The next turn's answer is the next thing said: no second answer.
+        seed_submit(ws, [*history, seed_user("next", "u2")])
+        third = stream.read()
+    outputs = [c["toolCallId"] for c in second if c["type"] == "tool-output-available"]
+    assert sorted(outputs) == sorted([pay["toolCallId"], where["toolCallId"]])
+    texts = [c["delta"] for c in second if c["type"] == "text-delta"]
+    assert len(texts) == 1 and '"success": true' in texts[0] and "48.8584" in texts[0]
+    assert next(c for c in third if c["type"] == "text-delta")["delta"].startswith("You said: next")
