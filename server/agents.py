@@ -14,10 +14,12 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from google.adk.agents.run_config import RunConfig
+from google.adk.apps.app import App
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService
 
 from .agent import build_agent, build_run_config
+from .live_runs import RunRecorder
 from .protocol import TurnDetection
 from .settings import Settings
 from .tools import ToolSpec
@@ -70,9 +72,13 @@ class Agents:
         self._run_configs = {
             mode: build_run_config(settings, mode) for mode in ("server", "manual")
         }
+        self.live_runs_recorder = RunRecorder()
         self.runner = Runner(
-            app_name=settings.app_name,
-            agent=self.agent,
+            app=App(
+                name=settings.app_name,
+                root_agent=self.agent,
+                plugins=[self.live_runs_recorder],
+            ),
             session_service=session_service,
             auto_create_session=False,
         )

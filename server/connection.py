@@ -121,6 +121,7 @@ class LiveConnection:
         except Exception:  # e.g. the session store failed: say so, then close
             self._end(internal_error(self.session_id))
         finally:
+            self.parts.agents.live_runs_recorder.abort_run(self.queue)
             self.queue.close()
             self.parts.budgets.release(self._address)
             self._fold_metrics()
@@ -179,7 +180,15 @@ class LiveConnection:
 
     def _end(self, why: Shutdown) -> None:
         """The first reason to end wins; the group is cancelled."""
-        self._stop = self._stop or why
+        if self._stop is None:
+            # Kept as a value: with its traceback it would hold the frame
+            # that raised it, and that frame this connection (a reference
+            # cycle that only the collector frees, and whole connections
+            # would wait for it).
+            self._stop = why.with_traceback(None)
+            why.__context__ = None
+            # Before the cancellation reaches ADK's run (server/live_runs.py).
+            self.parts.agents.live_runs_recorder.abort_run(self.queue)
         if self._scope is not None:
             self._scope.cancel()
 
@@ -188,6 +197,13 @@ class LiveConnection:
         try:
             await task
             stop = Shutdown()
+        except asyncio.CancelledError:
+            # The group is ending (another task stopped it, or the server's
+            # shutdown): nothing to record. Returning, not raising: anyio
+            # keeps a task's CancelledError in a reference cycle with its
+            # traceback, and that traceback holds every frame that was
+            # running — the whole connection — until the collector runs.
+            return
         except Shutdown as exc:
             stop = exc
         except (WebSocketDisconnect, WebSocketDisconnected):
@@ -203,8 +219,7 @@ class LiveConnection:
                 scope.cancel()
                 return
             stop = internal_error(self.session_id)
-        self._stop = self._stop or stop
-        scope.cancel()
+        self._end(stop)
 
     async def _close(self) -> None:
         stop = self._stop or Shutdown()

@@ -31,6 +31,7 @@ from google.genai import types
 
 from . import chunks
 from .tools import ToolSpec
+from .turn_metadata import TurnMetadata, finish_reason
 
 _RATE = re.compile(r"rate=0*(\d+)")
 # No sample rate has more digits.  A longer run (a client's mime type may
@@ -122,12 +123,13 @@ class TurnTranslator:
         self.in_turn = False
         self._tools = tools or {}
         self._model = model
-        self._usage: dict[str, int] = {}
+        self._meta = TurnMetadata(model)
         self._transcript = _TextPart()  # output transcription
         self._text = _TextPart()  # model text parts
         self.message_id: str | None = None  # the open turn's assistant message
         self._step_open = False
         self._stepped = False  # the open turn has had a step
+        self._tool_tail = False  # the turn's last output so far is a tool call
 
     def _open(self, out: list[Outgoing], *, content: bool = False) -> None:
         """Open the turn if none is; ``content``: what comes is model output,
@@ -136,6 +138,8 @@ class TurnTranslator:
             self.in_turn = True
             self.message_id = chunks.new_id("msg")
             out.append(chunks.Start(self.message_id))
+        if content:
+            self._tool_tail = False
         if content and self._stepped and not self._step_open:
             self._step_open = True
             out.append(chunks.StartStep())
@@ -159,6 +163,7 @@ class TurnTranslator:
         if not self._step_open:
             return []
         self._step_open = False
+        self._meta.step_over()
         return [chunks.FinishStep()]
 
     def _begin_step(self, out: list[Outgoing]) -> None:
@@ -166,21 +171,23 @@ class TurnTranslator:
             self._step_open = self._stepped = True
             out.append(chunks.StartStep())
 
-    def finish(self, reason: chunks.FinishReason = "stop") -> list[Outgoing]:
-        """Close the current turn if one is open."""
+    def finish(self, reason: chunks.FinishReason | None = None) -> list[Outgoing]:
+        """Close the current turn if one is open. Its reason, unless given:
+        ``tool-calls`` when it ends on a tool step, else the model's
+        (``server/turn_metadata.py``)."""
         out: list[Outgoing] = []
         if self.in_turn:
+            if reason is None:
+                reason = "tool-calls" if self._tool_tail else finish_reason(self._meta.reason)
             self._end_texts(out)
             out += self.end_step()
-            metadata: dict[str, object] = {"model": self._model} if self._model else {}
-            if self._usage:
-                metadata["usage"] = dict(self._usage)
             out.append(TurnEnd())
-            out.append(chunks.Finish(reason, metadata))
+            out.append(chunks.Finish(reason, self._meta.to_json()))
             self.in_turn = False
             self.message_id = None
             self._stepped = False
-            self._usage = {}
+            self._tool_tail = False
+            self._meta = TurnMetadata(self._model)
             self.turn += 1
         return out
 
@@ -188,22 +195,10 @@ class TurnTranslator:
         self._transcript.end(out)
         self._text.end(out)
 
-    def _count_usage(self, event: Event) -> None:
-        usage = event.usage_metadata
-        if usage is None:
-            return
-        # AI SDK's LanguageModelUsage names.
-        for name, value in (
-            ("inputTokens", usage.prompt_token_count),
-            ("outputTokens", usage.candidates_token_count),
-            ("totalTokens", usage.total_token_count),
-        ):
-            if value:
-                self._usage[name] = self._usage.get(name, 0) + value
-
     def translate(self, event: Event) -> list[Outgoing]:
         out: list[Outgoing] = []
         answered = False  # the event holds outputs of tools ADK ran
+        self._meta.add(event)
         if event.error_code or event.error_message:
             out.append(chunks.Error(f"model error {event.error_code}: {event.error_message}"))
         if event.voice_activity is not None:
@@ -235,6 +230,7 @@ class TurnTranslator:
                     "audio/pcm"
                 ):
                     self._open(out)
+                    self._tool_tail = False
                     data = part.inline_data.data or b""
                     if data:
                         out.append(ModelAudio(data, audio_rate(part.inline_data.mime_type)))
@@ -249,6 +245,7 @@ class TurnTranslator:
                     self._open(out)
                     self._end_texts(out)  # later words are a new part, after the tool
                     self._begin_step(out)
+                    self._tool_tail = True
                     call = part.function_call
                     call_id, name = call.id or "", call.name or ""
                     spec = self._tools.get(name)
@@ -271,7 +268,6 @@ class TurnTranslator:
                     answered = True
         if answered:
             out += self.end_step()  # the tools ADK ran: their step is over
-        self._count_usage(event)
         if event.interrupted:
             out += self.finish("other")
         elif event.turn_complete:

@@ -298,7 +298,7 @@ class ChatEndpoint:
         if taken.is_set():
             yield chunks.Error("this chat was resumed by another request")
             return
-        for item in translator.finish("tool-calls" if asked else "stop"):
+        for item in translator.finish("tool-calls" if asked else None):
             if isinstance(item, chunks.Chunk):
                 yield item
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from typing import Any
+from typing import Any, cast
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -89,12 +89,64 @@ WEBSOCKET_SEND_BUFFER = 128 * 1024
 WEBSOCKET_RECEIVE_BUFFER = 64 * 1024
 
 
+# The bytes of one read parsed in one turn of the loop, at most. uvicorn
+# parses a whole read at once, and one read may hold some 3,000 small frames
+# (each parsed and queued: 15-30 ms with the loop held); a slice holds about
+# 350 of them (2-3 ms). Large frames are unaffected: they arrive in many reads.
+WEBSOCKET_READ_SLICE = 16 * 1024
+
+
+class _ReadGate:
+    """A transport whose ``resume_reading`` waits while the protocol still
+    holds read bytes to parse: uvicorn resumes reading whenever its app has
+    taken every message, and reads would pile up behind the slices."""
+
+    def __init__(self, transport: asyncio.Transport, backlog: bytearray) -> None:
+        self._transport = transport
+        self._backlog = backlog  # the protocol's (not the protocol: no cycle)
+
+    def resume_reading(self) -> None:
+        if not self._backlog:
+            self._transport.resume_reading()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class BoundedSendWebSockets(WebSocketsSansIOProtocol):
-    """uvicorn's WebSocket protocol with a fixed kernel send buffer."""
+    """uvicorn's WebSocket protocol with fixed kernel buffers, and reads
+    parsed a slice per turn of the loop (``WEBSOCKET_READ_SLICE``)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, WEBSOCKET_SEND_BUFFER)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, WEBSOCKET_RECEIVE_BUFFER)
-        super().connection_made(transport)
+        self.backlog = bytearray()  # read, not yet parsed
+        # (uvloop's transports are not asyncio.Transport subclasses.)
+        gate = _ReadGate(cast(asyncio.Transport, transport), self.backlog)
+        super().connection_made(cast(asyncio.Transport, gate))
+
+    def data_received(self, data: bytes) -> None:
+        if not self.backlog and len(data) <= WEBSOCKET_READ_SLICE:
+            super().data_received(data)
+            return
+        # No more reads until this one is parsed (the gate holds uvicorn's
+        # resumes): at most one read is held here.
+        was_idle = not self.backlog
+        self.backlog += data
+        self.transport.pause_reading()
+        if was_idle:
+            self._parse_slice()
+
+    def _parse_slice(self) -> None:
+        if self.transport.is_closing():
+            self.backlog.clear()  # nobody is left to read it
+            return
+        piece = bytes(self.backlog[:WEBSOCKET_READ_SLICE])
+        del self.backlog[:WEBSOCKET_READ_SLICE]
+        super().data_received(piece)
+        if self.backlog:
+            self.loop.call_soon(self._parse_slice)
+        elif not self.read_paused:  # uvicorn wants more (else it resumes later)
+            self.transport.resume_reading()

@@ -32,7 +32,7 @@ from . import strict_json
 # Characters parsed in one C call, at most: tens of microseconds for text,
 # a few milliseconds for the densest JSON (tiny objects, one per 8 bytes).
 WINDOW = 32 * 1024
-# Texts shorter than this are parsed in one call wherever they are.
+# Texts no longer than this are parsed in one call wherever they are.
 SMALL = 64 * 1024
 
 
@@ -43,6 +43,9 @@ class TooDeep(ValueError):
 def loads(text: str | bytes | bytearray, max_depth: int) -> Any:
     """``strict_json.loads`` in calls of at most ``WINDOW`` characters each.
 
+    Bytes are UTF-8, a byte order mark before them dropped (as
+    ``json.loads`` drops it; in a str it is refused, as there).
+
     Raises ``strict_json.NonFiniteNumber``, ``TooDeep`` past ``max_depth``
     nested containers (counted where this walks; the C scanner's own limit
     applies inside a window), ``UnicodeDecodeError`` for bytes that are not
@@ -50,8 +53,12 @@ def loads(text: str | bytes | bytearray, max_depth: int) -> Any:
     """
     if len(text) <= SMALL:
         return strict_json.loads(text)
-    if not isinstance(text, str):
-        text = bytes(text).decode("utf-8")  # RFC 8259: JSON between systems is UTF-8
+    if isinstance(text, str):
+        if text.startswith("\ufeff"):  # refused, in json.loads's words
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    else:
+        # RFC 8259: JSON between systems is UTF-8 (and may be read past a mark)
+        text = bytes(text).decode("utf-8-sig")
     reader = _Reader(text, max_depth)
     value, end = reader.value(reader.skip(0), 1)
     if reader.skip(end) != len(text):
@@ -96,13 +103,9 @@ class _Reader:
         while True:
             item, i = self.value(i, depth + 1)
             items.append(item)
-            i = self.skip(i)
-            if text.startswith(",", i):
-                i = self.skip(i + 1)
-            elif text.startswith("]", i):
-                return items, i + 1
-            else:
-                raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
+            i, closed = self.after_element(i, "]")
+            if closed:
+                return items, i
 
     def object(self, i: int, depth: int) -> tuple[dict[str, Any], int]:
         text = self.text
@@ -118,13 +121,20 @@ class _Reader:
             if not text.startswith(":", i):
                 raise json.JSONDecodeError("Expecting ':' delimiter", text, i)
             members[key], i = self.value(self.skip(i + 1), depth + 1)
-            i = self.skip(i)
-            if text.startswith(",", i):
-                i = self.skip(i + 1)
-            elif text.startswith("}", i):
-                return members, i + 1
-            else:
-                raise json.JSONDecodeError("Expecting ',' delimiter", text, i)
+            i, closed = self.after_element(i, "}")
+            if closed:
+                return members, i
+
+    def after_element(self, i: int, closer: str) -> tuple[int, bool]:
+        """After a container's element, which ends at ``i``: the next
+        element's start and False (past a comma), or the index past
+        ``closer`` and True."""
+        i = self.skip(i)
+        if self.text.startswith(",", i):
+            return self.skip(i + 1), False
+        if self.text.startswith(closer, i):
+            return i + 1, True
+        raise json.JSONDecodeError("Expecting ',' delimiter", self.text, i)
 
 
 def dumps_list(items: Iterable[Any]) -> str:

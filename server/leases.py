@@ -34,19 +34,15 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import concurrent.futures
 import logging
 import os
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-from .sessions import open_wal
-
-_T = TypeVar("_T")
+from .sqlite_thread import SqliteThread
 
 log = logging.getLogger(__name__)
 
@@ -200,28 +196,7 @@ class SessionLeases(Leases):
     ) -> None:
         super().__init__(ttl_s=ttl_s, heartbeat_s=heartbeat_s, poll_s=poll_s)
         self.path = path
-        self._db: sqlite3.Connection | None = None
-        # One thread owns the connection: statements never run on the event loop.
-        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="leases")
-
-    async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        def call() -> _T:
-            if self._db is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                db = open_wal(str(self.path), script=_SCHEMA)
-                db.isolation_level = None  # transactions as written below
-                self._db = db
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(db)
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-            return result
-
-        return await asyncio.get_running_loop().run_in_executor(self._thread, call)
+        self._store = SqliteThread(path, _SCHEMA, "leases")
 
     async def _beat(self) -> tuple[set[str], list[str]]:
         def beat(db: sqlite3.Connection) -> tuple[set[str], list[str]]:
@@ -233,7 +208,7 @@ class SessionLeases(Leases):
             ).fetchall()
             return {row[0] for row in rows}, [row[0] for row in rows if row[1]]
 
-        return await self._run(beat)
+        return await self._store.run(beat)
 
     async def _delete(self, session_ids: list[str]) -> None:
         def delete(db: sqlite3.Connection) -> None:
@@ -242,7 +217,7 @@ class SessionLeases(Leases):
                 [(s, self.owner) for s in session_ids],
             )
 
-        await self._run(delete)
+        await self._store.run(delete)
 
     async def _take(self, session_id: str) -> bool:
         def take(db: sqlite3.Connection) -> bool:
@@ -262,14 +237,14 @@ class SessionLeases(Leases):
             )
             return False
 
-        return await self._run(take)
+        return await self._store.run(take)
 
     async def live_owners(self) -> set[str]:
         def select(db: sqlite3.Connection) -> set[str]:
             rows = db.execute("SELECT owner FROM owners WHERE expires >= ?", (time.time(),))
             return {row[0] for row in rows}
 
-        return await self._run(select)
+        return await self._store.run(select)
 
     async def _leave(self) -> None:
         def leave(db: sqlite3.Connection) -> None:
@@ -280,9 +255,6 @@ class SessionLeases(Leases):
             )
 
         try:
-            await self._run(leave)
+            await self._store.run(leave)
         finally:
-            if self._db is not None:
-                db, self._db = self._db, None
-                self._thread.submit(db.close).result()
-            self._thread.shutdown()
+            self._store.close()

@@ -42,6 +42,14 @@ class BoundedLiveRequestQueue(LiveRequestQueue):
         as when ADK reconnects: that is not a failure.)"""
         self._on_consumer_failed = on_failed
 
+    def close(self) -> None:
+        """Close for ADK; a closed queue reports no failure. (The watcher
+        is the connection's method: held past the close, it ties the
+        connection into a reference cycle that only the collector frees.)"""
+        super().close()
+        self._on_consumer_failed = None
+        self._consumer = None
+
     @property
     def pending(self) -> int:
         return self._queue.qsize()

@@ -31,6 +31,12 @@ speech. What it does, deterministically:
 * Voice activity. Its detector's onsets and ends are told as Gemini tells
   them (``voice_activity`` ``ACTIVITY_START`` / ``ACTIVITY_END``); a client's
   activity brackets are not echoed.
+* Reports. Each answer carries its model version (``MODEL_VERSION``), a
+  finish reason and token usage, counted as a whitespace-separated word per
+  token of text in and out (the new user text or function response; the
+  answer's text) and, for audio, ``AUDIO_TOKENS_PER_S`` per second (Gemini's
+  rate). A text answer longer than ``MAX_ANSWER_TOKENS`` is cut there and
+  ends with ``MAX_TOKENS`` (so "You said: …" of a long message does).
 * Barge-in. It tracks how long its last answer takes to play; speech (or
   ``activity_start``) before that ends emits ``interrupted``.
 """
@@ -62,6 +68,9 @@ INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000
 OUTPUT_MIME = f"audio/pcm;rate={OUTPUT_RATE}"
 NO_ASR_NOTE = "[offline model: no speech recognition]"
+MODEL_VERSION = "offline-1"
+MAX_ANSWER_TOKENS = 256  # its output limit, as a Gemini model's max_output_tokens
+AUDIO_TOKENS_PER_S = 25  # what Gemini counts for a second of audio
 
 # How the server hands over a background task's outcome (server/delivery.py).
 _TASK_OUTCOME = re.compile(
@@ -445,8 +454,36 @@ def _answer_speech(pcm: bytes, chunk_ms: int) -> list[LlmResponse]:
     ]
     step = chunk_ms * OUTPUT_RATE // 1000 * 2
     responses += [_audio_response(echo[i : i + step]) for i in range(0, len(echo), step)]
-    responses.append(LlmResponse(turn_complete=True))
+    heard, said = (
+        round(len(b) / 2 / rate * AUDIO_TOKENS_PER_S)
+        for b, rate in (
+            (pcm, INPUT_RATE),
+            (echo, OUTPUT_RATE),
+        )
+    )
+    responses.append(_reported(LlmResponse(turn_complete=True), heard, said))
     return responses
+
+
+def _tokens(text: str) -> int:
+    return len(text.split())
+
+
+def _reported(
+    response: LlmResponse,
+    prompt_tokens: int,
+    answer_tokens: int,
+    reason: types.FinishReason = types.FinishReason.STOP,
+) -> LlmResponse:
+    """``response`` with what a model reports of its answer."""
+    response.model_version = MODEL_VERSION
+    response.finish_reason = reason
+    response.usage_metadata = types.GenerateContentResponseUsageMetadata(
+        prompt_token_count=prompt_tokens,
+        candidates_token_count=answer_tokens,
+        total_token_count=prompt_tokens + answer_tokens,
+    )
+    return response
 
 
 def _audio_seconds(responses: list[LlmResponse]) -> float:
@@ -469,9 +506,16 @@ def audio_cue(seconds: float = _CUE_SECONDS) -> bytes:
     return np.rint(tone * 32767).astype("<i2").tobytes()
 
 
-def _text_answer(text: str, seconds: float = _CUE_SECONDS) -> list[LlmResponse]:
+def _text_answer(text: str, prompt: str, seconds: float = _CUE_SECONDS) -> list[LlmResponse]:
+    """The answer `text` to `prompt` (what the model was given), with a tone."""
+    reason = types.FinishReason.STOP
+    if _tokens(text) > MAX_ANSWER_TOKENS:
+        # Cut at the limit, as a model stops generating there.
+        text = " ".join(text.split()[:MAX_ANSWER_TOKENS])
+        reason = types.FinishReason.MAX_TOKENS
+    answer = LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
     return [
-        LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)])),
+        _reported(answer, _tokens(prompt), _tokens(text), reason),
         _audio_response(audio_cue(seconds)),
         LlmResponse(turn_complete=True),
     ]
@@ -483,19 +527,19 @@ def _answer_text(text: str, tools: set[str], history_len: int) -> list[LlmRespon
         # The server hands over a background task's outcome: tell it, at
         # some length (a second of tone), as a model reading it out would.
         task_id, state, result = outcome.groups()
-        return _text_answer(f"Your background task {task_id} {state}: {result}", seconds=1.0)
+        return _text_answer(f"Your background task {task_id} {state}: {result}", text, seconds=1.0)
     call = _CALL_TOOL.match(text)
     if call and call.group(1) in tools:
         try:
             args = json.loads(call.group(2) or "{}")
         except ValueError:
-            return _text_answer(f"The arguments for {call.group(1)} are not valid JSON.")
+            return _text_answer(f"The arguments for {call.group(1)} are not valid JSON.", text)
         return [_function_call(call.group(1), args if isinstance(args, dict) else {})]
     calls = _cued_calls(text, tools)
     if calls:
         return [_function_calls(calls)]
     earlier = f" ({history_len - 1} earlier turns in this session)" if history_len > 1 else ""
-    return _text_answer(f"You said: {text.strip()}{earlier}")
+    return _text_answer(f"You said: {text.strip()}{earlier}", text)
 
 
 def _cue(text: str, tools: set[str]) -> tuple[str, dict[str, Any]] | None:
@@ -536,7 +580,9 @@ def _function_calls(calls: list[tuple[str, dict[str, Any]]]) -> LlmResponse:
 def _answer_tool_results(responses: list[types.FunctionResponse]) -> list[LlmResponse]:
     """One answer however many tools ran: the function responses of one
     content, told together."""
-    return _text_answer(" ".join(_tool_result_text(response) for response in responses))
+    text = " ".join(_tool_result_text(response) for response in responses)
+    prompt = " ".join(json.dumps(r.response or {}, default=str) for r in responses)
+    return _text_answer(text, prompt)
 
 
 def _tool_result_text(response: types.FunctionResponse) -> str:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import concurrent.futures
 import contextlib
 import dataclasses
 import datetime
@@ -35,12 +34,10 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from .sessions import open_wal
 from .settings import Settings, is_postgres_url
-
-_T = TypeVar("_T")
+from .sqlite_thread import SqliteThread
 
 log = logging.getLogger(__name__)
 
@@ -188,28 +185,7 @@ class SqliteQuotas(OwnerQuotas):
     def __init__(self, path: Path, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.path = path
-        self._db: sqlite3.Connection | None = None
-        # One thread owns the connection: statements never run on the event loop.
-        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="quotas")
-
-    async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        def call() -> _T:
-            if self._db is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                db = open_wal(str(self.path), script=_SCHEMA)
-                db.isolation_level = None
-                self._db = db
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(db)
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-            return result
-
-        return await asyncio.get_running_loop().run_in_executor(self._thread, call)
+        self._store = SqliteThread(path, _SCHEMA, "quotas")
 
     async def _admit(self, owner: str, socket_id: str, now: float) -> tuple[int, float]:
         def admit(db: sqlite3.Connection) -> tuple[int, float]:
@@ -229,7 +205,7 @@ class SqliteQuotas(OwnerQuotas):
                 )
             return sockets, seconds
 
-        return await self._run(admit)
+        return await self._store.run(admit)
 
     async def _count(self, rows: list[tuple[str, str, float]], alive: list[str]) -> None:
         expires = self.clock() + self.ttl_s
@@ -245,19 +221,16 @@ class SqliteQuotas(OwnerQuotas):
                 [(expires, s) for s in alive],
             )
 
-        await self._run(count)
+        await self._store.run(count)
 
     async def _remove(self, socket_id: str) -> None:
         def remove(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM live_sockets WHERE socket_id = ?", (socket_id,))
 
-        await self._run(remove)
+        await self._store.run(remove)
 
     async def _close_store(self) -> None:
-        if self._db is not None:
-            db, self._db = self._db, None
-            self._thread.submit(db.close).result()
-        self._thread.shutdown()
+        self._store.close()
 
 
 _PG_SCHEMA = """

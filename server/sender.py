@@ -29,6 +29,7 @@ from . import chunks, protocol
 from .metrics import ConnectionMetrics
 from .pacer import AudioFrame, OutputPacer
 from .shutdown import Shutdown
+from .turn_metadata import AudioCount
 from .wire import Wire
 
 
@@ -53,6 +54,7 @@ class Sender:
         self._clock = clock
         self._lock = asyncio.Lock()  # acquiring a free one never suspends
         self._flushed_at: float | None = None
+        self._audio_sent = AudioCount(output_rate)  # for the turn's finish chunk
 
     @property
     def sends_session(self) -> bool:
@@ -98,7 +100,10 @@ class Sender:
                         await ws.send_bytes(frame)
                     else:
                         await ws.send_text(frame)
+                    self._audio_sent.sent(len(item.pcm))
                 else:
+                    if isinstance(item, chunks.Finish):
+                        item = self._audio_sent.on_finish(item)
                     for text in wire.chunk_frames(item):
                         await ws.send_text(text)
         except TimeoutError:

@@ -76,7 +76,7 @@ def _open_once(path: str, uri: bool, script: str, busy_timeout_ms: int) -> sqlit
 
 def open_wal(path: str, *, uri: bool = False, script: str = "") -> sqlite3.Connection:
     """A connection in WAL mode, with ``script`` (the schema) run; for a
-    thread of its own (leases.py), where waiting on a lock is harmless.
+    thread of its own (``sqlite_thread.py``), where waiting on a lock is harmless.
 
     Processes that open a new file at the same moment (``--workers``) can get
     "database is locked" from the switch to WAL or the schema even with a

@@ -121,17 +121,23 @@ class StoreWorker:
         pool.submit(os.getpid).result()  # the process is up
         return pool
 
-    async def expire_periodically(self) -> None:
+    async def expire_periodically(
+        self,
+        *,
+        wait: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         """Every hour (or ``api_session_ttl_s``, if shorter): the API users'
         sessions idle longer than ``api_session_ttl_s`` are deleted, in the
-        worker (the list may be long). Off with a TTL of 0."""
+        worker (the list may be long). Off with a TTL of 0. ``wait`` (for a
+        period) and ``clock`` are the loop's time, a test's to drive."""
         ttl = self._settings.api_session_ttl_s
         if ttl <= 0:
             return
         while True:
-            await asyncio.sleep(min(3600.0, ttl))  # first after a while: no worker at start
+            await wait(min(3600.0, ttl))  # first after a while: no worker at start
             try:
-                reply = await self.call("expire", self._settings.app_name, ttl, time.time())
+                reply = await self.call("expire", self._settings.app_name, ttl, clock())
                 deleted = json.loads(reply.body).get("deleted", 0) if reply.status == 200 else 0
                 if deleted:
                     log.info("deleted %d API sessions idle for %g s", deleted, ttl)

@@ -29,6 +29,7 @@ import { TokenSource, tokenUrlFrom, withToken } from "./credentials.js";
 import { Pcm16Decoder } from "./pcm.js";
 import { LiveSession, describeClose, newUserKey, socketUrl } from "./session.js";
 import { createView } from "./render.js";
+import { TurnRecorder, replayElement, showReplay } from "./replay.js";
 import { PageState, turnDetectionFor } from "./state.js";
 
 const $ = (id) => document.getElementById(id);
@@ -174,6 +175,7 @@ async function connect() {
     music: null,
     session: null,
     decoder: new Pcm16Decoder(),
+    recorder: new TurnRecorder(), // the turn's played audio, for its replay
     statusTimer: 0,
     muteTimer: 0,
   };
@@ -340,6 +342,17 @@ function onAudio({ detail }) {
   if (!samples.length) return;
   state.audioReceived(samples.length);
   live.engine.play(samples);
+  live.recorder.add(detail.bytes);
+}
+
+/** After an answer that streamed audio: its replay, as the seed's client makes it. */
+let replays = 0;
+function replayAnswer(finish) {
+  const taken = live?.recorder.take();
+  const reported = finish.messageMetadata?.audio;
+  const rate = live?.session?.info?.output?.sampleRate;
+  if (!taken || !reported || !rate) return;
+  showReplay(ui.log, replayElement(document, taken, rate, reported, `answer-${++replays}`));
 }
 
 function onPlaybackEvent(msg) {
@@ -375,6 +388,7 @@ function onChunk({ detail: chunk }) {
   if (chunk.type.startsWith("tool-")) onToolChunk(chunk);
   switch (chunk.type) {
     case "finish":
+      replayAnswer(chunk);
       live?.engine.endTurn();
       live?.decoder.reset();
       break;

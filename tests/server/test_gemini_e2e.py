@@ -96,7 +96,11 @@ def test_spoken_turn_echo_transcripts_and_exact_samples(
         await stream_realtime(ws, sent, RATE)
         finish = await col.wait_for("finish", timeout=20)
         assert finish["messageMetadata"]["model"] == model
-        assert finish["messageMetadata"]["usage"]["outputTokens"] > 0  # usageMetadata
+        usage = finish["messageMetadata"]["usage"]  # the endpoint's usageMetadata
+        assert usage["completionTokens"] > 0 and usage["promptTokens"] > 0
+        assert usage["totalTokens"] == usage["promptTokens"] + usage["completionTokens"]
+        assert finish["messageMetadata"]["modelVersion"] == model  # Live reports none
+        assert finish["finishReason"] == "stop"  # nor a finish reason
         await col.close()
         return col
 

@@ -558,6 +558,40 @@ def test_a_chat_message_of_too_many_parts_or_containers_is_refused(client: TestC
     assert refused.status_code == 413 and "JSON objects and arrays" in refused.text
 
 
+def test_braces_inside_strings_count_as_containers(client: TestClient) -> None:
+    """The bound counts ``{`` and ``[`` bytes without parsing (a deliberate,
+    cheap over-count): a string of braces counts as that many objects, on a
+    socket and in a chat body alike; one brace fewer is accepted. The REST
+    counts nothing: its JSON is parsed in the store worker's process."""
+    limit = protocol.MAX_JSON_CONTAINERS
+    frame_own = 1  # the frame's object
+    with client.websocket_connect("/ws") as ws:
+        start(ws, turnDetection="manual")
+        ws.send_text(
+            json.dumps({"type": "text", "text": "hi", "pad": "{" * (limit - frame_own + 1)})
+        )
+        error = strict(ws.receive_text())
+        assert error["type"] == "error"
+        assert error["errorText"].startswith(f"message: about {limit + 1} JSON objects")
+        ws.send_text(json.dumps({"type": "text", "text": "hi", "pad": "{" * (limit - frame_own)}))
+        got = strict_until(ws, "finish")
+    assert not [m for m in got if m["type"] == "error"]
+    # The body, its messages, the message, its parts, the part.
+    body_own = 5
+    for braces, status in ((limit - body_own + 1, 413), (limit - body_own, 200)):
+        message = {"id": "m1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
+        body = {"id": f"c-braces-{status}", "messages": [message], "pad": "{" * braces}
+        answer = client.post("/api/chat", json=body)
+        assert answer.status_code == status, answer.text
+        if status == 413:
+            assert f"about {limit + 1} JSON objects and arrays" in answer.text
+        else:
+            assert not [e for e in sse_events(answer.text) if e["type"] == "error"]
+    state = {"pad": "{" * (2 * limit)}
+    created = client.post(BASE, json={"sessionId": "braces", "state": state})
+    assert created.status_code == 200 and created.json()["state"] == state
+
+
 def test_idle_api_sessions_expire_and_the_servers_own_are_left(settings: Settings) -> None:
     """10,000 API sessions once stayed for ever: a REST user's session idle
     past ``api_session_ttl_s`` is deleted (the operation the store worker

@@ -77,7 +77,13 @@ def test_text_turn_framing_and_chunks(client: TestClient) -> None:
     assert got[-1] == {
         "type": "finish",
         "finishReason": "stop",
-        "messageMetadata": {"model": "offline"},
+        # Usage as the offline model counts it: a word a token ("hello";
+        # "You said: hello"); no audio over HTTP.
+        "messageMetadata": {
+            "model": "offline",
+            "usage": {"promptTokens": 1, "completionTokens": 3, "totalTokens": 4},
+            "modelVersion": "offline-1",
+        },
     }
     # Compact JSON, one event per blank-line-separated block.
     assert body.startswith('data: {"type":"start","messageId":"msg_')

@@ -122,3 +122,66 @@ def test_dumps_list_is_json() -> None:
     items = [{"a": 1}, [1.5, None], "é", {"x": math.inf}]
     assert json.loads(large_json.dumps_list(items)) == [{"a": 1}, [1.5, None], "é", {"x": None}]
     assert large_json.dumps_list([]) == "[]"
+
+
+def _text_of_length(length: int) -> str:
+    """A JSON text of exactly ``length`` characters: a list of small
+    objects (larger than the window, so the windowed path walks it), the
+    last one's string padded to fit."""
+    items = [{"id": f"e{i}", "n": i / 7, "ok": i % 2 == 0} for i in range(1200)]
+    bare = json.dumps([*items, {"pad": ""}])
+    assert large_json.WINDOW < len(bare) <= length
+    text = json.dumps([*items, {"pad": "x" * (length - len(bare))}])
+    assert len(text) == length
+    return text
+
+
+@pytest.mark.parametrize("length", [large_json.SMALL, large_json.SMALL + 1])
+def test_the_boundary_of_the_fast_path(length: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text of SMALL characters is one ``strict_json.loads``; one of
+    SMALL+1 is read in windows; both equal ``json.loads``, as str and as
+    bytes."""
+    whole: list[int] = []
+    real = strict_json.loads
+
+    def counted(text: str | bytes | bytearray) -> object:
+        whole.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(strict_json, "loads", counted)
+    text = _text_of_length(length)
+    for form in (text, text.encode()):
+        assert large_json.loads(form, 64) == json.loads(text)
+    assert whole == ([length, length] if length <= large_json.SMALL else [])
+
+
+MARK = "\ufeff"  # the byte order mark, U+FEFF
+UTF8_MARK = MARK.encode()
+
+
+def _texts_around_small(mark_length: int) -> list[object]:
+    """Texts for every path once a mark of ``mark_length`` (bytes or
+    characters) is put before them: small, SMALL and SMALL+1 long, large."""
+    return [
+        pytest.param('{"a": [1, "é"]}', id="small"),
+        pytest.param(_text_of_length(large_json.SMALL - mark_length), id="SMALL"),
+        pytest.param(_text_of_length(large_json.SMALL + 1 - mark_length), id="SMALL+1"),
+        pytest.param(_text_of_length(4 * large_json.SMALL), id="large"),
+    ]
+
+
+@pytest.mark.parametrize("text", _texts_around_small(len(UTF8_MARK)))
+def test_bytes_with_a_utf8_byte_order_mark_are_read_as_json_loads_reads_them(text: str) -> None:
+    """``json.loads`` drops a UTF-8 byte order mark at the start of bytes
+    (RFC 8259 lets a parser ignore it): so does every path here."""
+    marked = UTF8_MARK + text.encode()
+    assert large_json.loads(marked, 64) == json.loads(marked) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", _texts_around_small(len(MARK)))
+def test_a_str_with_a_byte_order_mark_is_refused_as_json_loads_refuses_it(text: str) -> None:
+    """In a str the mark is a character, which JSON does not allow there."""
+    with pytest.raises(ValueError, match="Unexpected UTF-8 BOM"):
+        json.loads(MARK + text)
+    with pytest.raises(ValueError, match="Unexpected UTF-8 BOM"):
+        large_json.loads(MARK + text, 64)

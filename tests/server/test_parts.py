@@ -417,8 +417,10 @@ def test_sender_frames_in_the_pacers_order_through_the_dialects_wire() -> None:
     frames = asyncio.run(scenario())
     assert frames[0] == 'data: {"type":"start","messageId":"m1"}\n\n'
     assert json.loads(frames[1][len("data: ") :])["type"] == "data-pcm"
+    # The finish says what audio the turn sent: one 20 ms frame at 24 kHz.
+    audio = '{"audio":{"chunks":1,"bytes":960,"sampleRate":24000,"duration":0.02}}'
     assert frames[-3:] == [
-        'data: {"type":"finish","finishReason":"stop"}\n\n',
+        f'data: {{"type":"finish","finishReason":"stop","messageMetadata":{audio}}}\n\n',
         "data: [DONE]\n\n",
         'data: {"type":"error","errorText":"later"}\n\n',
     ]

@@ -4,9 +4,12 @@ store; CORS and the API key."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import signal
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -14,6 +17,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from server import Settings, create_app, store_worker
+from server.session_access import build_session_service
 
 BASE = "/apps/audiocore/users/u1/sessions"
 
@@ -251,3 +255,80 @@ def test_past_max_waiting_the_rest_is_busy(
         assert busy.json() == {"detail": "the session store is busy (0 requests waiting)"}
         monkeypatch.setattr(store_worker, "MAX_WAITING", 64)
         assert client.get(f"/apps/{settings.app_name}/users/alice/sessions").json() == []
+
+
+class Periods:
+    """``expire_periodically``'s wait, driven by the test: each wait is
+    announced, and ends when the test lets it."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+        self._waits: asyncio.Queue[asyncio.Event] = asyncio.Queue()
+
+    async def wait(self, seconds: float) -> None:
+        self.asked.append(seconds)
+        end = asyncio.Event()
+        await self._waits.put(end)
+        await end.wait()
+
+    async def next(self, loop_task: asyncio.Task[None]) -> asyncio.Event:
+        """The loop's next wait (once what came before it is done); the
+        loop's own failure if it ends instead."""
+        waiting = asyncio.ensure_future(self._waits.get())
+        await asyncio.wait({waiting, loop_task}, return_when=asyncio.FIRST_COMPLETED)
+        if not waiting.done():
+            waiting.cancel()
+            loop_task.result()  # raises what ended it
+            raise AssertionError("expire_periodically returned")
+        return waiting.result()
+
+
+def test_idle_api_sessions_expire_every_period_and_a_failure_does_not_stop_it(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The loop expires the API users' idle sessions at every period; a
+    worker that died under one expiry is a warning in the log, and the next
+    period's expiry runs in a new worker."""
+    settings = replace(settings, api_session_ttl_s=60.0)
+    caplog.set_level(logging.INFO, logger=store_worker.__name__)
+    service = build_session_service(settings)
+    app = settings.app_name
+
+    def later() -> float:  # every session made here is idle past the TTL by then
+        return time.time() + 2 * settings.api_session_ttl_s
+
+    async def stored() -> list[str]:
+        found = await service.list_sessions(app_name=app, user_id="alice")
+        return sorted(s.id for s in found.sessions)
+
+    async def scenario() -> None:
+        store = store_worker.StoreWorker(settings)
+        periods = Periods()
+        expiring = asyncio.create_task(store.expire_periodically(wait=periods.wait, clock=later))
+        try:
+            await service.create_session(app_name=app, user_id="alice", session_id="a")
+            (await periods.next(expiring)).set()
+            finished_first = await periods.next(expiring)
+            assert await stored() == []
+            assert "deleted 1 API sessions idle for 60 s" in caplog.text
+
+            os.kill(await store.pid(), signal.SIGKILL)
+            await service.create_session(app_name=app, user_id="alice", session_id="b")
+            finished_first.set()
+            finished_failed = await periods.next(expiring)
+            failures = [r for r in caplog.records if r.levelno == logging.WARNING]
+            assert [r.getMessage() for r in failures] == ["expiring idle API sessions failed"]
+            assert failures[0].exc_info is not None  # with its traceback
+            assert await stored() == ["b"]
+
+            finished_failed.set()
+            await periods.next(expiring)
+            assert await stored() == []
+            assert periods.asked == [60.0] * 4
+        finally:
+            expiring.cancel()
+            await asyncio.gather(expiring, return_exceptions=True)
+            await store.close()
+            await service.close()
+
+    asyncio.run(scenario())

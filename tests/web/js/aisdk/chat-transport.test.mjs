@@ -81,6 +81,13 @@ test("a typed turn: one user message, one assistant message, with the model's me
   assert.equal(assistant.role, "assistant");
   assert.match(text(assistant), /^You said: hello there/);
   assert.equal(assistant.metadata.model, "offline");
+  // The seed's finish metadata: usage (a word a token: "hello there";
+  // "You said: hello there"), the version, and the audio the socket carried.
+  assert.deepEqual(assistant.metadata.usage, { promptTokens: 2, completionTokens: 4, totalTokens: 6 });
+  assert.equal(assistant.metadata.modelVersion, "offline-1");
+  const { audio } = assistant.metadata;
+  assert.ok(audio.chunks > 0 && audio.bytes > 0, JSON.stringify(audio));
+  assert.equal(audio.duration, audio.bytes / (2 * audio.sampleRate));
   assert.deepEqual(
     assistant.parts.map((p) => p.type),
     ["step-start", "text"],
@@ -327,6 +334,17 @@ test("a barge-in while an approval is pending: the rest of the turn arrives thro
     message.parts.map((p) => p.type),
     ["step-start", "tool-process_payment", "step-start", "text"],
   );
+});
+
+test("an answer cut at the model's output limit finishes with length", async () => {
+  const { chat, finishes } = newChat();
+  const words = Array.from({ length: 300 }, (_, i) => `w${i}`).join(" ");
+  await chat.sendMessage({ text: words });
+  assert.equal(chat.status, "ready", chat.error?.message);
+  assert.equal(finishes.at(-1).finishReason, "length");
+  const assistant = chat.messages.at(-1);
+  assert.equal(text(assistant).split(" ").length, 256);
+  assert.deepEqual(assistant.metadata.usage, { promptTokens: 300, completionTokens: 256, totalTokens: 556 });
 });
 
 test("every chunk handed to a chat is a valid UIMessageChunk, and no audio is among them", () => {

@@ -86,7 +86,13 @@ test("a text turn: the user's message posted, the assistant's echo streamed back
   assert.equal(chat.messages.length, 2);
   assert.equal(assistant.role, "assistant");
   assert.equal(text(assistant), "You said: hello over http");
-  assert.deepEqual(assistant.metadata, { model: "offline" });
+  // The seed's metadata: the offline model counts a word a token
+  // ("hello over http"; "You said: hello over http"); no audio over HTTP.
+  assert.deepEqual(assistant.metadata, {
+    model: "offline",
+    usage: { promptTokens: 3, completionTokens: 5, totalTokens: 8 },
+    modelVersion: "offline-1",
+  });
   // A turn without tools has no steps (docs/protocol.md).
   assert.deepEqual(
     assistant.parts.map((p) => p.type),
@@ -265,6 +271,17 @@ test("the seed project's /stream, with its X-API-Key header", async () => {
   assert.equal(text(chat.messages[1]), "You said: seed path");
   assert.equal(requests[0].headers.get("x-api-key"), "seed-key");
   assert.equal(requests[0].status, 200);
+});
+
+test("an answer cut at the model's output limit finishes with length", async () => {
+  const { chat, finishes } = newChat();
+  const words = Array.from({ length: 300 }, (_, i) => `w${i}`).join(" ");
+  await chat.sendMessage({ text: words });
+  assert.equal(chat.status, "ready", chat.error?.message);
+  assert.equal(finishes.at(-1).finishReason, "length");
+  const assistant = chat.messages.at(-1);
+  assert.equal(text(assistant).split(" ").length, 256);
+  assert.deepEqual(assistant.metadata.usage, { promptTokens: 300, completionTokens: 256, totalTokens: 556 });
 });
 
 test("every chunk handed to a chat is a valid UIMessageChunk", () => {
