@@ -9,7 +9,9 @@ holds the session (the sink), only for a call that is pending — runs an
 approved server tool (once: its approval id is spent before it runs), asks
 the browser to run an approved browser tool, and answers the model with the
 function response through the sink (the live request queue, with the tool's
-writes to the session state riding along, so ADK saves them).
+writes to the session state riding along, so ADK saves them). The calls of
+one model response are one step: the model is answered once, with all
+their responses in one content, when the step's last call is settled.
 
 Every pending call has a deadline; a timeout, a barge-in, a denial, or the
 client going away without coming back resolves it, and the model is told

@@ -18,8 +18,10 @@ are applied, as a live connection applies its client's, to the calls still
 unanswered in the session's events (``server/tool_calls.py``, the one model
 of a delegated call): an approved server tool runs, a browser tool's output
 is taken, and the function responses (with the tool's state writes) resume
-the run. Answers to calls already answered are ignored, so a resubmitted
-history never runs a tool twice.
+the run — once every call of the step is settled: until then the settled
+calls' responses are kept in the session, and the model answers once, for
+all of them. Answers to calls already answered are ignored, so a
+resubmitted history never runs a tool twice.
 
 The seed project's SSE client posts the same body to ``/stream`` with an
 ``X-API-Key`` header: accepted, and required when the server has an API key.
