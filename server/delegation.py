@@ -11,7 +11,9 @@ the browser to run an approved browser tool, and answers the model with the
 function response through the sink (the live request queue, with the tool's
 writes to the session state riding along, so ADK saves them). The calls of
 one model response are one step: the model is answered once, with all
-their responses in one content, when the step's last call is settled.
+their responses in one content, and the client is told their outcomes,
+when the step's last call is settled (the seed's rule: no result of a step
+before all of it is answered).
 
 Every pending call has a deadline; a timeout, a barge-in, a denial, or the
 client going away without coming back resolves it, and the model is told
@@ -214,9 +216,12 @@ class SessionDelegations:
         self._resolve(cancelled(call, reason, timed_out=timed_out))
 
     def _resolve(self, outcome: Outcome) -> None:
-        """The call is over: tell the client, and the model once every call
-        of the call's step is over (one answer however many tools ran), if
-        a connection holds the session."""
+        """The call is over. Once every call of its step is over, the client
+        is told their outcomes and the model gets their responses (one
+        answer however many tools ran), if a connection holds the session.
+        Until then nothing is told: an outcome alone would reach an AI SDK
+        client after the stream that asked it to run the step's browser tool
+        had closed, as a turn with no end, ahead of that tool's own output."""
         call = outcome.call
         self._calls.pop(call.call_id, None)
         self._disarm(call)
@@ -228,13 +233,12 @@ class SessionDelegations:
             log.info(
                 "tool call %s of session %s resolved with no client", call.call_id, self.session_id
             )
-        else:
-            sink.tell_client([outcome.client])
-            if settled:
-                state_delta: dict[str, Any] = {}
-                for done in settled:
-                    state_delta.update(done.state_delta)
-                sink.tell_model([done.function_response() for done in settled], state_delta)
+        elif settled:
+            sink.tell_client([done.client for done in settled])
+            state_delta: dict[str, Any] = {}
+            for done in settled:
+                state_delta.update(done.state_delta)
+            sink.tell_model([done.function_response() for done in settled], state_delta)
         self._check_idle()
 
     def _step_settled(self, outcome: Outcome) -> list[Outcome]:

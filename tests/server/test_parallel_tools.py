@@ -117,10 +117,20 @@ def _run_location(ws: Any, where: dict[str, Any]) -> list[dict[str, Any]]:
     """Approve the location; the browser is asked to run it and answers."""
     _approve(ws, where)
     run = receive_until(ws, "finish-step")
+    # Only the cue to run it: no outcome of the step comes before all of it.
     assert [m["type"] for m in run] == ["tool-input-available", "finish-step"]
     assert client_executes(run[0]) and run[0]["toolCallId"] == where["toolCallId"]
     _send(ws, type="tool_result", toolCallId=where["toolCallId"], output=POSITION)
     return run
+
+
+def _nothing_told(ws: Any) -> None:
+    """A barrier: a stray approval's error is the next thing the client
+    hears — messages are handled in order, and an outcome is told as it is
+    handled — so nothing about the step was told before it."""
+    _send(ws, type="tool_approval", approvalId="apr_none", approved=True)
+    heard = receive_until(ws, "error")
+    assert [m["type"] for m in heard] == ["error"], heard
 
 
 def _rest_of_turn(ws: Any) -> list[dict[str, Any]]:
@@ -136,6 +146,10 @@ def _rest_of_turn(ws: Any) -> list[dict[str, Any]]:
     return rest
 
 
+def _outputs(rest: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {m["toolCallId"]: m for m in rest if m["type"].startswith("tool-output")}
+
+
 @pytest.mark.parametrize("order", ["payment first", "location first"])
 def test_ws_two_approvals_in_either_order_one_answer(client: TestClient, order: str) -> None:
     with client.websocket_connect("/ws") as ws:
@@ -143,24 +157,19 @@ def test_ws_two_approvals_in_either_order_one_answer(client: TestClient, order: 
         pay, where = _ask_both(ws)
         if order == "payment first":
             _approve(ws, pay)
-            paid = receive_until(ws, "tool-output-available")
-            assert paid == [
-                {
-                    "type": "tool-output-available",
-                    "toolCallId": pay["toolCallId"],
-                    "output": paid[0]["output"],
-                }
-            ]
-            # Its ledger entry rides with the step's answer to the model.
+            _nothing_told(ws)  # the payment's outcome waits for the step
             _run_location(ws, where)
         else:
             _run_location(ws, where)
-            located = receive_until(ws, "tool-output-available")
-            assert [m["toolCallId"] for m in located] == [where["toolCallId"]]
-            assert payments(client, USER_ID, session_id) == []
+            _nothing_told(ws)  # the location's too
             _approve(ws, pay)
         rest = _rest_of_turn(ws)
     kinds = [m["type"] for m in rest]
+    # Both outcomes, then the one answer, in the same message.
+    outputs = _outputs(rest)
+    assert outputs[pay["toolCallId"]]["output"]["success"] is True
+    assert outputs[where["toolCallId"]]["output"] == POSITION
+    assert kinds[:2] == ["tool-output-available", "tool-output-available"]
     assert kinds.count("text-start") == 1 and kinds.count("finish") == 1
     assert kinds.count("start") == 0  # the same message goes on
     answer = next(m for m in rest if m["type"] == "text-delta")["delta"]
@@ -168,6 +177,7 @@ def test_ws_two_approvals_in_either_order_one_answer(client: TestClient, order: 
     assert "get_location returned" in answer and "48.8584" in answer
     (entry,) = payments(client, USER_ID, session_id)
     assert entry["recipient"] == "Alice" and entry["amount"] == 5.0
+    assert entry["transactionId"] == outputs[pay["toolCallId"]]["output"]["transactionId"]
     assert model_answers(client, USER_ID, session_id)[:-1] == [answer]
 
 
@@ -176,8 +186,7 @@ def test_ws_one_denied_one_approved_one_answer(client: TestClient) -> None:
         session_id = start(ws, turnDetection="manual")["data"]["sessionId"]
         pay, where = _ask_both(ws)
         _approve(ws, pay, approved=False)
-        denied = receive_until(ws, "tool-output-denied")
-        assert denied == [{"type": "tool-output-denied", "toolCallId": pay["toolCallId"]}]
+        _nothing_told(ws)
         _run_location(ws, where)
         rest = _rest_of_turn(ws)
         # Every call is spent: a second answer to either is refused.
@@ -185,6 +194,10 @@ def test_ws_one_denied_one_approved_one_answer(client: TestClient) -> None:
         assert "no pending approval" in receive_until(ws, "error")[-1]["errorText"]
         _send(ws, type="tool_result", toolCallId=where["toolCallId"], output=POSITION)
         assert "no pending tool call" in receive_until(ws, "error")[-1]["errorText"]
+    assert _outputs(rest)[pay["toolCallId"]] == {
+        "type": "tool-output-denied",
+        "toolCallId": pay["toolCallId"],
+    }
     answer = next(m for m in rest if m["type"] == "text-delta")["delta"]
     assert '"status": "denied"' in answer and "48.8584" in answer
     assert payments(client, USER_ID, session_id) == []

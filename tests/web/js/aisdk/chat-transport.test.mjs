@@ -189,6 +189,42 @@ test("a browser tool: approved, run in onToolCall, answered through addToolOutpu
   });
 });
 
+test("two approvals in one step, answered in either order: each tool runs once, one answer", async () => {
+  const position = { latitude: 48.8584, longitude: 2.2945, accuracy: 12 };
+  for (const order of [["get_location", "process_payment"], ["process_payment", "get_location"]]) {
+    const runs = [];
+    let chat;
+    const made = newChat({
+      sendAutomaticallyWhen: approvalsOrResults,
+      onToolCall: ({ toolCall }) => {
+        if (!clientExecutes(toolCall)) return;
+        runs.push(toolCall.toolName);
+        chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: position });
+      },
+    });
+    chat = made.chat;
+    await chat.sendMessage({ text: "pay 5 EUR to Alice and where am I" });
+    for (const name of order) {
+      const asked = toolPart(chat, name).part;
+      assert.equal(asked.state, "approval-requested", JSON.stringify(describe(chat)));
+      await chat.addToolApprovalResponse({ id: asked.approval.id, approved: true });
+    }
+    await made.until(finished(chat, made.finishes, 1), "the one answer after both tools");
+    assert.deepEqual(runs, ["get_location"], "the browser ran its tool once");
+    const sent = made.sent.filter((m) => m.type.startsWith("tool_"));
+    assert.deepEqual(sent.map((m) => m.type).sort(), ["tool_approval", "tool_approval", "tool_result"]);
+    const { message, part } = toolPart(chat, "process_payment");
+    assert.equal(part.state, "output-available");
+    assert.equal(part.output.success, true);
+    assert.equal(toolPart(chat, "get_location").part.state, "output-available");
+    assert.equal(message.parts.filter((p) => p.type === "text").length, 1, "one answer");
+    assert.match(text(message), /process_payment returned .*"success": true/);
+    assert.match(text(message), /get_location returned .*48\.8584/);
+    assert.equal(chat.messages.length, 2);
+    assert.equal(made.finishes.filter((f) => f.finishReason === "stop").length, 1);
+  }
+});
+
 test("a browser tool that fails: addToolOutput with output-error reaches the model", async () => {
   let chat;
   const made = newChat({
