@@ -82,7 +82,7 @@ class _Resolved:
     responses: list[types.Part] = dataclasses.field(default_factory=list)
     state_delta: dict[str, Any] = dataclasses.field(default_factory=dict)
     asks: list[chunks.Chunk] = dataclasses.field(default_factory=list)  # calls to run now
-    waiting: bool = False  # a call is still unanswered after these answers
+    waiting: bool = False  # a call of their step is still unanswered after these answers
 
     def add(self, outcome: Outcome) -> None:
         self.shown.append(outcome.client)
@@ -102,14 +102,19 @@ async def resolve_answers(
     pending = pending_in(session.events, tools, timeout_s)
     out = _Resolved()
     state = ToolState(session.state)
+    settled: list[Outcome] = []
     for step in apply(pending, answers, session_id=session.id, via="http"):
         if isinstance(step, Outcome):
-            out.add(step)
-            del pending[step.call.call_id]
+            settled.append(step)
         elif step[0] == "run":
-            out.add(await run_on_server(step[1], state, session.id))
-            del pending[step[1].call_id]
-    out.waiting = bool(pending)
+            settled.append(await run_on_server(step[1], state, session.id))
+    for outcome in settled:
+        out.add(outcome)
+        del pending[outcome.call.call_id]
+    # Only the same step's calls hold the answer back: a call left
+    # unanswered in an earlier turn must not silence every later one.
+    steps = {step.call.step for step in settled}
+    out.waiting = any(call.step in steps for call in pending.values())
     for call in pending.values():
         if call.awaits_browser:
             # The stream of this response ends with the finish: no END_OF_STREAM.

@@ -142,7 +142,9 @@ def pending_in(
     for event in events:
         for call, spec in delegated_calls(event, tools):
             call_id = call.id or ""
-            calls[call_id] = PendingCall.new(call_id, spec, dict(call.args or {}), timeout_s)
+            calls[call_id] = PendingCall.new(
+                call_id, spec, dict(call.args or {}), timeout_s, step=event.id
+            )
         for response in event.get_function_responses():
             calls.pop(response.id or "", None)
     return calls

@@ -380,3 +380,32 @@ def test_live_seed_client_answers_both_in_one_message(client: TestClient) -> Non
     texts = [c["delta"] for c in second if c["type"] == "text-delta"]
     assert len(texts) == 1 and '"success": true' in texts[0] and "48.8584" in texts[0]
     assert next(c for c in third if c["type"] == "text-delta")["delta"].startswith("You said: next")
+
+
+def test_http_a_call_left_unanswered_in_an_earlier_turn_holds_nothing_back(
+    client: TestClient,
+) -> None:
+    first = chunks(post(client, "par-4", [user("pay 5 EUR to Alice")]))
+    assert first[-1]["finishReason"] == "tool-calls"  # never answered
+    history: list[dict[str, Any]] = [
+        user("pay 5 EUR to Alice"),
+        {"id": first[0]["messageId"], "role": "assistant", "parts": []},
+        user("where am I", "u2"),
+    ]
+    second = chunks(post(client, "par-4", history))
+    call = next(c for c in second if c["type"] == "tool-input-available")
+    request = next(c for c in second if c["type"] == "tool-approval-request")
+    part = {
+        "type": "tool-get_location",
+        "toolCallId": call["toolCallId"],
+        "state": "approval-responded",
+        "input": {},
+        "approval": {"id": request["approvalId"], "approved": True},
+    }
+    history.append({"id": second[0]["messageId"], "role": "assistant", "parts": [part]})
+    _again(client, "par-4", history)
+    _located(part)
+    last = _again(client, "par-4", history)
+    texts = [c["delta"] for c in last if c["type"] == "text-delta"]
+    assert len(texts) == 1 and "48.8584" in texts[0], last
+    assert payments(client, CHAT_USER_ID, "par-4") == []
