@@ -24,6 +24,7 @@ from .protocol import InputFormat, OutputFormat, TurnDetection
 JsonObject = dict[str, Any]
 FinishReason = Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
 InterruptSource = Literal["client", "model"]
+SpeechState = Literal["started", "stopped"]
 
 
 def new_id(prefix: str) -> str:
@@ -297,6 +298,24 @@ class TaskCard(Chunk):
             "type": self.type,
             "id": self.card["id"],
             "data": dict(self.card),
+            "transient": True,
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Speech(Chunk):
+    """``data-speech``: the user's speech started or stopped (the seed's
+    ``SpeechStarted`` / ``SpeechStopped``), as the model's voice detection
+    (``source`` "model") or the client's activity signals ("client") tell it."""
+
+    type: ClassVar[str] = "data-speech"
+    state: SpeechState
+    source: InterruptSource
+
+    def to_json(self) -> JsonObject:
+        return {
+            "type": self.type,
+            "data": {"state": self.state, "source": self.source},
             "transient": True,
         }
 

@@ -83,8 +83,10 @@ class DelegationLink:
             # Called from a timer too: the sender's timeout ends this connection.
             log.warning("connection %s: tool chunks dropped, client not reading", self.name)
 
-    def tell_model(self, response: types.FunctionResponse, state_delta: Mapping[str, Any]) -> None:
-        self._uplink.tool_answer(response, state_delta)
+    def tell_model(
+        self, responses: Sequence[types.FunctionResponse], state_delta: Mapping[str, Any]
+    ) -> None:
+        self._uplink.tool_answer(responses, state_delta)
         self._delivery.wake()  # a call less may free the line
 
     async def session_state(self) -> Mapping[str, Any]:
@@ -169,6 +171,7 @@ def assemble(
         # Gemini refuses activity signals while its own detection is on;
         # the offline model takes them.
         edges_refused=settings.backend != "offline" and turn_detection != "manual",
+        on_speech=lambda state: tell(chunks.Speech(state, "client")),
     )
     delivery = TaskDelivery(
         parts.tasks,

@@ -9,7 +9,11 @@ holds the session (the sink), only for a call that is pending — runs an
 approved server tool (once: its approval id is spent before it runs), asks
 the browser to run an approved browser tool, and answers the model with the
 function response through the sink (the live request queue, with the tool's
-writes to the session state riding along, so ADK saves them).
+writes to the session state riding along, so ADK saves them). The calls of
+one model response are one step: the model is answered once, with all
+their responses in one content, and the client is told their outcomes,
+when the step's last call is settled (the seed's rule: no result of a step
+before all of it is answered).
 
 Every pending call has a deadline; a timeout, a barge-in, a denial, or the
 client going away without coming back resolves it, and the model is told
@@ -43,7 +47,7 @@ class DelegationSink(Protocol):
     def tell_client(self, items: Sequence[chunks.Chunk]) -> None: ...
 
     def tell_model(
-        self, response: types.FunctionResponse, state_delta: Mapping[str, Any]
+        self, responses: Sequence[types.FunctionResponse], state_delta: Mapping[str, Any]
     ) -> None: ...
 
     async def session_state(self) -> Mapping[str, Any]: ...
@@ -66,6 +70,9 @@ class SessionDelegations:
         self.grace_s = grace_s  # how long calls wait for a client to come back
         self._on_idle = on_idle  # no call and no sink: the registry may forget us
         self._calls: dict[str, PendingCall] = {}
+        # The outcomes of a step's calls while others of the step are pending:
+        # the model is answered once, when the whole step is settled.
+        self._settled: dict[str, list[Outcome]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._sink: DelegationSink | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -103,12 +110,18 @@ class SessionDelegations:
 
     # ------------------------------------------------------------ calls
     def add(
-        self, call_id: str, spec: ToolSpec, args: dict[str, Any], message_id: str | None = None
+        self,
+        call_id: str,
+        spec: ToolSpec,
+        args: dict[str, Any],
+        message_id: str | None = None,
+        step: str | None = None,
     ) -> list[chunks.Chunk]:
         """A new delegated call from the model (of assistant message
-        ``message_id``); returns what asks the client, in the call's step.
-        The caller ends the step, and the client's stream, after all calls."""
-        call = PendingCall.new(call_id, spec, args, self.timeout_s, message_id)
+        ``message_id``, of the model response ``step``); returns what asks
+        the client, in the call's step. The caller ends the step, and the
+        client's stream, after all calls."""
+        call = PendingCall.new(call_id, spec, args, self.timeout_s, message_id, step)
         self._calls[call_id] = call
         self._arm(call, call.timeout_s)
         return call.ask()
@@ -203,10 +216,16 @@ class SessionDelegations:
         self._resolve(cancelled(call, reason, timed_out=timed_out))
 
     def _resolve(self, outcome: Outcome) -> None:
-        """The call is over: tell the client and the model, if one is here."""
+        """The call is over. Once every call of its step is over, the client
+        is told their outcomes and the model gets their responses (one
+        answer however many tools ran), if a connection holds the session.
+        Until then nothing is told: an outcome alone would reach an AI SDK
+        client after the stream that asked it to run the step's browser tool
+        had closed, as a turn with no end, ahead of that tool's own output."""
         call = outcome.call
         self._calls.pop(call.call_id, None)
         self._disarm(call)
+        settled = self._step_settled(outcome)
         sink = self._sink
         if sink is None:
             # Nobody runs the session: nothing can be told, and nothing the
@@ -214,10 +233,25 @@ class SessionDelegations:
             log.info(
                 "tool call %s of session %s resolved with no client", call.call_id, self.session_id
             )
-        else:
-            sink.tell_client([outcome.client])
-            sink.tell_model(outcome.function_response(), outcome.state_delta)
+        elif settled:
+            sink.tell_client([done.client for done in settled])
+            state_delta: dict[str, Any] = {}
+            for done in settled:
+                state_delta.update(done.state_delta)
+            sink.tell_model([done.function_response() for done in settled], state_delta)
         self._check_idle()
+
+    def _step_settled(self, outcome: Outcome) -> list[Outcome]:
+        """The outcomes to answer the model with now: ``outcome`` with the
+        others of its step, once none of the step is pending; else none."""
+        step = outcome.call.step
+        if step is None:
+            return [outcome]
+        settled = self._settled.setdefault(step, [])
+        settled.append(outcome)
+        if any(c.step == step for c in self._calls.values()):
+            return []
+        return self._settled.pop(step)
 
     def _check_idle(self) -> None:
         if self._sink is None and not self._calls:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from google.adk.events import Event
+from google.genai import types
 
 from . import chunks
 from .tools import ToolSpec
@@ -37,6 +38,12 @@ _RATE = re.compile(r"rate=0*(\d+)")
 # hold thousands, past int()'s 4300-digit limit and its ValueError) is
 # refused before int() sees it.
 _RATE_DIGITS = 9
+# The model's voice detection (Gemini's ``voiceActivity``, the offline
+# model's detector) → ``data-speech``.
+_SPEECH: dict[types.VoiceActivityType | None, chunks.SpeechState] = {
+    types.VoiceActivityType.ACTIVITY_START: "started",
+    types.VoiceActivityType.ACTIVITY_END: "stopped",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -199,6 +206,10 @@ class TurnTranslator:
         self._meta.add(event)
         if event.error_code or event.error_message:
             out.append(chunks.Error(f"model error {event.error_code}: {event.error_message}"))
+        if event.voice_activity is not None:
+            speech = _SPEECH.get(event.voice_activity.voice_activity_type)
+            if speech is not None:
+                out.append(chunks.Speech(speech, "model"))  # no turn: the user speaks
         if event.input_transcription and event.input_transcription.text:
             self._open(out)
             self._heard(event.input_transcription.text, not event.partial, out)

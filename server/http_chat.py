@@ -18,8 +18,10 @@ are applied, as a live connection applies its client's, to the calls still
 unanswered in the session's events (``server/tool_calls.py``, the one model
 of a delegated call): an approved server tool runs, a browser tool's output
 is taken, and the function responses (with the tool's state writes) resume
-the run. Answers to calls already answered are ignored, so a resubmitted
-history never runs a tool twice.
+the run — once every call of the step is settled: until then the settled
+calls' responses are kept in the session, and the model answers once, for
+all of them. Answers to calls already answered are ignored, so a
+resubmitted history never runs a tool twice.
 
 The seed project's SSE client posts the same body to ``/stream`` with an
 ``X-API-Key`` header: accepted, and required when the server has an API key.
@@ -40,6 +42,7 @@ import anyio
 
 # StreamingMode: ADK's documented import path, though not re-exported by name.
 from google.adk.agents.run_config import RunConfig, StreamingMode  # type: ignore[attr-defined,unused-ignore]
+from google.adk.events import Event, EventActions
 from google.adk.sessions import Session
 from google.genai import types
 from starlette.requests import Request
@@ -79,6 +82,7 @@ class _Resolved:
     responses: list[types.Part] = dataclasses.field(default_factory=list)
     state_delta: dict[str, Any] = dataclasses.field(default_factory=dict)
     asks: list[chunks.Chunk] = dataclasses.field(default_factory=list)  # calls to run now
+    waiting: bool = False  # a call of their step is still unanswered after these answers
 
     def add(self, outcome: Outcome) -> None:
         self.shown.append(outcome.client)
@@ -98,13 +102,19 @@ async def resolve_answers(
     pending = pending_in(session.events, tools, timeout_s)
     out = _Resolved()
     state = ToolState(session.state)
+    settled: list[Outcome] = []
     for step in apply(pending, answers, session_id=session.id, via="http"):
         if isinstance(step, Outcome):
-            out.add(step)
-            del pending[step.call.call_id]
+            settled.append(step)
         elif step[0] == "run":
-            out.add(await run_on_server(step[1], state, session.id))
-            del pending[step[1].call_id]
+            settled.append(await run_on_server(step[1], state, session.id))
+    for outcome in settled:
+        out.add(outcome)
+        del pending[outcome.call.call_id]
+    # Only the same step's calls hold the answer back: a call left
+    # unanswered in an earlier turn must not silence every later one.
+    steps = {step.call.step for step in settled}
+    out.waiting = any(call.step in steps for call in pending.values())
     for call in pending.values():
         if call.awaits_browser:
             # The stream of this response ends with the finish: no END_OF_STREAM.
@@ -256,7 +266,16 @@ class ChatEndpoint:
         asked = bool(resolved.asks)
         for chunk in resolved.asks:
             yield chunk
-        if parts and not asked:
+        if resolved.responses and (
+            asked or (resolved.waiting and len(parts) == len(resolved.responses))
+        ):
+            # Only answers, and a call of the step is still open: what was
+            # settled is kept in the session (so an approved tool never runs
+            # twice) and the model is answered once, with every response,
+            # when the last call is settled (ADK merges the kept ones in).
+            await self._keep(session, resolved)
+            asked = True
+        elif parts and not asked:
             events = self._agents.chat_runner.run_async(
                 user_id=CHAT_USER_ID,
                 session_id=session.id,
@@ -289,3 +308,14 @@ class ChatEndpoint:
         for item in translator.finish("tool-calls" if asked else None):
             if isinstance(item, chunks.Chunk):
                 yield item
+
+    async def _keep(self, session: Session, resolved: _Resolved) -> None:
+        """Store the function responses of calls settled while others of
+        their step are still waiting, with the tools' state writes."""
+        event = Event(
+            invocation_id=chunks.new_id("inv"),
+            author="user",
+            content=types.Content(role="user", parts=list(resolved.responses)),
+            actions=EventActions(state_delta=dict(resolved.state_delta)),
+        )
+        await self._sessions.service.append_event(session, event)

@@ -23,9 +23,14 @@ speech. What it does, deterministically:
   ``get_location``; "start a task to sum the amount column of sales.csv" →
   ``start_task``, "what's the status of my task [task_…]" →
   ``get_task_status``, "cancel my task [task_…]" → ``cancel_task``;
-  "call NAME {json}" calls any declared tool. A function
-  response (also a late one, for a delegated tool) produces the final
-  answer.
+  "call NAME {json}" calls any declared tool. A request whose every
+  clause is a cue of a different tool ("pay 5 EUR to Alice and where am
+  I", clauses split at "and", commas, semicolons) calls them all in one
+  response. The function responses of one content (also late ones, for
+  delegated tools) produce one final answer.
+* Voice activity. Its detector's onsets and ends are told as Gemini tells
+  them (``voice_activity`` ``ACTIVITY_START`` / ``ACTIVITY_END``); a client's
+  activity brackets are not echoed.
 * Reports. Each answer carries its model version (``MODEL_VERSION``), a
   finish reason and token usage, counted as a whitespace-separated word per
   token of text in and out (the new user text or function response; the
@@ -75,6 +80,8 @@ _TASK_OUTCOME = re.compile(
 )
 _CALL_TOOL = re.compile(r"^\s*call\s+(\w+)\s*(\{.*\})?\s*$", re.I | re.S)
 _TASK_ID = re.compile(r"\btask_[0-9a-f]{8}\b")
+# Where a request for several things splits into its clauses.
+_CLAUSES = re.compile(r"\s*(?:,|;|\band(?: also| then)?\b)\s*", re.I)
 
 
 def _task_id_in(match: re.Match[str]) -> dict[str, Any]:
@@ -151,7 +158,7 @@ class OfflineLiveModel(BaseLlm):
         parts = last.parts or [] if last is not None else []
         responses = [p.function_response for p in parts if p.function_response]
         if responses:
-            answers = [r for response in responses for r in _answer_tool_result(response)]
+            answers = _answer_tool_results(responses)
         else:
             text = " ".join(p.text for p in parts if p.text)
             turns = sum(
@@ -218,10 +225,9 @@ class OfflineLiveConnection(BaseLlmConnection):
 
     async def send_content(self, content: types.Content) -> None:
         parts = content.parts or []
-        if any(p.function_response for p in parts):
-            for part in parts:
-                if part.function_response:
-                    await self._emit_all(_answer_tool_result(part.function_response))
+        responses = [p.function_response for p in parts if p.function_response]
+        if responses:
+            await self._emit_all(_answer_tool_results(responses))
             return
         text = " ".join(p.text for p in parts if p.text)
         self._history_len += 1
@@ -240,6 +246,8 @@ class OfflineLiveConnection(BaseLlmConnection):
                 await self._answer_audio(self._segmenter.end_manual())
         elif isinstance(blob, types.LiveClientRealtimeInput):
             if blob.audio_stream_end and not (self._manual or self._in_activity):
+                if self._segmenter.active:
+                    await self._emit(_voice_activity(types.VoiceActivityType.ACTIVITY_END))
                 await self._answer_audio(self._segmenter.force_end())
         elif isinstance(blob, types.Blob) and (blob.mime_type or "").startswith("audio/pcm"):
             pcm = blob.data or b""
@@ -248,11 +256,15 @@ class OfflineLiveConnection(BaseLlmConnection):
                 return
             if self._manual:
                 return  # outside a bracket: not part of any turn
+            was_active = self._segmenter.active
             event = self._segmenter.feed(pcm)
             if event == "onset":
+                await self._emit(_voice_activity(types.VoiceActivityType.ACTIVITY_START))
                 await self._maybe_interrupt()
-            elif isinstance(event, bytes):
-                await self._answer_audio(event)
+            elif was_active and not self._segmenter.active:
+                # Ended: an utterance, or too little speech for one (a click).
+                await self._emit(_voice_activity(types.VoiceActivityType.ACTIVITY_END))
+                await self._answer_audio(event if isinstance(event, bytes) else None)
         # Images and other blobs are accepted and ignored.
 
     async def _maybe_interrupt(self) -> None:
@@ -367,6 +379,11 @@ class _EnergySegmenter:
         self._utterance, self._samples, self._active = [], 0, False
         return pcm if speech >= self._min_speech else None
 
+    @property
+    def active(self) -> bool:
+        """An utterance has begun and not ended."""
+        return self._active
+
     def force_end(self) -> bytes | None:
         return self._finish() if self._active else None
 
@@ -403,6 +420,11 @@ def describe_utterance(pcm: bytes) -> str:
         f"{NO_ASR_NOTE} {n / INPUT_RATE:.2f} s of audio ({n} samples at {INPUT_RATE} Hz), "
         f"peak {_dbfs(peak):.1f} dBFS, RMS {_dbfs(rms):.1f} dBFS"
     )
+
+
+def _voice_activity(kind: types.VoiceActivityType) -> LlmResponse:
+    """What the detector saw, as Gemini's ``voiceActivity`` tells it."""
+    return LlmResponse(voice_activity=types.VoiceActivity(voice_activity_type=kind))
 
 
 def _audio_response(pcm: bytes) -> LlmResponse:
@@ -513,26 +535,58 @@ def _answer_text(text: str, tools: set[str], history_len: int) -> list[LlmRespon
         except ValueError:
             return _text_answer(f"The arguments for {call.group(1)} are not valid JSON.", text)
         return [_function_call(call.group(1), args if isinstance(args, dict) else {})]
-    for name, pattern, build in _CUES:
-        match = pattern.search(text)
-        if match and name in tools:
-            return [_function_call(name, build(match))]
+    calls = _cued_calls(text, tools)
+    if calls:
+        return [_function_calls(calls)]
     earlier = f" ({history_len - 1} earlier turns in this session)" if history_len > 1 else ""
     return _text_answer(f"You said: {text.strip()}{earlier}", text)
 
 
+def _cue(text: str, tools: set[str]) -> tuple[str, dict[str, Any]] | None:
+    for name, pattern, build in _CUES:
+        match = pattern.search(text)
+        if match and name in tools:
+            return name, build(match)
+    return None
+
+
+def _cued_calls(text: str, tools: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The calls a text asks for: one per clause when every clause of it
+    ("pay 5 EUR to Alice and where am I") is a cue of a different tool —
+    several calls in one response, as Gemini makes them — else the first
+    cue of the whole text."""
+    clauses = _CLAUSES.split(text)
+    if len(clauses) > 1:
+        found = [_cue(clause, tools) for clause in clauses]
+        calls = [call for call in found if call is not None]
+        if len(calls) == len(clauses) and len({name for name, _ in calls}) == len(calls):
+            return calls
+    single = _cue(text, tools)
+    return [single] if single else []
+
+
 def _function_call(name: str, args: dict[str, Any]) -> LlmResponse:
-    return LlmResponse(
-        content=types.Content(
-            role="model", parts=[types.Part(function_call=types.FunctionCall(name=name, args=args))]
-        )
-    )
+    return _function_calls([(name, args)])
 
 
-def _answer_tool_result(response: types.FunctionResponse) -> list[LlmResponse]:
+def _function_calls(calls: list[tuple[str, dict[str, Any]]]) -> LlmResponse:
+    """One response with ``calls`` (ADK gives each its id)."""
+    parts = [
+        types.Part(function_call=types.FunctionCall(name=name, args=args)) for name, args in calls
+    ]
+    return LlmResponse(content=types.Content(role="model", parts=parts))
+
+
+def _answer_tool_results(responses: list[types.FunctionResponse]) -> list[LlmResponse]:
+    """One answer however many tools ran: the function responses of one
+    content, told together."""
+    text = " ".join(_tool_result_text(response) for response in responses)
+    prompt = " ".join(json.dumps(r.response or {}, default=str) for r in responses)
+    return _text_answer(text, prompt)
+
+
+def _tool_result_text(response: types.FunctionResponse) -> str:
     result = response.response or {}
     if response.name == "get_current_time" and "time" in result:
-        text = f"It is {result['time']} ({result.get('timezone', 'UTC')})."
-    else:
-        text = f"{response.name} returned {json.dumps(result, default=str, sort_keys=True)}."
-    return _text_answer(text, json.dumps(result, default=str))
+        return f"It is {result['time']} ({result.get('timezone', 'UTC')})."
+    return f"{response.name} returned {json.dumps(result, default=str, sort_keys=True)}."

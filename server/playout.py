@@ -78,7 +78,9 @@ class Playout:
         asks: list[chunks.Chunk] = []
         message_id = self._translator.message_id
         for call, spec in calls:
-            asks += self._delegations.add(call.id or "", spec, dict(call.args or {}), message_id)
+            asks += self._delegations.add(
+                call.id or "", spec, dict(call.args or {}), message_id, step=event.id
+            )
         return [*asks, *self._translator.end_step(), chunks.END_OF_STREAM]
 
     def barge_in(self, source: chunks.InterruptSource) -> None:

@@ -73,6 +73,9 @@ class PendingCall:
     approval_id: str | None = None  # None: no approval asked, or already given
     approved: bool = False  # a browser tool, approved: its result is awaited
     running: bool = False  # an approved server tool is running
+    # The model response that made the call, with its other calls: the model
+    # is answered once all of them are settled.
+    step: str | None = None
 
     @classmethod
     def new(
@@ -82,9 +85,18 @@ class PendingCall:
         args: dict[str, Any],
         timeout_s: float,
         message_id: str | None = None,
+        step: str | None = None,
     ) -> PendingCall:
         approval_id = approval_id_of(call_id) if spec.approval else None
-        return cls(call_id, spec, args, spec.timeout_s or timeout_s, message_id, approval_id)
+        return cls(
+            call_id,
+            spec,
+            args,
+            spec.timeout_s or timeout_s,
+            message_id,
+            approval_id,
+            step=step,
+        )
 
     @property
     def awaits_browser(self) -> bool:
@@ -130,7 +142,9 @@ def pending_in(
     for event in events:
         for call, spec in delegated_calls(event, tools):
             call_id = call.id or ""
-            calls[call_id] = PendingCall.new(call_id, spec, dict(call.args or {}), timeout_s)
+            calls[call_id] = PendingCall.new(
+                call_id, spec, dict(call.args or {}), timeout_s, step=event.id
+            )
         for response in event.get_function_responses():
             calls.pop(response.id or "", None)
     return calls

@@ -19,6 +19,7 @@ from typing import Any
 from google.adk.agents.live_request_queue import LiveRequest
 from google.genai import types
 
+from .chunks import SpeechState
 from .fields import Image, InputError
 from .line import LinePolicy
 from .live_queue import BoundedLiveRequestQueue
@@ -36,6 +37,7 @@ class Uplink:
         *,
         report: Callable[[str], None],
         edges_refused: bool,
+        on_speech: Callable[[SpeechState], None] = lambda _: None,
     ) -> None:
         self._queue = queue
         self._mic = mic
@@ -45,6 +47,7 @@ class Uplink:
         # own voice activity detection is on.
         self._edges_refused = edges_refused
         self._overloaded = False
+        self._on_speech = on_speech  # the client's edges are its speech's
 
     def user_turn(self, text: str | None, images: Sequence[Image] = ()) -> None:
         for image in images:
@@ -69,12 +72,14 @@ class Uplink:
         self._mic.flush()
         self._queue.send_activity_start()
         self._line.user_started()
+        self._on_speech("started")
 
     def activity_end(self) -> None:
         self._check_edge("activity_end")
         self._mic.flush()
         self._queue.send_activity_end()
         self._line.user_ended()
+        self._on_speech("stopped")
 
     def _check_edge(self, edge: str) -> None:
         if self._edges_refused:
@@ -95,9 +100,14 @@ class Uplink:
     def state(self, delta: Mapping[str, Any]) -> None:
         self._queue.send(LiveRequest(state_delta=dict(delta)))
 
-    def tool_answer(self, response: types.FunctionResponse, state_delta: Mapping[str, Any]) -> None:
-        # Past the bound: the model waits for this answer.
-        content = types.Content(role="user", parts=[types.Part(function_response=response)])
+    def tool_answer(
+        self, responses: Sequence[types.FunctionResponse], state_delta: Mapping[str, Any]
+    ) -> None:
+        """The function responses of one model step, in one content: the
+        model answers once for all of them. Past the bound: the model waits
+        for this answer."""
+        parts = [types.Part(function_response=response) for response in responses]
+        content = types.Content(role="user", parts=parts)
         self._queue.send(LiveRequest(content=content, state_delta=dict(state_delta) or None))
 
     def task_outcome(self, text: str) -> None:

@@ -406,6 +406,10 @@ function onChunk({ detail: chunk }) {
       state.taskChanged(chunk.data);
       render();
       break;
+    case "data-speech":
+      state.speechChanged(chunk.data ?? {});
+      render();
+      break;
     case "error":
       state.serverError(chunk.errorText);
       render();

@@ -157,6 +157,8 @@ export function createView(ui, state) {
     const dropped = state.socketStats?.framesDropped ?? 0;
     const bufferMs = Math.round((p.bufferedSamples / state.sampleRate) * 1000);
     const items = [
+      // While the server hears the user speak (data-speech), first of all.
+      ...(state.listening ? [["listening", false, "speech"]] : []),
       [`in ${info.input.sampleRate} Hz ${info.input.format}`],
       [`out ${info.output.sampleRate} Hz s16 ${info.output.binary ? "binary" : "base64"}`],
       [`buffer ${bufferMs} ms`],
@@ -166,10 +168,11 @@ export function createView(ui, state) {
     ];
     if (dropped) items.push([`mic frames dropped ${dropped}`, true]);
     ui.status.replaceChildren(
-      ...items.map(([text, warn]) => {
+      ...items.map(([text, warn, role]) => {
         const span = document.createElement("span");
         span.textContent = text;
         if (warn) span.dataset.warn = "true";
+        if (role) span.dataset.role = role;
         return span;
       }),
     );

@@ -54,6 +54,7 @@ export class PageState {
     this.resumeId = resumeId;
     this.micOpen = false; // the microphone feeds the capture worklet
     this.talking = false; // push-to-talk held
+    this.listening = false; // the server hears the user speak (data-speech)
     this.sampleRate = null; // the AudioContext's, while there is one
 
     // This socket's bookkeeping.
@@ -81,6 +82,7 @@ export class PageState {
     this.decisions = []; // the user's approval answers: {toolName, approved}
     this.toolRuns = []; // browser tools run: {toolName, input, output} or {…, errorText}
     this.taskStates = []; // every state a task card showed, in order: {id, state}
+    this.speech = []; // every data-speech, in order: {state, source}
     this.errors = []; // messages shown to the user
     this.serverErrors = []; // `error` chunks
     this.capture = { frames: 0, sent: 0, voiced: 0, dbfs: -Infinity, speaking: false };
@@ -121,6 +123,7 @@ export class PageState {
     this.sampleRate = null;
     this.socketStats = null;
     this.micOpen = this.muted = this.talking = this.usedPushToTalk = false;
+    this.listening = false; // no socket, nobody hears
     this.pendingFlushes.clear();
     this.approvals = [];
     this.toolCalls.clear();
@@ -303,6 +306,15 @@ export class PageState {
     counts[chunk.type] = (counts[chunk.type] ?? 0) + 1;
   }
 
+  /**
+   * A `data-speech` chunk's data: the user's speech started or stopped, as
+   * the model's voice detection or our push-to-talk edges told the server.
+   */
+  speechChanged({ state, source }) {
+    this.listening = state === "started";
+    this.speech.push({ state, source });
+  }
+
   serverError(text) {
     this.serverErrors.push(text);
     this.showMessage(`Server: ${text}`, "info");
@@ -439,6 +451,8 @@ export class PageState {
       music: () => this.music,
       tasks: () => [...this.tasks.values()], // the cards, oldest first
       taskStates: () => this.taskStates,
+      listening: () => this.listening,
+      speech: () => this.speech,
     };
     const view = { ...probes };
     for (const [name, read] of Object.entries(fields)) {

@@ -413,3 +413,20 @@ test("task cards belong to the user: they outlive the socket", () => {
   s.disconnected();
   assert.equal(s.tasks.get("t1").state, "running");
 });
+
+test("data-speech: listening while the server hears speech; a close ends it", () => {
+  const s = connected();
+  assert.equal(s.listening, false);
+  s.speechChanged({ state: "started", source: "model" });
+  assert.equal(s.listening, true);
+  s.speechChanged({ state: "stopped", source: "model" });
+  assert.equal(s.listening, false);
+  s.speechChanged({ state: "started", source: "client" });
+  s.closed();
+  assert.equal(s.listening, false, "no socket, nobody hears");
+  assert.deepEqual(s.view().speech, [
+    { state: "started", source: "model" },
+    { state: "stopped", source: "model" },
+    { state: "started", source: "client" },
+  ]);
+});

@@ -19,7 +19,7 @@ import {
 
 import { AudiocoreChatTransport, withUserMessage } from "../../../../web/chat-transport.js";
 import { clientExecutes } from "../../../../web/session.js";
-import { Chat, MemoryState, describe, finished, text, toolPart, until, validated } from "./chat-helpers.mjs";
+import { Chat, MemoryState, SCHEMAS, describe, finished, text, toolPart, until, validated } from "./chat-helpers.mjs";
 
 const URL = process.env.AUDIOCORE_WS_URL;
 if (!URL) throw new Error("AUDIOCORE_WS_URL is not set: run this file from pytest (tests/web/test_ai_sdk.py)");
@@ -189,6 +189,42 @@ test("a browser tool: approved, run in onToolCall, answered through addToolOutpu
   });
 });
 
+test("two approvals in one step, answered in either order: each tool runs once, one answer", async () => {
+  const position = { latitude: 48.8584, longitude: 2.2945, accuracy: 12 };
+  for (const order of [["get_location", "process_payment"], ["process_payment", "get_location"]]) {
+    const runs = [];
+    let chat;
+    const made = newChat({
+      sendAutomaticallyWhen: approvalsOrResults,
+      onToolCall: ({ toolCall }) => {
+        if (!clientExecutes(toolCall)) return;
+        runs.push(toolCall.toolName);
+        chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: position });
+      },
+    });
+    chat = made.chat;
+    await chat.sendMessage({ text: "pay 5 EUR to Alice and where am I" });
+    for (const name of order) {
+      const asked = toolPart(chat, name).part;
+      assert.equal(asked.state, "approval-requested", JSON.stringify(describe(chat)));
+      await chat.addToolApprovalResponse({ id: asked.approval.id, approved: true });
+    }
+    await made.until(finished(chat, made.finishes, 1), "the one answer after both tools");
+    assert.deepEqual(runs, ["get_location"], "the browser ran its tool once");
+    const sent = made.sent.filter((m) => m.type.startsWith("tool_"));
+    assert.deepEqual(sent.map((m) => m.type).sort(), ["tool_approval", "tool_approval", "tool_result"]);
+    const { message, part } = toolPart(chat, "process_payment");
+    assert.equal(part.state, "output-available");
+    assert.equal(part.output.success, true);
+    assert.equal(toolPart(chat, "get_location").part.state, "output-available");
+    assert.equal(message.parts.filter((p) => p.type === "text").length, 1, "one answer");
+    assert.match(text(message), /process_payment returned .*"success": true/);
+    assert.match(text(message), /get_location returned .*48\.8584/);
+    assert.equal(chat.messages.length, 2);
+    assert.equal(made.finishes.filter((f) => f.finishReason === "stop").length, 1);
+  }
+});
+
 test("a browser tool without approval that fails: output-error reaches the model", async () => {
   const runs = [];
   let chat;
@@ -221,10 +257,14 @@ test("a browser tool without approval that fails: output-error reaches the model
 
 test("a spoken turn reaches the chat through resumeStream, with the user's transcript", async () => {
   const audio = [];
+  const speech = [];
   const made = newChat({
     transportOptions: {
       live: { inputRate: 16000, inputFormat: "s16", turnDetection: "manual" },
       onAudio: (a) => audio.push(a),
+      onChunk: (c) => {
+        if (c.type === "data-speech") speech.push(c);
+      },
     },
   });
   const { chat, transport, finishes, until } = made;
@@ -252,6 +292,19 @@ test("a spoken turn reaches the chat through resumeStream, with the user's trans
   // The echo went to the audio callback, never into the chat.
   const bytes = audio.reduce((n, a) => n + a.bytes.length, 0);
   assert.ok(bytes >= 24000 * 2, `echo bytes ${bytes}`);
+  // The push-to-talk edges came back as speech started / stopped: transient
+  // data parts the SDK's schemas accept.
+  assert.deepEqual(
+    speech.map((c) => c.data),
+    [
+      { state: "started", source: "client" },
+      { state: "stopped", source: "client" },
+    ],
+  );
+  for (const chunk of speech) {
+    assert.equal(chunk.transient, true);
+    for (const schema of SCHEMAS) assert.ok((await schema.validate(chunk)).success, JSON.stringify(chunk));
+  }
   assert.equal(audio[0].sampleRate, 24000);
   // A typed turn after it is a new exchange, not a resend of the transcript.
   await chat.sendMessage({ text: "and typed" });

@@ -205,6 +205,47 @@ test("get_location: approved, run in onToolCall, answered with addToolOutput", a
   assert.equal(requests.length, 3, "nothing more was sent");
 });
 
+test("two approvals in one step, answered in either order: each tool runs once, one answer", async () => {
+  const position = { latitude: 48.8584, longitude: 2.2945, accuracy: 12 };
+  for (const order of [["get_location", "process_payment"], ["process_payment", "get_location"]]) {
+    const runs = [];
+    let chat;
+    const made = newChat({
+      sendAutomaticallyWhen: approvalsOrResults,
+      onToolCall: ({ toolCall }) => {
+        if (!clientExecutes(toolCall)) return;
+        runs.push(toolCall.toolName);
+        chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: position });
+      },
+    });
+    chat = made.chat;
+    const { requests, finishes, until } = made;
+    await chat.sendMessage({ text: "pay 5 EUR to Alice and where am I" });
+    for (const name of order) {
+      const asked = toolPart(chat, name).part;
+      assert.equal(asked.state, "approval-requested", JSON.stringify(describe(chat)));
+      await chat.addToolApprovalResponse({ id: asked.approval.id, approved: true });
+    }
+    await until(finished(chat, finishes, 1), "the one answer after both tools");
+    assert.deepEqual(runs, ["get_location"], "the browser ran its tool once");
+    // The question; both approvals at once (the SDK waits for the last);
+    // the location's output. Only the last request brought an answer.
+    assert.equal(requests.length, 3, JSON.stringify(describe(chat)));
+    assert.deepEqual(
+      finishes.map((f) => f.finishReason),
+      ["tool-calls", "tool-calls", "stop"],
+    );
+    const { message } = toolPart(chat, "process_payment");
+    assert.equal(toolPart(chat, "process_payment").part.state, "output-available");
+    assert.equal(toolPart(chat, "process_payment").part.output.success, true);
+    assert.equal(toolPart(chat, "get_location").part.state, "output-available");
+    assert.equal(message.parts.filter((p) => p.type === "text").length, 1, "one answer");
+    assert.match(text(message), /process_payment returned .*"success": true/);
+    assert.match(text(message), /get_location returned .*48\.8584/);
+    assert.equal(chat.messages.length, 2);
+  }
+});
+
 test("resumeStream asks GET /api/chat/{id}/stream; with no run in progress, 204 leaves the chat as it is", async () => {
   const { chat, requests } = newChat();
   await chat.sendMessage({ text: "before the reload" });
