@@ -26,9 +26,7 @@ COLOURS: dict[str, tuple[int, int, int]] = {
     "black": (0, 0, 0),
     "white": (255, 255, 255),
 }
-_DRAW = re.compile(
-    rf"\bdraw (?:me )?an? ({'|'.join(COLOURS)}) (square|circle)\b", re.I
-)
+_DRAW = re.compile(rf"\bdraw (?:me )?an? ({'|'.join(COLOURS)}) (square|circle)\b", re.I)
 
 
 def describe(media_type: str, data: bytes) -> str:
