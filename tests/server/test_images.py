@@ -12,12 +12,14 @@ import base64
 import hashlib
 import io
 import json
+import urllib.request
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import websockets
 from gemini_helpers import gemini_settings, use_endpoint_key
 from PIL import Image
 from server_helpers import receive_until, serve_ws, start
@@ -305,6 +307,69 @@ def test_http_chat_bounds_are_400(client: TestClient) -> None:
     body = {"id": "img-3", "messages": [user_with([*crowd, {"type": "text", "text": "x"}])]}
     refused = client.post("/api/chat", json=body)
     assert refused.status_code == 400 and "5 images exceeds the limit of 4" in refused.text
+
+
+# ---------------------------------------------------------------- /run_live
+
+
+def test_run_live_image_blob_in_and_drawing_out(live_server: str, settings: Settings) -> None:
+    """ADK's live protocol: an image blob (bytes checked as on the other
+    surfaces), and a model's image as an event's ``inlineData``."""
+    base = live_server.removesuffix("/ws").replace("ws://", "http://")
+    array = pixels(seed=13)
+    app = settings.app_name
+    request = urllib.request.Request(
+        f"{base}/apps/{app}/users/u1/sessions",
+        data=json.dumps({"sessionId": "img-live"}).encode(),
+        headers={"content-type": "application/json"},
+        method="POST",
+    )
+    urllib.request.urlopen(request, timeout=10).close()
+    url = (
+        f"{live_server.removesuffix('/ws')}/run_live?app_name={app}&user_id=u1&session_id=img-live"
+    )
+
+    def text_turn(text: str) -> str:
+        return json.dumps({"content": {"role": "user", "parts": [{"text": text}]}})
+
+    async def turn(ws: Any) -> list[dict[str, Any]]:
+        events = []
+        while not (events and events[-1].get("turnComplete")):
+            events.append(json.loads(await ws.recv()))
+        return events
+
+    async def scenario() -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+        async with websockets.connect(url, max_size=None) as ws:
+            liar = {"blob": {"mime_type": "image/webp", "data": b64(encode(array, "PNG"))}}
+            await ws.send(json.dumps(liar))
+            error = json.loads(await ws.recv())
+            png = {"blob": {"mime_type": "image/png", "data": b64(encode(array, "PNG"))}}
+            await ws.send(json.dumps(png))
+            await ws.send(text_turn("what is it"))
+            seen = await turn(ws)
+            await ws.send(text_turn("draw me a yellow circle"))
+            return error, seen, await turn(ws)
+
+    error, seen, drawn = asyncio.run(scenario())
+    assert error["errorCode"] == "INVALID_REQUEST"
+    assert (
+        "blob: declared image/webp, but its bytes begin with those of image/png"
+        in error["errorMessage"]
+    )
+    words = [
+        p["text"] for e in seen for p in (e.get("content") or {}).get("parts", []) if "text" in p
+    ]
+    assert f"I see an image: {described(array, 'image/png')}. You said: what is it" in words
+    images = [
+        p["inlineData"]
+        for e in drawn
+        for p in (e.get("content") or {}).get("parts", [])
+        if p.get("inlineData", {}).get("mimeType", "").startswith("image/")
+    ]
+    assert len(images) == 1 and images[0]["mimeType"] == "image/png"
+    png = base64.urlsafe_b64decode(images[0]["data"] + "=" * (-len(images[0]["data"]) % 4))
+    with Image.open(io.BytesIO(png)) as image:
+        assert image.size == (DRAWING_SIZE, DRAWING_SIZE)
 
 
 # ---------------------------------------------------------------- Gemini
