@@ -488,7 +488,7 @@ def _audio_seconds(responses: list[LlmResponse]) -> float:
         for r in responses
         if r.content
         for p in r.content.parts or []
-        if _is_audio(p)
+        if p.inline_data and _is_audio(p)
     )
     return samples / OUTPUT_RATE
 
