@@ -26,7 +26,7 @@ from server_helpers import receive_until, serve_ws, start
 from starlette.testclient import TestClient
 from test_e2e import START_F32, connect
 from test_http_chat import chunks, post
-from test_seed_dialect import SeedStream, submit
+from test_seed_dialect import SeedStream, send, submit
 
 from server import Settings, create_app
 from server.fields import Limits
@@ -279,6 +279,37 @@ def test_live_bounds_are_error_events_and_the_socket_stays(client: TestClient) -
         assert said(stream.read()) == "You said: fine"
 
 
+def _live_error(ws: Any) -> str:
+    """The next frame: an ``error`` event, as the seed's client reads it."""
+    frame = ws.receive_text()
+    assert frame.startswith("data: ") and frame.endswith("\n\n"), frame
+    error = json.loads(frame[len("data: ") :])
+    assert error["type"] == "error", error
+    return str(error["errorText"])
+
+
+def test_live_size_count_and_rate_bounds(settings: Settings) -> None:
+    png = encode(pixels(), "PNG")
+    small = replace(settings, max_image_bytes=len(png) - 1)
+    tiny = encode(pixels(2, 2), "PNG")
+    limit = Limits.max_message_images
+    with TestClient(create_app(small)) as client, client.websocket_connect("/live") as ws:
+        stream = SeedStream(ws)
+        submit(ws, [user_with([file_part(png, "image/png"), {"type": "text", "text": "x"}])])
+        assert _live_error(ws) == f"image: {len(png)} bytes exceeds the limit of {len(png) - 1}"
+        crowd = [file_part(tiny, "image/png")] * (limit + 1)
+        submit(ws, [user_with([*crowd, {"type": "text", "text": "x"}])])
+        assert _live_error(ws) == f"message: {limit + 1} images exceeds the limit of {limit}"
+        # Past the rate (a burst of 10, 2 a second): 60 at once outrun the refill.
+        for _ in range(60):
+            send(ws, {"type": "image", "mediaType": "image/png", "data": b64(tiny)})
+        submit(ws, [user_with([{"type": "text", "text": "still here"}])])
+        got = stream.read()
+    assert errors(got) == ["too many images: dropped until the rate falls"]
+    assert said(got).startswith("I see 4 images: a 2x2 image/png")
+    assert said(got).endswith("You said: still here")
+
+
 # ---------------------------------------------------------------- HTTP chat
 
 
@@ -294,19 +325,33 @@ def test_http_chat_file_part_in_and_drawing_out(client: TestClient) -> None:
     check_drawing([c for c in drawn if c["type"] == "file"], "green")
 
 
-def test_http_chat_bounds_are_400(client: TestClient) -> None:
+def test_http_chat_bounds_are_400(settings: Settings) -> None:
     jpeg = encode(pixels(), "JPEG")
-    liar = {"type": "file", "mediaType": "image/webp", "url": "data:image/webp;base64," + b64(jpeg)}
-    body = {"id": "img-3", "messages": [user_with([liar, {"type": "text", "text": "x"}])]}
-    refused = client.post("/api/chat", json=body)
-    assert refused.status_code == 400
-    assert (
-        "image: declared image/webp, but its bytes begin with those of image/jpeg" in refused.text
-    )
-    crowd = [file_part(encode(pixels(2, 2), "PNG"), "image/png")] * 5
-    body = {"id": "img-3", "messages": [user_with([*crowd, {"type": "text", "text": "x"}])]}
-    refused = client.post("/api/chat", json=body)
-    assert refused.status_code == 400 and "5 images exceeds the limit of 4" in refused.text
+    small = replace(settings, max_image_bytes=len(jpeg) - 1)
+
+    def refused(parts: list[dict[str, Any]]) -> str:
+        body = {"id": "img-3", "messages": [user_with([*parts, {"type": "text", "text": "x"}])]}
+        answer = client.post("/api/chat", json=body)
+        assert answer.status_code == 400, answer.text
+        return answer.text
+
+    with TestClient(create_app(small)) as client:
+        liar = {
+            "type": "file",
+            "mediaType": "image/webp",
+            "url": "data:image/webp;base64," + b64(encode(pixels(4, 4), "JPEG")),
+        }
+        assert (
+            "image: declared image/webp, but its bytes begin with those of image/jpeg"
+            in refused([liar])
+        )
+        too_big = refused([file_part(jpeg, "image/jpeg")])
+        assert f"image: {len(jpeg)} bytes exceeds the limit of {len(jpeg) - 1}" in too_big
+        crowd = [file_part(encode(pixels(2, 2), "PNG"), "image/png")] * 5
+        assert "message: 5 images exceeds the limit of 4" in refused(crowd)
+        # Refused before any model ran: the chat's session still answers.
+        answer = chunks(post(client, "img-3", [user_with([{"type": "text", "text": "ok"}])]))
+        assert said(answer) == "You said: ok"
 
 
 # ---------------------------------------------------------------- /run_live
