@@ -165,7 +165,12 @@ class OfflineLiveModel(BaseLlm):
                 if c.role == "user" and any(p.text for p in c.parts or [])
             )
             seen = [
-                offline_images.describe(p.inline_data.mime_type or "", p.inline_data.data or b"")
+                # Decoding takes a while for a large image: not on the loop.
+                await asyncio.to_thread(
+                    offline_images.describe,
+                    p.inline_data.mime_type or "",
+                    p.inline_data.data or b"",
+                )
                 for p in parts
                 if p.inline_data and (p.inline_data.mime_type or "").startswith("image/")
             ]
@@ -266,7 +271,6 @@ class OfflineLiveConnection(BaseLlmConnection):
             elif isinstance(event, bytes):
                 await self._answer_audio(event)
         elif isinstance(blob, types.Blob) and (blob.mime_type or "").startswith("image/"):
-            # Decoding takes a while for a large image: not on the loop.
             described = await asyncio.to_thread(
                 offline_images.describe, blob.mime_type or "", blob.data or b""
             )

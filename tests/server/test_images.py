@@ -30,7 +30,7 @@ from test_seed_dialect import SeedStream, send, submit
 
 from server import Settings, create_app
 from server.fields import Limits
-from server.offline_images import COLOURS, DRAWING_SIZE
+from server.offline_images import COLOURS, DRAWING_SIZE, MAX_PIXELS, describe
 from tests.gemini_live import EndpointConfig, LocalGeminiLive
 
 RNG_SEED = 21
@@ -87,6 +87,20 @@ def check_drawing(files: list[dict[str, Any]], colour: str) -> None:
         assert image.format == "PNG" and image.size == (DRAWING_SIZE, DRAWING_SIZE)
         drawn = np.asarray(image.convert("RGB")).reshape(-1, 3)
     assert {tuple(int(c) for c in p) for p in np.unique(drawn, axis=0)} == {COLOURS[colour]}
+
+
+# ---------------------------------------------------------------- the offline model
+
+
+def test_offline_model_describes_what_it_cannot_decode_or_will_not() -> None:
+    """A JPEG signature over junk does not decode; a small file of many pixels
+    (a decompression bomb's shape) is not decoded at all."""
+    junk = b"\xff\xd8\xff" + bytes(64)
+    assert describe("image/jpeg", junk) == "a image/jpeg of 67 bytes that does not decode"
+    out = io.BytesIO()
+    Image.new("1", (5000, 4000)).save(out, format="PNG")
+    assert len(out.getvalue()) < 100_000 and MAX_PIXELS < 5000 * 4000
+    assert describe("image/png", out.getvalue()) == "a 5000x4000 image/png, too large to look at"
 
 
 # ---------------------------------------------------------------- /ws
