@@ -38,7 +38,7 @@ def describe(media_type: str, data: bytes) -> str:
                 return f"a {width}x{height} {media_type}, too large to look at"
             mean = ImageStat.Stat(image.convert("RGB")).mean
     except (OSError, ValueError, Image.DecompressionBombError):
-        return f"a {media_type} of {len(data)} bytes that does not decode"
+        return f"{len(data)} bytes of {media_type} that do not decode"
     red, green, blue = (round(c) for c in mean)
     return f"a {width}x{height} {media_type}, mean colour #{red:02x}{green:02x}{blue:02x}"
 

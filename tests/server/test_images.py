@@ -96,7 +96,7 @@ def test_offline_model_describes_what_it_cannot_decode_or_will_not() -> None:
     """A JPEG signature over junk does not decode; a small file of many pixels
     (a decompression bomb's shape) is not decoded at all."""
     junk = b"\xff\xd8\xff" + bytes(64)
-    assert describe("image/jpeg", junk) == "a image/jpeg of 67 bytes that does not decode"
+    assert describe("image/jpeg", junk) == "67 bytes of image/jpeg that do not decode"
     out = io.BytesIO()
     Image.new("1", (5000, 4000)).save(out, format="PNG")
     assert len(out.getvalue()) < 100_000 and MAX_PIXELS < 5000 * 4000
