@@ -353,11 +353,7 @@ class AdkDialect:
             self._input = protocol.InputFormat(rate, "s16", 1)
             return protocol.decode_binary(data, self._input, limits)
         if mime in fields.IMAGE_TYPES:
-            if len(data) > limits.max_image_bytes:
-                raise fields.InputError(
-                    f"blob: {len(data)} bytes exceeds the limit of {limits.max_image_bytes}"
-                )
-            return fields.Image(mime, data)
+            return fields.image_bytes(mime, data, limits, "blob")
         raise fields.InputError(
             f"blob: mime_type must be audio/pcm[;rate=N] or one of {list(fields.IMAGE_TYPES)}, "
             f"got {mime!r}"

@@ -46,6 +46,10 @@ RATES: dict[str, Rate] = {
     # room for content (max_pending_requests), so a burst the queue takes
     # is never cut short here.
     "content": Rate(10, 100),
+    # Images and messages carrying them: a camera at 1 frame a second (as
+    # Gemini Live takes video) and an attachment now and then; each is up to
+    # max_image_bytes for the model to take in.
+    "image": Rate(2, 10),
     "answer": Rate(20, 50),  # tool approvals, results, function responses
     "task": Rate(2, 5),  # task_cancel
     "error": Rate(5, 10),  # error chunks about bad input, sent by us
@@ -58,7 +62,7 @@ _KINDS: dict[type, str] = {
     protocol.Ping: "ping",
     protocol.Interrupt: "interrupt",
     protocol.Text: "content",
-    fields.Image: "content",
+    fields.Image: "image",
     chat_messages.ChatSubmit: "content",
     protocol.UserContent: "content",
     protocol.Close: "content",
@@ -75,12 +79,15 @@ _NAMES = {
     "ping": "pings",
     "interrupt": "interrupts",
     "content": "messages",
+    "image": "images",
     "answer": "tool answers",
     "task": "task_cancel messages",
 }
 
 
 def kind_of(message: protocol.ClientMessage) -> str:
+    if isinstance(message, chat_messages.ChatSubmit) and message.images:
+        return "image"
     return _KINDS[type(message)]
 
 

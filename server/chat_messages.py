@@ -46,6 +46,14 @@ def decode_chat(obj: dict[str, Any], limits: Limits) -> ChatSubmit:
     parts = last.get("parts")
     if parts is None and isinstance(last.get("content"), str):
         parts = [{"type": "text", "text": last["content"]}]
+    attachments = last.get("experimental_attachments")
+    if attachments is not None:
+        # The seed's older client: {"role": "user", "content": "",
+        # "experimental_attachments": [{"type": "text", "text"},
+        # {"type": "image", "data": b64, "media_type"}]}, read as parts.
+        if not isinstance(attachments, list):
+            raise InputError('message: expected "experimental_attachments" to be an array')
+        parts = (parts if isinstance(parts, list) else []) + attachments
     if not isinstance(parts, list):
         raise InputError('message: expected the last message to have a "parts" array')
     if len(parts) > limits.max_message_parts:
@@ -62,6 +70,12 @@ def decode_chat(obj: dict[str, Any], limits: Limits) -> ChatSubmit:
 
 
 def _user_message(parts: list[Any], limits: Limits) -> ChatSubmit:
+    # Counted before any is decoded.
+    files = sum(1 for p in parts if isinstance(p, dict) and p.get("type") in ("file", "image"))
+    if files > limits.max_message_images:
+        raise InputError(
+            f"message: {files} images exceeds the limit of {limits.max_message_images}"
+        )
     texts: list[str] = []
     images: list[Image] = []
     for part in parts:
@@ -75,6 +89,8 @@ def _user_message(parts: list[Any], limits: Limits) -> ChatSubmit:
             texts.append(text)
         elif kind == "file":
             images.append(_file_part(part, limits))
+        elif kind == "image":
+            images.append(_image_part(part, limits))
         # Other parts (step-start, data-*, reasoning) carry nothing for the model.
     text = "\n".join(t for t in texts if t.strip())
     if not text and not images:
@@ -98,6 +114,13 @@ def _file_part(part: dict[str, Any], limits: Limits) -> Image:
     if not isinstance(url, str) or not url.startswith(prefix):
         raise InputError(f'message: a file part\'s "url" must be a data URL ({prefix}…)')
     return fields.image(media_type, url[len(prefix) :], limits)
+
+
+def _image_part(part: dict[str, Any], limits: Limits) -> Image:
+    """The seed's image part: ``{"type": "image", "data": b64, "media_type"}``
+    (its default type ``image/png``)."""
+    media_type = part.get("media_type", part.get("mediaType", "image/png"))
+    return fields.image(media_type, part.get("data"), limits)
 
 
 def _tool_answers(parts: list[Any], limits: Limits) -> list[ToolApproval | ToolResult]:

@@ -269,19 +269,19 @@ class ToolOutputError(Chunk):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ImageOut(Chunk):
-    """``data-image``: an image the model returned."""
+    """``file``: an image the model returned, as a data URL (AI SDK's file
+    chunk, what the seed's server sends): a file part of the message."""
 
-    type: ClassVar[str] = "data-image"
+    type: ClassVar[str] = "file"
     media_type: str
     data: bytes
 
     def to_json(self) -> JsonObject:
+        content = base64.b64encode(self.data).decode("ascii")
         return {
             "type": self.type,
-            "data": {
-                "mediaType": self.media_type,
-                "content": base64.b64encode(self.data).decode("ascii"),
-            },
+            "url": f"data:{self.media_type};base64,{content}",
+            "mediaType": self.media_type,
         }
 
 

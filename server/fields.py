@@ -35,6 +35,7 @@ class Limits:
     max_id_chars: int = 200  # tool call and approval ids
     max_history_messages: int = 2_000  # in a `message`'s resubmitted history
     max_message_parts: int = 100  # parts of the message submitted (text, files, tools)
+    max_message_images: int = 4  # images in one user message
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,14 +129,39 @@ def b64(value: Any, what: str) -> bytes:
 
 def image(media_type: Any, data: Any, limits: Limits) -> Image:
     """An image of one of ``IMAGE_TYPES``, its base64 ``data`` within the limit."""
-    if media_type not in IMAGE_TYPES:
-        raise InputError(f"image: mediaType must be one of {list(IMAGE_TYPES)}, got {media_type!r}")
+    _check_image_type(media_type, "image: mediaType")
     # Refused before decoding: the text alone tells the size, within 3 bytes.
     if isinstance(data, str) and len(data) * 3 // 4 > limits.max_image_bytes + 3:
         raise InputError(
             f"image: about {len(data) * 3 // 4} bytes exceeds the limit of {limits.max_image_bytes}"
         )
-    raw = b64(data, "image data")
+    return image_bytes(media_type, b64(data, "image data"), limits)
+
+
+def image_bytes(media_type: str, raw: bytes, limits: Limits, what: str = "image") -> Image:
+    """An image whose bytes are what ``media_type`` says, within the limit."""
+    _check_image_type(media_type, f"{what}: mediaType")
     if len(raw) > limits.max_image_bytes:
-        raise InputError(f"image: {len(raw)} bytes exceeds the limit of {limits.max_image_bytes}")
+        raise InputError(f"{what}: {len(raw)} bytes exceeds the limit of {limits.max_image_bytes}")
+    # The declared type is the client's word; the model is given the bytes.
+    actual = image_type_of(raw)
+    if actual != media_type:
+        found = f"those of {actual}" if actual else "no PNG, JPEG or WebP signature"
+        raise InputError(f"{what}: declared {media_type}, but its bytes begin with {found}")
     return Image(media_type, raw)
+
+
+def image_type_of(data: bytes) -> str | None:
+    """The type of ``IMAGE_TYPES`` whose signature ``data`` begins with."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):  # SOI, then a marker
+        return "image/jpeg"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def _check_image_type(media_type: Any, what: str) -> None:
+    if media_type not in IMAGE_TYPES:
+        raise InputError(f"{what} must be one of {list(IMAGE_TYPES)}, got {media_type!r}")

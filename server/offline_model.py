@@ -37,6 +37,10 @@ speech. What it does, deterministically:
   answer's text) and, for audio, ``AUDIO_TOKENS_PER_S`` per second (Gemini's
   rate). A text answer longer than ``MAX_ANSWER_TOKENS`` is cut there and
   ends with ``MAX_TOKENS`` (so "You said: …" of a long message does).
+* Images (``server/offline_images.py``). The images of a turn (a live
+  connection's image blobs since its last turn, the last four; a text
+  call's inline images) are described in its answer — dimensions and mean
+  colour — and "draw me a red square" is answered with a PNG.
 * Barge-in. It tracks how long its last answer takes to play; speech (or
   ``activity_start``) before that ends emits ``interrupted``.
 """
@@ -62,6 +66,7 @@ from google.genai import types
 
 import audiocore
 
+from . import offline_images
 from .voice import END_OF_SPEECH_S, VOICE_DBFS, VoiceCheck
 
 INPUT_RATE = 16_000
@@ -166,11 +171,21 @@ class OfflineLiveModel(BaseLlm):
                 for c in llm_request.contents
                 if c.role == "user" and any(p.text for p in c.parts or [])
             )
-            answers = _answer_text(text, _declared_tools(llm_request), history_len=turns)
+            seen = [
+                # Decoding takes a while for a large image: not on the loop.
+                await asyncio.to_thread(
+                    offline_images.describe,
+                    p.inline_data.mime_type or "",
+                    p.inline_data.data or b"",
+                )
+                for p in parts
+                if p.inline_data and (p.inline_data.mime_type or "").startswith("image/")
+            ]
+            answers = _answer_turn(text, seen, _declared_tools(llm_request), history_len=turns)
         for response in answers:
             if response.turn_complete or response.content is None:
                 continue
-            if response.content.parts and response.content.parts[0].inline_data:
+            if response.content.parts and _is_audio(response.content.parts[0]):
                 continue  # the audio cue: a text model answers in text only
             yield response
 
@@ -218,6 +233,7 @@ class OfflineLiveConnection(BaseLlmConnection):
         self._in_activity = False  # between activity_start and activity_end
         self._speaking_until = 0.0
         self._segmenter = _EnergySegmenter(model)
+        self._images: deque[str] = deque(maxlen=4)  # described, since the last turn
 
     # ------------------------------------------------------------ inputs
     async def send_history(self, history: list[types.Content]) -> None:
@@ -231,7 +247,8 @@ class OfflineLiveConnection(BaseLlmConnection):
             return
         text = " ".join(p.text for p in parts if p.text)
         self._history_len += 1
-        answer = _answer_text(text, self._tools, self._history_len)
+        answer = _answer_turn(text, list(self._images), self._tools, self._history_len)
+        self._images.clear()
         await self._emit_all(answer)
         self._speaking_until = time.monotonic() + _audio_seconds(answer)
 
@@ -265,7 +282,12 @@ class OfflineLiveConnection(BaseLlmConnection):
                 # Ended: an utterance, or too little speech for one (a click).
                 await self._emit(_voice_activity(types.VoiceActivityType.ACTIVITY_END))
                 await self._answer_audio(event if isinstance(event, bytes) else None)
-        # Images and other blobs are accepted and ignored.
+        elif isinstance(blob, types.Blob) and (blob.mime_type or "").startswith("image/"):
+            described = await asyncio.to_thread(
+                offline_images.describe, blob.mime_type or "", blob.data or b""
+            )
+            self._images.append(described)
+        # Other blobs are accepted and ignored.
 
     async def _maybe_interrupt(self) -> None:
         if time.monotonic() < self._speaking_until:
@@ -492,7 +514,7 @@ def _audio_seconds(responses: list[LlmResponse]) -> float:
         for r in responses
         if r.content
         for p in r.content.parts or []
-        if p.inline_data
+        if p.inline_data and _is_audio(p)
     )
     return samples / OUTPUT_RATE
 
@@ -563,6 +585,26 @@ def _cued_calls(text: str, tools: set[str]) -> list[tuple[str, dict[str, Any]]]:
             return calls
     single = _cue(text, tools)
     return [single] if single else []
+
+
+def _answer_turn(
+    text: str, images: list[str], tools: set[str], history_len: int
+) -> list[LlmResponse]:
+    """A user turn of ``text`` and the ``images`` it was given (described)."""
+    drawn = offline_images.drawing(text)
+    if drawn is not None:
+        said, picture = drawn
+        answer = _text_answer(said, text)
+        answer.insert(1, LlmResponse(content=types.Content(role="model", parts=[picture])))
+        return answer
+    if images:
+        seen = offline_images.describe_all(images)
+        return _text_answer(f"{seen} You said: {text.strip()}" if text.strip() else seen, text)
+    return _answer_text(text, tools, history_len)
+
+
+def _is_audio(part: types.Part) -> bool:
+    return bool(part.inline_data and (part.inline_data.mime_type or "").startswith("audio/"))
 
 
 def _function_call(name: str, args: dict[str, Any]) -> LlmResponse:

@@ -28,6 +28,7 @@ import { BackgroundMusic } from "./music.js";
 import { TokenSource, tokenUrlFrom, withToken } from "./credentials.js";
 import { Pcm16Decoder } from "./pcm.js";
 import { LiveSession, describeClose, localTimeZone, newUserKey, socketUrl } from "./session.js";
+import { Camera, readImage } from "./images.js";
 import { createView } from "./render.js";
 import { TurnRecorder, replayElement, showReplay } from "./replay.js";
 import { PageState, turnDetectionFor } from "./state.js";
@@ -47,6 +48,11 @@ const ui = {
   compose: $("compose"),
   text: $("text"),
   send: $("send"),
+  attach: $("attach"),
+  attachButton: $("attach-button"),
+  attached: $("attached"),
+  camera: $("camera"),
+  cameraPreview: $("camera-preview"),
   status: $("status"),
   prebuffer: $("prebuffer"),
   binary: $("binary"),
@@ -300,6 +306,7 @@ async function teardown() {
   if (!conn) return;
   live = null;
   tokens?.stop();
+  stopCamera();
   clearInterval(conn.statusTimer);
   clearTimeout(conn.muteTimer);
   state.closed();
@@ -452,12 +459,66 @@ function answerApproval(approved) {
 function sendText(text) {
   text = text.trim();
   const session = live?.session;
-  if (!text || !session?.connected) return false;
+  const image = attachment;
+  if ((!text && !image) || !session?.connected) return false;
+  text ||= "What is in this image?"; // an image alone still asks something
   if (state.agentAudible) interruptLocal("typed");
+  if (image) session.sendImage(image);
   session.sendText(text);
-  conversation.userTyped(text);
+  conversation.userTyped(text, image ? [image] : []);
+  attach(null);
   state.userTurnEnded(live.engine.context.currentTime);
   return true;
+}
+
+// ------------------------------------------------------------------ images
+
+let attachment = null; // {mediaType, data, url}: sent with the next typed turn
+
+function attach(image) {
+  attachment = image;
+  ui.attached.hidden = !image;
+  if (image) ui.attached.src = image.url;
+  else ui.attached.removeAttribute("src");
+  ui.attach.value = "";
+}
+
+async function onAttach() {
+  const file = ui.attach.files?.[0];
+  if (!file) return;
+  try {
+    attach(await readImage(file));
+  } catch (error) {
+    attach(null);
+    showMessage(error.message);
+  }
+}
+
+const camera = new Camera(ui.cameraPreview, (frame) => {
+  const sent = live?.session?.sendImage(frame) ?? false;
+  if (sent) ui.camera.dataset.frames = String(camera.frames + 1);
+  return sent;
+});
+
+async function toggleCamera() {
+  if (camera.on) {
+    stopCamera();
+    return;
+  }
+  ui.camera.setAttribute("aria-pressed", "true");
+  ui.cameraPreview.hidden = false;
+  try {
+    await camera.start();
+  } catch (error) {
+    stopCamera();
+    showMessage(`The camera could not start: ${error.message}`);
+  }
+}
+
+function stopCamera() {
+  camera.stop();
+  ui.camera.setAttribute("aria-pressed", "false");
+  ui.cameraPreview.hidden = true;
 }
 
 function pttDown() {
@@ -506,6 +567,9 @@ ui.tasks.addEventListener("click", (event) => {
   if (button) cancelTask(button.dataset.taskId);
 });
 ui.interrupt.addEventListener("click", () => interruptLocal("button"));
+ui.attachButton.addEventListener("click", () => ui.attach.click());
+ui.attach.addEventListener("change", onAttach);
+ui.camera.addEventListener("click", toggleCamera);
 ui.compose.addEventListener("submit", (event) => {
   event.preventDefault();
   if (sendText(ui.text.value)) ui.text.value = "";

@@ -1,7 +1,8 @@
 // The conversation as turns, built from the server's chunks. Pure: the page
 // renders the entries; tests feed chunks and read them back.
 //
-// An entry: {id, role: "user"|"agent"|"tool"|"notice", text, final, interrupted};
+// An entry: {id, role: "user"|"agent"|"tool"|"notice", text, final, interrupted,
+// images: [{url, mediaType}]};
 // a tool entry also has `state` (TOOL_STATES) and `result` (text or null).
 // The server opens a turn (`start`) on its first event, and the user's
 // transcript may come after the agent's first words; so a turn keeps its user
@@ -32,7 +33,7 @@ export class Conversation {
   }
 
   #add(role, text, { final = true, before, tool = false } = {}) {
-    const entry = { id: `e${nextId++}`, role, text, final, interrupted: false };
+    const entry = { id: `e${nextId++}`, role, text, final, interrupted: false, images: [] };
     if (tool) Object.assign(entry, { state: "running", result: null });
     if (before) this.entries.splice(this.entries.indexOf(before), 0, entry);
     else this.entries.push(entry);
@@ -62,9 +63,14 @@ export class Conversation {
     if (entry) this.#toolState(entry, approved ? "running" : "denied");
   }
 
-  /** A typed turn, shown as soon as it is sent. */
-  userTyped(text) {
-    return this.#add("user", text);
+  /** A typed turn, shown as soon as it is sent, with the images sent with it. */
+  userTyped(text, images = []) {
+    const entry = this.#add("user", text);
+    if (images.length) {
+      entry.images.push(...images.map(({ url, mediaType }) => ({ url, mediaType })));
+      this.#changed(entry);
+    }
+    return entry;
   }
 
   notice(text) {
@@ -140,6 +146,15 @@ export class Conversation {
         const entry = this.tools.get(chunk.toolCallId) ?? this.#add("tool", "tool", { tool: true });
         this.tools.delete(chunk.toolCallId);
         this.#toolState(entry, state, state === "denied" ? null : result);
+        break;
+      }
+      case "file": {
+        // An image the model returned: in the agent's entry of the turn.
+        if (!chunk.mediaType?.startsWith("image/")) break;
+        const turn = this.#openTurn();
+        turn.agent ??= this.#add("agent", "", { final: false });
+        turn.agent.images.push({ url: chunk.url, mediaType: chunk.mediaType });
+        this.#changed(turn.agent);
         break;
       }
       case "data-interrupted": {

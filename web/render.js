@@ -4,6 +4,7 @@
 // calls these after every change; nothing here changes the state.
 
 import { TOOL_STATES } from "./conversation.js";
+import { imageElement } from "./images.js";
 import { TASK_STATES, taskCancellable, taskOffersCancel } from "./state.js";
 
 /** The page's painters over `ui` (its elements) and `state` (a PageState). */
@@ -30,6 +31,7 @@ export function createView(ui, state) {
     setText(ui.disconnect, connected ? "Disconnect" : "Cancel");
     ui.interrupt.disabled = !connected;
     ui.text.disabled = ui.send.disabled = !connected;
+    ui.attach.disabled = ui.attachButton.disabled = ui.camera.disabled = !connected;
     ui.ptt.hidden = state.mode !== "push-to-talk";
     ui.ptt.disabled = !connected || !state.micOpen;
     ui.ptt.setAttribute("aria-pressed", String(state.talking));
@@ -216,6 +218,8 @@ export function createView(ui, state) {
     }
     if (entry.role === "tool") renderTool(el, entry);
     else el.textContent = entry.text;
+    const alt = entry.role === "user" ? "An image you sent" : "An image from the agent";
+    if (entry.images?.length) el.append(...entry.images.map((image) => imageElement(image, alt)));
     el.dataset.final = String(entry.final);
     el.dataset.interrupted = String(entry.interrupted);
     ui.log.scrollTop = ui.log.scrollHeight;

@@ -226,6 +226,11 @@ export class LiveSession extends EventTarget {
     return this.#sendJson({ type: "text", text });
   }
 
+  /** An image or a camera frame: {mediaType, data (base64)}. */
+  sendImage({ mediaType, data }) {
+    return this.#sendJson({ type: "image", mediaType, data });
+  }
+
   activityStart() {
     return this.#sendJson({ type: "activity_start" });
   }

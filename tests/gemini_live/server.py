@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
 import re
@@ -535,7 +536,8 @@ class _LiveSession:
             self._received("text", message.text)
             await self._user_typed(message.text)
         elif isinstance(message, wire.VideoIn):
-            self._received("video", (len(message.data), message.mime_type))
+            digest = hashlib.sha256(message.data).hexdigest()  # which image came
+            self._received("video", (len(message.data), message.mime_type, message.field, digest))
             self.conversation.add("media", message.mime_type, FRAME_TOKENS)
         elif isinstance(message, wire.ClientContent):
             self._received("clientContent", (message.turns, message.turn_complete))

@@ -537,6 +537,7 @@ class AudioIn:
 class VideoIn:
     data: bytes
     mime_type: str
+    field: str = "video"  # or the legacy "mediaChunks" (what ADK sends for 2.5 models)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -620,10 +621,7 @@ def _realtime(body: Any) -> list[ClientMessage]:
             _blob(chunk, "media_chunks", audio=str(get(chunk, "mimeType", "")).startswith("audio/"))
             for chunk in value
         ]
-        return [
-            dataclasses.replace(b, field="mediaChunks") if isinstance(b, AudioIn) else b
-            for b in blobs
-        ]
+        return [dataclasses.replace(b, field="mediaChunks") for b in blobs]
     if key == "text":
         if not isinstance(value, str):
             raise invalid("realtime_input.text must be a string")

@@ -19,6 +19,7 @@ import {
 
 import { AudiocoreChatTransport, withUserMessage } from "../../../../web/chat-transport.js";
 import { clientExecutes } from "../../../../web/session.js";
+import { dataUrl, described, halves, png } from "./png.mjs";
 import { Chat, MemoryState, SCHEMAS, describe, finished, text, toolPart, until, validated } from "./chat-helpers.mjs";
 
 const URL = process.env.AUDIOCORE_WS_URL;
@@ -387,12 +388,32 @@ test("an answer cut at the model's output limit finishes with length", async () 
   assert.deepEqual(assistant.metadata.usage, { promptTokens: 300, completionTokens: 256, totalTokens: 556 });
 });
 
+test("an image both ways: a file part the model describes, a drawing back as a file part", async () => {
+  const { chat, sent } = newChat();
+  const image = { type: "file", mediaType: "image/png", url: dataUrl(png(4, 2, halves)) };
+  await chat.sendMessage({ text: "what is this", files: [image] });
+  assert.equal(chat.status, "ready", chat.error?.message);
+  assert.deepEqual(chat.messages[0].parts, [image, { type: "text", text: "what is this" }]);
+  assert.equal(text(chat.messages[1]), `I see an image: ${described(4, 2, halves)}. You said: what is this`);
+  const turn = sent.filter((m) => m.type === "message").at(-1);
+  assert.deepEqual(turn.messages[0].parts, [image, { type: "text", text: "what is this" }]);
+
+  await chat.sendMessage({ text: "draw me a red square" });
+  const drawn = chat.messages.at(-1);
+  assert.equal(text(drawn), "Here is a red square.");
+  const files = drawn.parts.filter((p) => p.type === "file");
+  assert.equal(files.length, 1);
+  assert.equal(files[0].mediaType, "image/png");
+  const bytes = Buffer.from(files[0].url.slice("data:image/png;base64,".length), "base64");
+  assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+});
+
 test("every chunk handed to a chat is a valid UIMessageChunk, and no audio is among them", () => {
   assert.ok(everyChunk.length > 50, `only ${everyChunk.length} chunks`);
   assert.deepEqual(invalidChunks, []);
   const types = new Set(everyChunk.map((c) => c.type));
   assert.ok(!types.has("data-pcm") && !types.has("data-session"), [...types].join(" "));
-  for (const kind of ["start", "tool-approval-request", "tool-output-denied", "tool-output-error", "finish"]) {
+  for (const kind of ["start", "tool-approval-request", "tool-output-denied", "tool-output-error", "file", "finish"]) {
     assert.ok(types.has(kind), `no ${kind} chunk was checked`);
   }
 });

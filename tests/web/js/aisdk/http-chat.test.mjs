@@ -20,6 +20,7 @@ import {
 } from "ai";
 
 import { clientExecutes } from "../../../../web/session.js";
+import { dataUrl, described, halves, png } from "./png.mjs";
 import { Chat, MemoryState, SCHEMAS, describe, finished, text, toolPart, until, validated } from "./chat-helpers.mjs";
 
 const BASE = process.env.AUDIOCORE_HTTP_URL;
@@ -325,6 +326,25 @@ test("an answer cut at the model's output limit finishes with length", async () 
   assert.deepEqual(assistant.metadata.usage, { promptTokens: 300, completionTokens: 256, totalTokens: 556 });
 });
 
+test("an image both ways: a file part the model describes, a drawing back as a file part", async () => {
+  const { chat, requests } = newChat();
+  const image = { type: "file", mediaType: "image/png", url: dataUrl(png(4, 2, halves)) };
+  await chat.sendMessage({ text: "what is this", files: [image] });
+  assert.equal(chat.status, "ready", chat.error?.message);
+  assert.deepEqual(chat.messages[0].parts, [image, { type: "text", text: "what is this" }]);
+  assert.equal(text(chat.messages[1]), `I see an image: ${described(4, 2, halves)}. You said: what is this`);
+  assert.deepEqual(requests[0].body.messages[0].parts, [image, { type: "text", text: "what is this" }]);
+
+  await chat.sendMessage({ text: "draw me a red square" });
+  const drawn = chat.messages.at(-1);
+  assert.equal(text(drawn), "Here is a red square.");
+  const files = drawn.parts.filter((p) => p.type === "file");
+  assert.equal(files.length, 1);
+  assert.equal(files[0].mediaType, "image/png");
+  const bytes = Buffer.from(files[0].url.slice("data:image/png;base64,".length), "base64");
+  assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+});
+
 test("every chunk handed to a chat is a valid UIMessageChunk", () => {
   assert.ok(everyChunk.length > 30, `only ${everyChunk.length} chunks`);
   assert.deepEqual(invalidChunks, []);
@@ -336,6 +356,7 @@ test("every chunk handed to a chat is a valid UIMessageChunk", () => {
     "tool-approval-request",
     "tool-output-available",
     "finish-step",
+    "file",
     "finish",
   ]) {
     assert.ok(types.has(kind), `no ${kind} chunk was checked`);
