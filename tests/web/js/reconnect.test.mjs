@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import test from "node:test";
 
+import { Conversation } from "../../../web/conversation.js";
+import { PageState } from "../../../web/state.js";
 import {
   DEFAULT_POLICY,
   RECONNECT_CODES,
@@ -102,4 +104,71 @@ test("a socket that drops at once keeps counting (no fast loop against a failing
   const decision = policy.lost({ code: 1011, opened: true });
   assert.equal(decision.attempt, 2);
   assert.equal(decision.delayMs, backoffDelay(2, () => 0));
+});
+
+// ---------------------------------------------------------------- the page's state across a lost socket
+
+const RUN_NOW = { audiocore: { clientExecutes: true } };
+const PAY = { toolCallId: "call_1", toolName: "process_payment", input: { amount: 5 } };
+const BGM = { toolCallId: "call_2", toolName: "change_bgm", input: { track: "jazz" } };
+
+/** What a resumed session's server sends again about a pending approval. */
+function askAgain(call) {
+  return [
+    { type: "start", messageId: "msg_1" },
+    { type: "start-step" },
+    { type: "tool-input-start", toolCallId: call.toolCallId, toolName: call.toolName },
+    { type: "tool-input-available", ...call },
+    { type: "tool-approval-request", approvalId: `apr_${call.toolCallId}`, toolCallId: call.toolCallId },
+    { type: "finish-step" },
+  ];
+}
+
+test("a lost socket cuts the answer in flight and marks an unanswered approval; the server's ask restores it", () => {
+  const conversation = new Conversation();
+  conversation.apply({ type: "start", messageId: "msg_0" });
+  conversation.apply({ type: "text-delta", delta: "Half an ans" });
+  conversation.connectionLost();
+  const [cut] = conversation.entries;
+  assert.equal(cut.interrupted, true);
+  assert.equal(cut.final, true);
+  assert.equal(conversation.turn, null);
+
+  for (const chunk of askAgain(PAY).slice(0, 5)) conversation.apply(chunk);
+  const tool = conversation.entries.at(-1);
+  assert.equal(tool.state, "approval");
+  conversation.connectionLost();
+  assert.equal(tool.state, "unanswered");
+  assert.equal(tool.final, true);
+  // The next socket asks again: the same entry, waiting again.
+  for (const chunk of askAgain(PAY)) conversation.apply(chunk);
+  assert.equal(conversation.entries.filter((e) => e.role === "tool").length, 1);
+  assert.equal(tool.state, "approval");
+  // A finished answer is left as it was.
+  conversation.apply({ type: "tool-output-available", toolCallId: "call_1", output: {} });
+  conversation.apply({ type: "finish" });
+  conversation.connectionLost();
+  assert.equal(tool.state, "done");
+  assert.equal(cut.text, "Half an ans");
+});
+
+test("the page's state forgets the approvals the server will ask again, but not the tools it ran", () => {
+  const state = new PageState({ mode: "hands-free", settings: { prebufferMs: 60, binary: true, localBargeIn: false } });
+  for (const chunk of askAgain(PAY)) state.toolChunk(chunk);
+  // A browser tool that already runs, asked again after the reconnect, does not run twice.
+  assert.ok(state.toolChunk({ type: "tool-input-available", ...BGM, providerMetadata: RUN_NOW }));
+  state.muteUntilAnswered();
+  assert.equal(state.approval.approvalId, "apr_call_1");
+
+  state.connectionLost();
+  state.reconnecting({ attempt: 2, maxAttempts: 10 });
+  assert.equal(state.approval, null); // the dialog closes until the server asks
+  assert.equal(state.muted, false);
+  assert.equal(state.connection, "reconnecting");
+  assert.equal(state.connectionLabel, "Reconnecting… (2/10)");
+  assert.equal(state.view().reconnects, 1);
+
+  for (const chunk of askAgain(PAY)) state.toolChunk(chunk);
+  assert.equal(state.approval.approvalId, "apr_call_1");
+  assert.equal(state.toolChunk({ type: "tool-input-available", ...BGM, providerMetadata: RUN_NOW }), null);
 });
