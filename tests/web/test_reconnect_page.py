@@ -139,6 +139,29 @@ def test_reconnects_after_the_server_restarts_mid_answer(new_page, tmp_path):
     check_no_page_errors(page)
 
 
+def test_a_server_failure_close_reconnects_and_a_policy_close_does_not(open_page):
+    page = open_page(PTT)
+    routes = []
+
+    def forward(route):
+        routes.append(route)
+        route.connect_to_server()
+
+    page.route_web_socket("**/ws", forward)
+    first = connect(page)
+    routes[0].close(code=1011, reason="test failure")  # the session is kept
+    wait_for(page, "__demo.reconnects === 1")
+    wait_for(page, "__demo.state === 'connected'", RECONNECT_TIMEOUT_S)
+    assert len(routes) == 2
+    assert demo(page, "__demo.session.sessionId") == first["sessionId"]
+    # The next close says "do not come back": the page stops and says why.
+    routes[1].close(code=1008, reason="test policy")
+    wait_for(page, "__demo.state === 'error'")
+    assert "1008" in page.inner_text("#message")
+    assert demo(page, "__demo.reconnects") == 1 and len(routes) == 2
+    check_no_page_errors(page)
+
+
 class Relay:
     """A TCP relay to the server that the test can cut, as a network would."""
 
