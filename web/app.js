@@ -33,7 +33,7 @@ import { Conversation } from "./conversation.js";
 import { BackgroundMusic } from "./music.js";
 import { TokenSource, tokenUrlFrom, withToken } from "./credentials.js";
 import { Pcm16Decoder } from "./pcm.js";
-import { LiveSession, describeClose, newUserKey, socketUrl } from "./session.js";
+import { LiveSession, clientExecutes, describeClose, newUserKey, socketUrl } from "./session.js";
 import { createView } from "./render.js";
 import { TurnRecorder, replayElement, showReplay } from "./replay.js";
 import { ReconnectPolicy } from "./reconnect.js";
@@ -187,6 +187,9 @@ async function connect() {
     statusTimer: 0,
     muteTimer: 0,
     retryTimer: 0,
+    // toolCallId -> the browser tool's result, until the server has it: a
+    // result the lost socket did not carry goes on the next one, asked again.
+    toolResults: new Map(),
   };
   live = conn;
   reconnects.reset();
@@ -483,6 +486,12 @@ function onChunk({ detail: chunk }) {
 function onToolChunk(chunk) {
   const run = state.toolChunk(chunk);
   if (run) runTool(run, live);
+  else if (chunk.type === "tool-input-available" && clientExecutes(chunk)) {
+    // Asked again after a reconnect to run a call that already ran here.
+    const result = live?.toolResults.get(chunk.toolCallId);
+    if (result) live.session?.toolResult(chunk.toolCallId, result);
+  }
+  if (chunk.type.startsWith("tool-output-")) live?.toolResults.delete(chunk.toolCallId);
   render(); // the dialog opens or closes
 }
 
@@ -494,10 +503,11 @@ async function runTool(call, conn) {
   });
   if (call.toolName === "change_bgm" && !result.errorText) state.musicChanged(result.output.track);
   state.toolRan(call, result);
-  // Disconnected meanwhile: the server resolves the call itself. Reconnected
-  // meanwhile: the server asked again on the new socket, which answers.
-  if (live !== conn || !conn.session) return;
-  conn.session.toolResult(call.toolCallId, result);
+  // Disconnected meanwhile: the server resolves the call itself. Reconnecting:
+  // kept until the server asks again on the next socket.
+  if (live !== conn) return;
+  conn.toolResults.set(call.toolCallId, result);
+  conn.session?.toolResult(call.toolCallId, result);
   render();
 }
 

@@ -10,6 +10,8 @@ across restarts).
   session, the user approves once, the tool runs once.
 
 Push-to-talk mode: the fake microphone starts no turn by itself.
+* A browser tool's result made while the page reconnects goes on the next
+  socket, when the server asks again for it; the tool runs once.
 """
 
 from __future__ import annotations
@@ -51,9 +53,11 @@ def server_at(data_dir: pathlib.Path, port: int) -> Iterator[str]:
 def new_page(browser):
     contexts = []
 
-    def opener(url: str):
-        context = browser.new_context(viewport={"width": 820, "height": 900})
+    def opener(url: str, *, init_script: str | None = None, **context_options: object):
+        context = browser.new_context(viewport={"width": 820, "height": 900}, **context_options)
         contexts.append(context)
+        if init_script:
+            context.add_init_script(init_script)
         page = context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -172,6 +176,7 @@ class Relay:
         self.connections: list[socket.socket] = []
         self.lock = threading.Lock()
         self.accepted = 0
+        self.refusing = False  # True: connections are closed as they come (a network still down)
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -180,6 +185,9 @@ class Relay:
                 client, _ = self.listener.accept()
             except OSError:
                 return
+            if self.refusing:
+                client.close()
+                continue
             upstream = socket.create_connection(self.target)
             with self.lock:
                 self.connections += [client, upstream]
@@ -246,6 +254,61 @@ def test_a_pending_approval_is_asked_again_after_a_reconnect(new_page, tmp_path)
                 {"toolName": "process_payment", "approved": True}
             ]
             assert entries(page, "user").count("pay 5 EUR to Alice") == 1
+            check_no_page_errors(page)
+        finally:
+            relay.close()
+
+
+# Geolocation that answers only when the test says so.
+HELD_GEOLOCATION = """
+  const geolocation = navigator.geolocation;
+  const real = geolocation.getCurrentPosition.bind(geolocation);
+  Object.defineProperty(geolocation, "getCurrentPosition", {
+    value: (ok, fail, options) => {
+      window.__geolocationAsked = true;
+      window.__releaseGeolocation = () => real(ok, fail, options);
+    },
+  });
+"""
+PARIS = {"latitude": 48.8584, "longitude": 2.2945, "accuracy": 10}
+
+
+def test_a_browser_tool_result_made_while_reconnecting_reaches_the_server(new_page, tmp_path):
+    data_dir, port = tmp_path / "data", free_port()
+    data_dir.mkdir()
+    with server_at(data_dir, port) as url:
+        relay = Relay(port)
+        try:
+            page = new_page(
+                f"{url}{PTT}&server=ws://127.0.0.1:{relay.port}/ws",
+                init_script=HELD_GEOLOCATION,
+                geolocation=PARIS,
+                permissions=["geolocation"],
+            )
+            connect(page)
+            type_turn(page, "where am I")
+            wait_for(page, "__demo.approval !== null")
+            page.click("#approval-approve")
+            wait_for(page, "window.__geolocationAsked === true")  # the tool runs
+
+            relay.refusing = True  # the network stays down until the result is made
+            relay.cut()
+            wait_for(page, "__demo.state === 'reconnecting'")
+            page.evaluate("() => window.__releaseGeolocation()")
+            wait_for(page, "__demo.toolRuns.length === 1")
+            assert demo(page, "__demo.resources().socket") is None  # no socket to carry it
+
+            relay.refusing = False
+            wait_for(page, "__demo.state === 'connected'", RECONNECT_TIMEOUT_S)
+            wait_for(page, "__demo.received.chunks.finish >= 1", 30)
+            tool = page.locator("#log .entry.tool")
+            assert tool.count() == 1
+            assert tool.first.get_attribute("data-state") == "done"
+            (run,) = demo(page, "__demo.toolRuns")  # it ran once
+            assert run["output"] == PARIS
+            answer = entries(page, "agent")[-1]
+            assert "get_location returned" in answer and '"latitude": 48.8584' in answer
+            assert demo(page, "__demo.serverErrors") == []
             check_no_page_errors(page)
         finally:
             relay.close()
