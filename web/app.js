@@ -16,6 +16,12 @@
 // calls the server marks to run now (`clientExecutes`; browser-tools.js: the music,
 // geolocation).
 //
+// Reconnect: a socket the server or the network dropped (reconnect.js says
+// which closes) is opened again on the same session after a bounded backoff
+// with jitter, while the pill says "Reconnecting…". The audio context and the
+// microphone stay; the dropped turn's playback is cut; nothing the user sent
+// is sent again; the server asks again about the approvals still pending.
+//
 // Background tasks: `start` carries the user's key (kept in localStorage),
 // so the user's tasks follow them into every session; each `data-task`
 // chunk updates that task's card in place, and a card's Cancel sends
@@ -27,10 +33,11 @@ import { Conversation } from "./conversation.js";
 import { BackgroundMusic } from "./music.js";
 import { TokenSource, tokenUrlFrom, withToken } from "./credentials.js";
 import { Pcm16Decoder } from "./pcm.js";
-import { LiveSession, describeClose, localTimeZone, newUserKey, socketUrl } from "./session.js";
+import { LiveSession, clientExecutes, describeClose, localTimeZone, newUserKey, socketUrl } from "./session.js";
 import { Camera, readImage } from "./images.js";
 import { createView } from "./render.js";
 import { TurnRecorder, replayElement, showReplay } from "./replay.js";
+import { ReconnectPolicy } from "./reconnect.js";
 import { PageState, turnDetectionFor } from "./state.js";
 
 const $ = (id) => document.getElementById(id);
@@ -101,8 +108,9 @@ const state = new PageState({
   resumeId: localStorage.getItem(SESSION_KEY),
 });
 
-/** The current connection's resources: {engine, music, session, decoder, statusTimer, muteTimer}. */
+/** The current connection's resources: {engine, music, session, decoder, statusTimer, muteTimer, retryTimer}. */
 let live = null;
+const reconnects = new ReconnectPolicy({ now: () => performance.now() });
 
 const { render, renderEntry, renderLevelSoon } = createView(ui, state);
 const conversation = new Conversation(renderEntry);
@@ -184,8 +192,13 @@ async function connect() {
     recorder: new TurnRecorder(), // the turn's played audio, for its replay
     statusTimer: 0,
     muteTimer: 0,
+    retryTimer: 0,
+    // toolCallId -> the browser tool's result, until the server has it: a
+    // result the lost socket did not carry goes on the next one, asked again.
+    toolResults: new Map(),
   };
   live = conn;
+  reconnects.reset();
   state.connecting(engine.sampleRate);
   render();
   try {
@@ -204,14 +217,30 @@ async function connect() {
       return false;
     },
   );
-  let url = serverUrl;
   try {
-    if (tokens) url = withToken(serverUrl, await tokens.token());
+    await openSocket(conn);
   } catch (error) {
     if (live === conn) await fail(error.message);
     return;
   }
+  if (live !== conn) return; // disconnected meanwhile
+  const micOpen = await mic;
   if (live !== conn) return;
+  state.connected({ micOpen });
+  tokens?.keepFresh(); // a reconnect finds a fresh token ready
+  watchDevices(engine);
+  conn.statusTimer = setInterval(render, 250); // the status line's figures
+  render();
+}
+
+/**
+ * A socket for `conn` on the kept session (a first connect or a reconnect):
+ * resolves once data-session arrived; rejects with the close's `detail`.
+ */
+async function openSocket(conn) {
+  const url = tokens ? withToken(serverUrl, await tokens.token()) : serverUrl;
+  if (live !== conn) return;
+  const { engine } = conn;
   const session = new LiveSession(url, {
     inputRate: engine.sampleRate,
     inputFormat,
@@ -225,23 +254,14 @@ async function connect() {
   conn.session = session;
   session.addEventListener("audio", onAudio);
   session.addEventListener("chunk", onChunk);
-  let info;
-  try {
-    info = await session.open();
-  } catch (error) {
-    if (live === conn) await fail(error.message);
+  const info = await session.open();
+  if (live !== conn || conn.session !== session) {
+    session.close();
     return;
   }
-  if (live !== conn) return; // disconnected meanwhile
   session.addEventListener("closed", onClosed); // from now on a close is news to report
+  reconnects.connected();
   onSession(info, session);
-  const micOpen = await mic;
-  if (live !== conn) return;
-  state.connected({ micOpen });
-  tokens?.keepFresh(); // a reconnect finds a fresh token ready
-  watchDevices(engine);
-  conn.statusTimer = setInterval(render, 250); // the status line's figures
-  render();
 }
 
 /** Connecting failed: say why and release what was started. */
@@ -282,7 +302,14 @@ function watchDevices(engine) {
 function onSession(info, session) {
   state.sessionOpened(info, session.stats);
   localStorage.setItem(SESSION_KEY, info.sessionId);
-  if (info.resumed) {
+  if (state.connection === "reconnecting") {
+    // The page shows the conversation already: its history is not added again.
+    conversation.notice(
+      info.resumed
+        ? "Reconnected: the session resumed."
+        : "Reconnected, but the server did not know the session: a new conversation starts.",
+    );
+  } else if (info.resumed) {
     if (!conversation.entries.length) conversation.loadHistory(info.history);
     conversation.notice(`Resumed the session (${info.history?.length ?? 0} earlier messages).`);
   }
@@ -309,6 +336,8 @@ async function teardown() {
   stopCamera();
   clearInterval(conn.statusTimer);
   clearTimeout(conn.muteTimer);
+  clearTimeout(conn.retryTimer);
+  reconnects.reset();
   state.closed();
   if (conn.session) {
     conn.session.removeEventListener("closed", onClosed);
@@ -325,11 +354,51 @@ async function teardown() {
 function onClosed(event) {
   // The server or the network ended the conversation (our own close is
   // handled by disconnect()).
-  showMessage(`${describeClose(event.detail)} Press Connect to resume the conversation.`);
-  teardown().then(() => {
-    state.failed("Disconnected");
-    render();
-  });
+  const conn = live;
+  if (!conn || event.target !== conn.session) return;
+  conn.session = null;
+  event.target.removeEventListener("closed", onClosed);
+  connectionLost(conn, event.detail);
+}
+
+/** The socket is gone: come back after the policy's wait, or give up and say why. */
+function connectionLost(conn, detail) {
+  const decision = reconnects.lost(detail);
+  if (!decision.retry) {
+    const advice = state.resumeId ? " Press Connect to resume the conversation." : "";
+    showMessage(`${describeClose(detail)}${advice}`);
+    teardown().then(() => {
+      state.failed("Disconnected");
+      render();
+    });
+    return;
+  }
+  if (state.connection !== "reconnecting") {
+    // The answer in flight is cut cleanly, and its late audio never plays.
+    flushPlayback("connection-lost");
+    conn.recorder.take();
+    clearTimeout(conn.muteTimer);
+    state.connectionLost();
+    conversation.connectionLost();
+  }
+  state.reconnecting({ attempt: decision.attempt, maxAttempts: reconnects.policy.maxAttempts });
+  const seconds = Math.max(1, Math.round(decision.delayMs / 1000));
+  showMessage(`${describeClose(detail)} Reconnecting in ${seconds} s…`, "info");
+  conn.retryTimer = setTimeout(() => reconnect(conn), decision.delayMs);
+}
+
+async function reconnect(conn) {
+  if (live !== conn) return;
+  try {
+    await openSocket(conn);
+  } catch (error) {
+    if (live === conn) connectionLost(conn, error.detail ?? { code: 1006, opened: false });
+    return;
+  }
+  if (live !== conn) return;
+  state.clearMessage();
+  state.connected({ micOpen: state.micOpen });
+  render();
 }
 
 // ------------------------------------------------------------------ capture
@@ -429,6 +498,12 @@ function onChunk({ detail: chunk }) {
 function onToolChunk(chunk) {
   const run = state.toolChunk(chunk);
   if (run) runTool(run, live);
+  else if (chunk.type === "tool-input-available" && clientExecutes(chunk)) {
+    // Asked again after a reconnect to run a call that already ran here.
+    const result = live?.toolResults.get(chunk.toolCallId);
+    if (result) live.session?.toolResult(chunk.toolCallId, result);
+  }
+  if (chunk.type.startsWith("tool-output-")) live?.toolResults.delete(chunk.toolCallId);
   render(); // the dialog opens or closes
 }
 
@@ -440,8 +515,11 @@ async function runTool(call, conn) {
   });
   if (call.toolName === "change_bgm" && !result.errorText) state.musicChanged(result.output.track);
   state.toolRan(call, result);
-  if (live !== conn) return; // disconnected meanwhile: the server resolves the call itself
-  conn.session.toolResult(call.toolCallId, result);
+  // Disconnected meanwhile: the server resolves the call itself. Reconnecting:
+  // kept until the server asks again on the next socket.
+  if (live !== conn) return;
+  conn.toolResults.set(call.toolCallId, result);
+  conn.session?.toolResult(call.toolCallId, result);
   render();
 }
 

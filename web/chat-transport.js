@@ -17,7 +17,12 @@
 //   of a resumed session, a pending call resolved by a timeout or a
 //   barge-in) waits in a backlog; `onServerTurn` says so, and the app calls
 //   `chat.resumeStream()`, whose `reconnectToStream` returns it.
+//
+// A socket the server or the network dropped is opened again on the same
+// session by itself (reconnect.js: which closes, what backoff); the server
+// then asks again about its pending calls, through `onServerTurn`.
 
+import { ReconnectPolicy } from "./reconnect.js";
 import { LiveSession, clientExecutes, describeClose, localTimeZone } from "./session.js";
 
 const FINISH_STEP = Object.freeze({ type: "finish-step" });
@@ -200,6 +205,9 @@ export class AudiocoreChatTransport {
   #backlog = []; // [{chunks, ended, messageId}] — what no stream has taken yet
   #sent = new Set(); // "user:id", "approval:id", "result:id": each goes out once
   #spoken = { messageId: null, count: 0, final: true }; // the turn's voice transcripts
+  #reconnects; // the ReconnectPolicy, or null (options.reconnect false)
+  #wanted = false; // a socket was up and the app has not closed it: keep one open
+  #retryTimer = null;
 
   /**
    * @param {object} options
@@ -220,12 +228,22 @@ export class AudiocoreChatTransport {
    * @param {(text: string) => void} [options.onServerError]  an `error` chunk that
    *   is not the answer to a request (the chat's stream fails with the others)
    * @param {(detail: object) => void} [options.onClose]  the socket closed: {code, reason, opened, clean}
+   * @param {boolean|object} [options.reconnect=true]  open a dropped socket again
+   *   (reconnect.js); an object gives ReconnectPolicy's options ({policy, random, now});
+   *   false: never (the next request opens one)
+   * @param {(r: {attempt: number, delayMs: number, close: object}) => void}
+   *   [options.onReconnecting]  the socket dropped: attempt `attempt` in `delayMs`
+   * @param {(info: object) => void} [options.onReconnected]  the session is back (data-session's data)
+   * @param {(r: {reason: string, close: object}) => void} [options.onReconnectFailed]
+   *   no more attempts (a close that means "do not come back", or too many)
    * @param {typeof WebSocket} [options.WebSocketImpl]
    */
   constructor(options) {
     if (!options?.url) throw new TypeError("AudiocoreChatTransport: expected options.url");
     this.#options = options;
     this.#sessionId = options.sessionId ?? null;
+    const reconnect = options.reconnect ?? true;
+    this.#reconnects = reconnect ? new ReconnectPolicy(reconnect === true ? {} : reconnect) : null;
   }
 
   /**
@@ -255,9 +273,18 @@ export class AudiocoreChatTransport {
     return this.#opening;
   }
 
-  /** Close the socket. A later request opens a new one on the same session. */
+  /** Close the socket (and stop reconnecting). A later request opens a new one on the same session. */
   close() {
+    this.#wanted = false;
+    clearTimeout(this.#retryTimer);
+    this.#retryTimer = null;
+    this.#reconnects?.reset();
     this.#live?.close(1000, "client closed the chat");
+  }
+
+  /** Waiting to open a dropped socket again. */
+  get reconnecting() {
+    return this.#retryTimer !== null;
   }
 
   async sendMessages({ trigger, messageId, messages, abortSignal }) {
@@ -325,7 +352,14 @@ export class AudiocoreChatTransport {
     live.addEventListener("audio", ({ detail }) => options.onAudio?.(detail));
     live.addEventListener("closed", ({ detail }) => this.#closed(live, detail));
     this.#live = live;
-    return live.open();
+    const info = await live.open();
+    clearTimeout(this.#retryTimer); // a request reconnected before the timer did
+    this.#retryTimer = null;
+    const again = this.#wanted;
+    this.#wanted = true;
+    this.#reconnects?.connected();
+    if (again) options.onReconnected?.(info);
+    return info;
   }
 
   #closed(live, detail) {
@@ -339,6 +373,26 @@ export class AudiocoreChatTransport {
     for (const segment of this.#backlog) segment.ended = true;
     this.#tracker = new TurnTracker();
     this.#options.onClose?.(detail);
+    if (this.#wanted && this.#reconnects) this.#lost(detail);
+  }
+
+  /** The socket the app wanted dropped: come back after the policy's wait, or say why not. */
+  #lost(close) {
+    clearTimeout(this.#retryTimer); // a request's own connect failed meanwhile: one timer
+    this.#retryTimer = null;
+    const decision = this.#reconnects.lost(close);
+    if (!decision.retry) {
+      this.#wanted = false;
+      this.#options.onReconnectFailed?.({ reason: decision.reason, close });
+      return;
+    }
+    const { attempt, delayMs } = decision;
+    this.#options.onReconnecting?.({ attempt, delayMs, close });
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = null;
+      // A failed attempt closes too: #closed counts it and waits again.
+      if (this.#wanted) this.connect().catch(() => {});
+    }, delayMs);
   }
 
   // ------------------------------------------------------------------ chunks

@@ -19,6 +19,7 @@ export const TOOL_STATES = {
   done: "done",
   denied: "denied",
   error: "error",
+  unanswered: "not answered: the connection was lost",
 };
 
 export class Conversation {
@@ -61,6 +62,25 @@ export class Conversation {
   toolAnswered(toolCallId, approved) {
     const entry = this.tools.get(toolCallId);
     if (entry) this.#toolState(entry, approved ? "running" : "denied");
+  }
+
+  /**
+   * The socket went away mid-conversation. The answer in flight is cut (the
+   * server does not replay it, and the page does not send the turn again);
+   * an approval the user had not given is marked unanswered until the
+   * resumed session asks again (the server's pending calls are the truth).
+   */
+  connectionLost() {
+    const agent = this.turn?.agent;
+    if (agent && !agent.final) {
+      agent.interrupted = true;
+      agent.final = true;
+      this.#changed(agent);
+    }
+    this.turn = null;
+    for (const entry of this.tools.values()) {
+      if (entry.state === "approval") this.#toolState(entry, "unanswered");
+    }
   }
 
   /** A typed turn, shown as soon as it is sent, with the images sent with it. */

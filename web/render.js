@@ -13,12 +13,13 @@ export function createView(ui, state) {
     idle: "Disconnected",
     connecting: "Connecting…",
     connected: "Connected",
+    reconnecting: "Reconnecting…",
   };
 
   /** Paint the page from `state`; called after every change the page shows. */
   function render() {
     const connected = state.connection === "connected";
-    const busy = state.connection === "connecting" || connected;
+    const busy = ["connecting", "reconnecting"].includes(state.connection) || connected;
     ui.state.dataset.state = state.connection;
     setText(ui.state, state.connectionLabel ?? CONNECTION_LABELS[state.connection]);
     // One of the two at a time, in the same place; keyboard focus follows.

@@ -46,7 +46,7 @@ export class PageState {
    */
   constructor({ mode, settings, resumeId = null }) {
     // What the page shows.
-    this.connection = "idle"; // "idle" | "connecting" | "connected" | "error"
+    this.connection = "idle"; // "idle" | "connecting" | "connected" | "reconnecting" | "error"
     this.connectionLabel = null; // words for the state pill other than the default
     this.message = null; // {text, kind: "error"|"info"} above the conversation
     this.mode = mode;
@@ -92,6 +92,7 @@ export class PageState {
     this.flushes = []; // {reason, roundTripMs, contextMs, fadeMs}
     this.latencies = []; // end of user turn -> first reply sample rendered, ms
     this.released = null; // after a disconnect: what was released
+    this.reconnects = 0; // sockets lost that the page opened again
   }
 
   // ---------------------------------------------------------------- connection
@@ -130,6 +131,24 @@ export class PageState {
     this.music = { track: "off", ducked: false }; // it played in the closed context
     this.capture.dbfs = -Infinity;
     this.capture.speaking = false;
+  }
+
+  /**
+   * The socket went away and the page will open it again (reconnect.js);
+   * the audio and the microphone stay. What the server asks again on the
+   * next socket (pending approvals) is forgotten; the calls the browser
+   * runs are kept, so a call asked again does not run twice.
+   */
+  connectionLost() {
+    // The player stays: its flushes in flight are still reported.
+    this.muted = this.talking = this.usedPushToTalk = false;
+    this.approvals = [];
+    this.reconnects++;
+  }
+
+  /** Waiting `delayMs` before attempt `attempt` of `maxAttempts`. */
+  reconnecting({ attempt, maxAttempts }) {
+    this.#setConnection("reconnecting", `Reconnecting… (${attempt}/${maxAttempts})`);
   }
 
   /** After the close: what the browser reports released (tracks, context). */
@@ -432,6 +451,7 @@ export class PageState {
   view(probes = {}) {
     const fields = {
       state: () => this.connection,
+      reconnects: () => this.reconnects,
       mode: () => this.mode,
       session: () => this.session,
       muted: () => this.muted, // a local interrupt waits for the server's data-interrupted

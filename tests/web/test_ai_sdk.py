@@ -84,7 +84,7 @@ def run_node_tests(test_file: str, env: dict[str, str], *, at_least: int) -> Non
 
 def test_chat_transport_with_the_ai_sdk(server_url: str) -> None:
     socket_url = server_url.replace("http://", "ws://") + "ws"
-    run_node_tests("chat-transport.test.mjs", {"AUDIOCORE_WS_URL": socket_url}, at_least=9)
+    run_node_tests("chat-transport.test.mjs", {"AUDIOCORE_WS_URL": socket_url}, at_least=12)
 
 
 def test_the_seed_clients_reading_of_live_with_the_ai_sdk(server_url: str) -> None:

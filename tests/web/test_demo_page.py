@@ -343,10 +343,13 @@ def test_socket_closed_by_the_server_is_explained(open_page, server_url):
 
     page.route_web_socket("**/ws", forward)
     connect(page)
-    routes[0].close(code=1011, reason="test shutdown")
+    # A close that means "do not come back" (a server failure, 1011, is
+    # reconnected instead: tests/web/test_reconnect_page.py).
+    routes[0].close(code=1008, reason="test policy")
     wait_for(page, "__demo.state === 'error'", 5)
     message = page.inner_text("#message")
-    assert "internal error" in message and "1011" in message and "Press Connect" in message
+    assert "refused the connection" in message and "1008" in message and "Press Connect" in message
+    assert len(routes) == 1  # no second socket
     assert demo(page, "__demo.released") == {"tracks": ["ended"], "context": "closed"}
 
 

@@ -89,14 +89,17 @@ class ServerFailed(RuntimeError):
 
 
 @contextlib.contextmanager
-def run_server(data_dir: pathlib.Path, *, timeout_s: float = 30) -> Iterator[str]:
-    """``python -m server`` (offline model) on 127.0.0.1 and a free port.
+def run_server(
+    data_dir: pathlib.Path, *, timeout_s: float = 30, port: int | None = None
+) -> Iterator[str]:
+    """``python -m server`` (offline model) on 127.0.0.1 and ``port`` (a free
+    one by default; a fixed one to start a server again where a page had it).
 
     Yields the page's URL (http://127.0.0.1:PORT/) once /healthz answers.
     Google credentials are removed from its environment, so the offline model
     runs whatever the shell has set.
     """
-    port = free_port()
+    port = port or free_port()
     log_path = data_dir / "server.log"
     env = {k: v for k, v in os.environ.items() if k not in ("GOOGLE_API_KEY", "GEMINI_API_KEY")}
     with open(log_path, "wb") as log:

@@ -10,6 +10,7 @@
 // (AISDK_NOTES §2), as useChat does with React's.
 
 import assert from "node:assert/strict";
+import net from "node:net";
 import { after, test } from "node:test";
 
 import {
@@ -351,6 +352,118 @@ test("a resumed session (new transport, same sessionId) is asked again for a pen
   assert.equal(done.state, "output-available");
   assert.equal(done.output.recipient, "Carol");
   assert.match(done.output.transactionId, /^txn_/);
+});
+
+/**
+ * A TCP relay to the server that a test cuts, as a network would: the
+ * client's socket ends without a close frame (1006). Resolves with
+ * {url, cut(), accepted(), close()}.
+ */
+async function relay(target) {
+  const { hostname, port } = new globalThis.URL(target);
+  const open = new Set();
+  let accepted = 0;
+  const server = net.createServer((client) => {
+    accepted++;
+    const upstream = net.connect(Number(port), hostname);
+    for (const [a, b] of [[client, upstream], [upstream, client]]) {
+      open.add(a);
+      a.on("error", () => b.destroy());
+      a.on("close", () => {
+        open.delete(a);
+        b.destroy();
+      });
+      a.pipe(b);
+    }
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const cut = () => {
+    for (const socket of open) socket.destroy();
+  };
+  return {
+    url: `ws://127.0.0.1:${server.address().port}/ws`,
+    cut,
+    accepted: () => accepted,
+    close: () => {
+      cut();
+      server.close();
+    },
+  };
+}
+
+test("the socket drops while an approval is pending: the transport reconnects by itself, the server asks again, the tool runs once", async () => {
+  const network = await relay(URL);
+  after(network.close);
+  const reconnecting = [];
+  const reconnected = [];
+  const { chat, transport, sent, finishes, until } = newChat({
+    sendAutomaticallyWhen: approvalsDone,
+    transportOptions: {
+      url: network.url,
+      reconnect: { random: () => 0 }, // the shortest wait the policy allows
+      onReconnecting: (r) => reconnecting.push(r),
+      onReconnected: (info) => reconnected.push(info),
+    },
+  });
+  await chat.sendMessage({ text: "pay 4 EUR to Erin" });
+  const asked = toolPart(chat, "process_payment");
+  assert.equal(asked.part.state, "approval-requested");
+  const sessionId = transport.sessionId;
+
+  network.cut(); // the turn is in flight: its approval pending, no finish yet
+  await until(
+    () => reconnected.length === 1 &&
+      toolPart(chat, "process_payment").part?.state === "approval-requested" &&
+      chat.status === "ready",
+    "the reconnect and the approval asked again",
+  );
+  assert.deepEqual(
+    reconnecting.map((r) => [r.attempt, r.delayMs, r.close.code, r.close.opened]),
+    [[1, 250, 1006, true]],
+  );
+  assert.equal(network.accepted(), 2);
+  assert.equal(reconnected[0].sessionId, sessionId);
+  assert.equal(reconnected[0].resumed, true);
+  assert.equal(transport.reconnecting, false);
+  const again = toolPart(chat, "process_payment");
+  assert.equal(again.part.approval.id, asked.part.approval.id);
+  assert.equal(again.message.id, asked.message.id, "the same assistant message, rebuilt");
+  assert.equal(chat.messages.length, 2, JSON.stringify(describe(chat)));
+
+  await chat.addToolApprovalResponse({ id: again.part.approval.id, approved: true });
+  await until(finished(chat, finishes, 1), "the payment after the reconnect");
+  const done = toolPart(chat, "process_payment").part;
+  assert.equal(done.state, "output-available");
+  assert.equal(done.output.recipient, "Erin");
+  // Nothing went out twice: one user message, one approval; one outcome came back.
+  assert.equal(sent.filter((m) => m.type === "message").length, 1);
+  assert.equal(sent.filter((m) => m.type === "tool_approval").length, 1);
+  const outcomes = everyChunk.filter(
+    (c) => c.type === "tool-output-available" && c.toolCallId === done.toolCallId,
+  );
+  assert.equal(outcomes.length, 1);
+});
+
+test("a close that means do not come back (1008: the session taken by another tab) is not reconnected", async () => {
+  const reconnecting = [];
+  let gaveUp;
+  const failed = new Promise((resolve) => {
+    gaveUp = resolve;
+  });
+  const first = newChat({
+    transportOptions: { onReconnectFailed: (r) => gaveUp(r), onReconnecting: (r) => reconnecting.push(r) },
+  });
+  await first.chat.sendMessage({ text: "mine for now" });
+  const second = newChat({ transportOptions: { sessionId: first.transport.sessionId } });
+  const info = await second.transport.connect(); // takes the session over
+  assert.equal(info.resumed, true);
+  const { reason, close } = await failed;
+  assert.equal(close.code, 1008);
+  assert.match(reason, /1008/);
+  assert.deepEqual(reconnecting, []);
+  assert.equal(first.transport.reconnecting, false);
+  assert.equal(first.transport.live, null);
+  assert.ok(second.transport.live, "the tab that took the session keeps it");
 });
 
 test("a barge-in while an approval is pending: the rest of the turn arrives through resumeStream", async () => {
