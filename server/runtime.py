@@ -21,6 +21,8 @@ from .claims import SessionClaims
 from .delegation import Delegations
 from .demo_tools import DEMO_TOOLS
 from .memory import ConnectionReaper
+from .memory_store import MemoryStore
+from .memory_tool import memory_tool_spec
 from .session_access import SessionAccess, build_lease_store, build_session_service
 from .settings import Settings
 from .store_worker import StoreWorker
@@ -41,7 +43,16 @@ class Runtime:
         # Background tasks: their engine, and the live tools that drive it.
         self.tasks = TaskManager(settings, service, leases=leases)
         tools: list[Callable[..., Any]] = [*DEMO_TOOLS, *build_live_tools(self.tasks)]
-        self.agents = Agents(settings, [spec_of(f) for f in tools], service)
+        specs = [spec_of(f) for f in tools]
+        # Long-term memory: the user_memory tool, and the turns stored as they end.
+        self.memory: MemoryStore | None = None
+        if settings.memory:
+            self.memory = MemoryStore(
+                settings.memory_db_path, max_facts=settings.max_memories_per_owner
+            )
+            injected = settings.max_memory_injection if settings.inject_memory_context else 0
+            specs.append(memory_tool_spec(self.memory, max_injection=injected))
+        self.agents = Agents(settings, specs, service, memory=self.memory)
         self.delegations = Delegations(
             timeout_s=settings.tool_timeout_s, grace_s=settings.tool_grace_s
         )
@@ -63,6 +74,8 @@ class Runtime:
             await self.store_worker.close()
         finally:
             await self.agents.close()
+            if self.memory is not None:
+                await self.memory.close()
             close = getattr(self.sessions.service, "close", None)
             if close is not None:
                 await close()

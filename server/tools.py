@@ -48,6 +48,8 @@ class ToolSpec:
     approval: bool = False
     runs_in: RunsIn = "server"
     timeout_s: float | None = None  # None: the server's tool_timeout_s
+    # The ADK tool of a server tool that needs more than a FunctionTool.
+    adk: Callable[[Callable[..., Any]], BaseTool] | None = None
 
     @property
     def delegated(self) -> bool:
@@ -115,7 +117,7 @@ def adk_tool(spec: ToolSpec) -> BaseTool:
     """The ADK tool for ``spec``: a function tool, or a declaration-only
     long-running tool for a delegated one."""
     if not spec.delegated:
-        return FunctionTool(spec.function)
+        return (spec.adk or FunctionTool)(spec.function)
     state_param = _state_parameter(spec.function)
     signature = inspect.signature(spec.function)
 
