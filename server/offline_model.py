@@ -57,6 +57,7 @@ from google.genai import types
 
 import audiocore
 
+from . import offline_memory
 from .voice import END_OF_SPEECH_S, VOICE_DBFS, VoiceCheck
 
 INPUT_RATE = 16_000
@@ -159,7 +160,9 @@ class OfflineLiveModel(BaseLlm):
                 for c in llm_request.contents
                 if c.role == "user" and any(p.text for p in c.parts or [])
             )
-            answers = _answer_text(text, _declared_tools(llm_request), history_len=turns)
+            answers = _answer_text(
+                text, _declared_tools(llm_request), turns, _instruction(llm_request)
+            )
         for response in answers:
             if response.turn_complete or response.content is None:
                 continue
@@ -175,7 +178,10 @@ class OfflineLiveModel(BaseLlm):
     @contextlib.asynccontextmanager
     async def _connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:
         connection = OfflineLiveConnection(
-            self, _declared_tools(llm_request), manual=_manual_turns(llm_request)
+            self,
+            _declared_tools(llm_request),
+            manual=_manual_turns(llm_request),
+            instruction=_instruction(llm_request),
         )
         try:
             yield connection
@@ -190,6 +196,11 @@ def _manual_turns(llm_request: LlmRequest) -> bool:
     return bool(detection and detection.disabled)
 
 
+def _instruction(llm_request: LlmRequest) -> str:
+    given = llm_request.config.system_instruction if llm_request.config else None
+    return given if isinstance(given, str) else ""
+
+
 def _declared_tools(llm_request: LlmRequest) -> set[str]:
     names: set[str] = set()
     for tool in (llm_request.config.tools or []) if llm_request.config else []:
@@ -199,9 +210,17 @@ def _declared_tools(llm_request: LlmRequest) -> set[str]:
 
 
 class OfflineLiveConnection(BaseLlmConnection):
-    def __init__(self, model: OfflineLiveModel, tools: set[str], *, manual: bool = False) -> None:
+    def __init__(
+        self,
+        model: OfflineLiveModel,
+        tools: set[str],
+        *,
+        manual: bool = False,
+        instruction: str = "",
+    ) -> None:
         self._model = model
         self._tools = tools
+        self._instruction = instruction  # what it was told at connect
         self._responses: asyncio.Queue[LlmResponse | None] = asyncio.Queue(
             model.max_pending_responses
         )
@@ -225,7 +244,7 @@ class OfflineLiveConnection(BaseLlmConnection):
             return
         text = " ".join(p.text for p in parts if p.text)
         self._history_len += 1
-        answer = _answer_text(text, self._tools, self._history_len)
+        answer = _answer_text(text, self._tools, self._history_len, self._instruction)
         await self._emit_all(answer)
         self._speaking_until = time.monotonic() + _audio_seconds(answer)
 
@@ -499,7 +518,9 @@ def _text_answer(text: str, prompt: str, seconds: float = _CUE_SECONDS) -> list[
     ]
 
 
-def _answer_text(text: str, tools: set[str], history_len: int) -> list[LlmResponse]:
+def _answer_text(
+    text: str, tools: set[str], history_len: int, instruction: str = ""
+) -> list[LlmResponse]:
     outcome = _TASK_OUTCOME.match(text)
     if outcome:
         # The server hands over a background task's outcome: tell it, at
@@ -513,6 +534,12 @@ def _answer_text(text: str, tools: set[str], history_len: int) -> list[LlmRespon
         except ValueError:
             return _text_answer(f"The arguments for {call.group(1)} are not valid JSON.", text)
         return [_function_call(call.group(1), args if isinstance(args, dict) else {})]
+    told = offline_memory.told(text, instruction)
+    if told is not None:
+        return _text_answer(told, text)
+    memory_call = offline_memory.call_for(text, tools)
+    if memory_call is not None:
+        return [_function_call(offline_memory.TOOL, memory_call)]
     for name, pattern, build in _CUES:
         match = pattern.search(text)
         if match and name in tools:
@@ -533,6 +560,8 @@ def _answer_tool_result(response: types.FunctionResponse) -> list[LlmResponse]:
     result = response.response or {}
     if response.name == "get_current_time" and "time" in result:
         text = f"It is {result['time']} ({result.get('timezone', 'UTC')})."
+    elif response.name == offline_memory.TOOL:
+        text = offline_memory.answer(result)
     else:
         text = f"{response.name} returned {json.dumps(result, default=str, sort_keys=True)}."
     return _text_answer(text, json.dumps(result, default=str))
