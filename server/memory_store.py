@@ -229,12 +229,12 @@ def fts_query(query: object) -> str | None:
         raise MemoryInputError(f"query: expected a string, got {type(query).__name__}")
     if len(query) > MAX_QUERY_CHARS:
         raise MemoryInputError(f"query: at most {MAX_QUERY_CHARS} characters, got {len(query)}")
-    words = [w.lower() for w in _WORD.findall(query.replace("\x00", " "))]
-    kept = list(dict.fromkeys(w for w in words if w not in _STOP_WORDS))[:MAX_QUERY_WORDS]
     try:
-        "".join(kept).encode("utf-8")
+        query.encode("utf-8")
     except UnicodeEncodeError:
         raise MemoryInputError("query: not valid Unicode (a lone surrogate)") from None
+    words = [w.lower() for w in _WORD.findall(query.replace("\x00", " "))]
+    kept = list(dict.fromkeys(w for w in words if w not in _STOP_WORDS))[:MAX_QUERY_WORDS]
     # A quoted string is one FTS5 token sequence, whatever it holds ("" escapes ").
     return " OR ".join('"' + w.replace('"', '""') + '"' for w in kept) or None
 
