@@ -41,6 +41,7 @@ from .http_body import HttpError, read_json_body
 from .memory_store import (
     MAX_PROFILE_CHARS,
     MAX_RESULTS,
+    Kind,
     MemoryInputError,
     MemoryStore,
     checked_ids,
@@ -50,7 +51,7 @@ from .users import API_USER_ID, RESERVED_USERS
 
 USER_KEY_HEADER = "x-user-key"
 MAX_USER_KEY_CHARS = 256
-_KINDS = {"fact": "fact", "turn": "turn", "all": None}
+_KINDS: dict[str, Kind | None] = {"fact": "fact", "turn": "turn", "all": None}
 
 Handler = Callable[[Request, str], Awaitable[Response]]
 

@@ -1,5 +1,4 @@
-"""Long-term memory per owner, in SQLite with FTS5: ADK's memory service on
-our own database.
+"""Long-term memory per owner: ADK's memory service on our own database.
 
 An owner (``memory_owner``) holds:
 
@@ -12,15 +11,18 @@ An owner (``memory_owner``) holds:
 
 Every call names its owner and touches that owner's rows only: an id of
 another owner is "unknown", never found. Search text never reaches SQL as
-text: it is cut into words, each quoted as an FTS5 string and bound as a
-parameter. Every change is logged with the owner's digest, the action, the
-ids and lengths — never the text or the owner's key (a capability).
+text: it is cut into words (``search_words``) that a store binds as
+parameters and matches as plain words. Every change is logged with the
+owner's digest, the action, the ids and lengths — never the text or the
+owner's key (a capability).
 
-``MemoryStore`` is also ADK's ``BaseMemoryService``: ADK names its scope by
-``user_id``, which maps to the owner ``user:<id>`` (``adk_owner``); the
-server's own users (``web``, ``chat``) share one id among many people and
-have no memory there. Statements run on one thread of their own
-(``sqlite_thread.py``), never on the event loop.
+``MemoryStore`` holds what every store shares — the checks, the limits, the
+log, and ADK's ``BaseMemoryService``: ADK names its scope by ``user_id``,
+which maps to the owner ``user:<id>`` (``adk_owner``); the server's own
+users (``web``, ``chat``) share one id among many people and have no memory
+there. The statements are a store's: SQLite with FTS5 in the data directory
+(``sqlite_memory.py``, the default), PostgreSQL's full-text search with
+``--database-url`` (``pg_memory.py``, several hosts on one database).
 """
 
 from __future__ import annotations
@@ -31,17 +33,16 @@ import hashlib
 import logging
 import re
 import secrets
-import sqlite3
 import time
+from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
 from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 
-from .sqlite_thread import SqliteThread
+from .settings import Settings, is_postgres_url
 from .users import RESERVED_USERS
 
 if TYPE_CHECKING:
@@ -65,79 +66,11 @@ _ID = re.compile(r"mem_[0-9a-f]{12}")
 _WORD = re.compile(r"\w+")
 # Words that say nothing about what is searched for ("what do you remember
 # about my dog": dog).
-_STOP_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "of",
-        "to",
-        "in",
-        "on",
-        "at",
-        "for",
-        "about",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "do",
-        "does",
-        "did",
-        "you",
-        "your",
-        "i",
-        "me",
-        "my",
-        "we",
-        "our",
-        "it",
-        "its",
-        "that",
-        "this",
-        "what",
-        "which",
-        "who",
-        "how",
-        "remember",
-        "know",
-        "tell",
-    ]
+_STOP_TEXT = (
+    "a an the and or of to in on at for about is are was were be do does did you your "
+    "i me my we our it its that this what which who how remember know tell"
 )
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS memories (
-    rowid INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    owner TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    text TEXT NOT NULL,
-    author TEXT,
-    source TEXT,
-    created REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS memories_by_owner ON memories (owner, kind, created);
-CREATE UNIQUE INDEX IF NOT EXISTS memories_by_source ON memories (owner, source)
-    WHERE source IS NOT NULL;
-CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5 (
-    text, content='memories', content_rowid='rowid', tokenize='unicode61'
-);
-CREATE TRIGGER IF NOT EXISTS memories_added AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts (rowid, text) VALUES (new.rowid, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS memories_removed AFTER DELETE ON memories BEGIN
-    INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-END;
-CREATE TABLE IF NOT EXISTS profiles (
-    owner TEXT PRIMARY KEY,
-    user_section TEXT NOT NULL DEFAULT '',
-    managed TEXT NOT NULL DEFAULT '',
-    updated REAL NOT NULL
-);
-"""
+_STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 
 class MemoryInputError(ValueError):
@@ -222,9 +155,10 @@ def checked_ids(ids: object) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def fts_query(query: object) -> str | None:
-    """``query`` as an FTS5 expression of quoted words (any of them); None
-    when it has no word worth searching for."""
+def search_words(query: object) -> list[str]:
+    """The words of ``query`` worth searching for, lowercased, at most
+    ``MAX_QUERY_WORDS``: a store matches any of them, each as a plain word
+    (never as its query language)."""
     if not isinstance(query, str):
         raise MemoryInputError(f"query: expected a string, got {type(query).__name__}")
     if len(query) > MAX_QUERY_CHARS:
@@ -233,10 +167,8 @@ def fts_query(query: object) -> str | None:
         query.encode("utf-8")
     except UnicodeEncodeError:
         raise MemoryInputError("query: not valid Unicode (a lone surrogate)") from None
-    words = [w.lower() for w in _WORD.findall(query.replace("\x00", " "))]
-    kept = list(dict.fromkeys(w for w in words if w not in _STOP_WORDS))[:MAX_QUERY_WORDS]
-    # A quoted string is one FTS5 token sequence, whatever it holds ("" escapes ").
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in kept) or None
+    words = [w.lower() for w in _WORD.findall(query)]
+    return list(dict.fromkeys(w for w in words if w not in _STOP_WORDS))[:MAX_QUERY_WORDS]
 
 
 def _iso(at: float) -> str:
@@ -247,18 +179,11 @@ def _new_id() -> str:
     return f"mem_{secrets.token_hex(6)}"
 
 
-def _record(row: sqlite3.Row | tuple[Any, ...]) -> Record:
-    return Record(row[0], row[1], row[2], row[3], row[4])
-
-
-_COLUMNS = "id, kind, text, created, author"
-
-
 class MemoryStore(BaseMemoryService):
-    """Owner-scoped records and profiles in ``path`` (see the module docstring)."""
+    """Owner-scoped records and profiles (see the module docstring); a store
+    implements the underscored statements, each one transaction."""
 
-    def __init__(self, path: Path, *, max_facts: int = 1_000) -> None:
-        self._db = SqliteThread(path, SCHEMA, "memory-store")
+    def __init__(self, *, max_facts: int = 1_000) -> None:
         self.max_facts = max_facts
 
     # ------------------------------------------------------------ records
@@ -271,38 +196,18 @@ class MemoryStore(BaseMemoryService):
         author: str | None = None,
         source: str | None = None,
     ) -> Record | None:
-        """Store ``text``; None when ``source`` was stored already."""
+        """Store ``text``; None when ``source`` (an event id) was stored
+        already. A fact past ``max_facts`` is refused; a turn past
+        ``MAX_TURNS_PER_OWNER`` pushes the oldest out."""
         text = checked_text(text, "text")
         if not text:
             raise MemoryInputError("text: expected something to remember, got nothing")
         record = Record(_new_id(), kind, text, time.time(), author)
-
-        def add(db: sqlite3.Connection) -> Record | None:
-            if kind == "fact":
-                (held,) = db.execute(
-                    "SELECT count(*) FROM memories WHERE owner = ? AND kind = 'fact'", (owner,)
-                ).fetchone()
-                if held >= self.max_facts:
-                    raise MemoryInputError(
-                        f"memory is full: {self.max_facts} facts; forget some first"
-                    )
-            added = db.execute(
-                "INSERT OR IGNORE INTO memories (id, owner, kind, text, author, source, created)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (record.id, owner, kind, text, author, source, record.created),
-            ).rowcount
-            if kind == "turn":
-                db.execute(
-                    "DELETE FROM memories WHERE rowid IN (SELECT rowid FROM memories"
-                    " WHERE owner = ? AND kind = 'turn' ORDER BY created DESC LIMIT -1 OFFSET ?)",
-                    (owner, MAX_TURNS_PER_OWNER),
-                )
-            return record if added else None
-
-        stored = await self._db.run(add)
-        if stored is not None and kind == "fact":
-            _log_change(owner, "remember", [stored.id], len(text))
-        return stored
+        if not await self._insert(owner, record, source):
+            return None
+        if kind == "fact":
+            _log_change(owner, "remember", [record.id], len(text))
+        return record
 
     async def replace(self, owner: str, ids: object, text: str) -> Record:
         """Replace the owner's records ``ids`` by one fact, all or nothing."""
@@ -311,91 +216,39 @@ class MemoryStore(BaseMemoryService):
         if not text:
             raise MemoryInputError("text: expected the corrected fact, got nothing")
         record = Record(_new_id(), "fact", text, time.time())
-
-        def swap(db: sqlite3.Connection) -> Record:
-            _require_owned(db, owner, wanted)
-            db.executemany(
-                "DELETE FROM memories WHERE owner = ? AND id = ?", [(owner, i) for i in wanted]
-            )
-            db.execute(
-                "INSERT INTO memories (id, owner, kind, text, created) VALUES (?, ?, 'fact', ?, ?)",
-                (record.id, owner, text, record.created),
-            )
-            return record
-
-        stored = await self._db.run(swap)
-        _log_change(owner, "replace", [*wanted, stored.id], len(text))
-        return stored
+        await self._swap(owner, wanted, record)
+        _log_change(owner, "replace", [*wanted, record.id], len(text))
+        return record
 
     async def forget(self, owner: str, ids: object) -> list[str]:
         """Remove the owner's records ``ids``, all or nothing; the ids removed."""
         wanted = checked_ids(ids)
-
-        def remove(db: sqlite3.Connection) -> list[str]:
-            _require_owned(db, owner, wanted)
-            db.executemany(
-                "DELETE FROM memories WHERE owner = ? AND id = ?", [(owner, i) for i in wanted]
-            )
-            return wanted
-
-        removed = await self._db.run(remove)
-        _log_change(owner, "forget", removed, 0)
-        return removed
+        await self._remove(owner, wanted)
+        _log_change(owner, "forget", wanted, 0)
+        return wanted
 
     async def latest(
         self, owner: str, limit: int = MAX_RESULTS, kind: Kind | None = "fact"
     ) -> list[Record]:
         """The owner's newest records (of ``kind``; None: any), newest first."""
-        limit = max(0, min(limit, MAX_RESULTS))
-
-        def read(db: sqlite3.Connection) -> list[Record]:
-            rows = db.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE owner = ? AND (? IS NULL OR kind = ?)"
-                " ORDER BY created DESC, rowid DESC LIMIT ?",
-                (owner, kind, kind, limit),
-            ).fetchall()
-            return [_record(r) for r in rows]
-
-        return await self._db.run(read)
+        return await self._latest(owner, max(0, min(limit, MAX_RESULTS)), kind)
 
     async def search(
         self, owner: str, query: object, limit: int = 10, kind: Kind | None = None
     ) -> list[Record]:
-        """The owner's records (of ``kind``; None: any) that match words of
-        ``query``, best first."""
-        expression = fts_query(query)
-        if expression is None:
+        """The owner's records (of ``kind``; None: any) that match any word
+        of ``query``, best first."""
+        words = search_words(query)
+        if not words:
             return []
-        limit = max(0, min(limit, MAX_RESULTS))
-
-        def read(db: sqlite3.Connection) -> list[Record]:
-            rows = db.execute(
-                f"SELECT {', '.join('m.' + c.strip() for c in _COLUMNS.split(','))}"
-                " FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid"
-                " WHERE memories_fts MATCH ? AND m.owner = ? AND (? IS NULL OR m.kind = ?)"
-                " ORDER BY bm25(memories_fts), m.created DESC LIMIT ?",
-                (expression, owner, kind, kind, limit),
-            ).fetchall()
-            return [_record(r) for r in rows]
-
-        return await self._db.run(read)
+        return await self._search(owner, words, max(0, min(limit, MAX_RESULTS)), kind)
 
     async def count(self, owner: str) -> int:
-        def read(db: sqlite3.Connection) -> int:
-            (n,) = db.execute("SELECT count(*) FROM memories WHERE owner = ?", (owner,)).fetchone()
-            return int(n)
-
-        return await self._db.run(read)
+        return await self._count(owner)
 
     # ------------------------------------------------------------ profile
     async def profile(self, owner: str) -> Profile:
-        def read(db: sqlite3.Connection) -> Profile:
-            row = db.execute(
-                "SELECT user_section, managed FROM profiles WHERE owner = ?", (owner,)
-            ).fetchone()
-            return Profile(row[0], row[1]) if row else Profile()
-
-        return await self._db.run(read)
+        return await self._profile(owner)
 
     async def edit_profile(
         self, owner: str, *, managed: str | None = None, user_section: str | None = None
@@ -406,42 +259,56 @@ class MemoryStore(BaseMemoryService):
             managed = checked_text(managed, "managed", MAX_PROFILE_CHARS)
         if user_section is not None:
             user_section = checked_text(user_section, "user", MAX_PROFILE_CHARS)
-
-        def write(db: sqlite3.Connection) -> Profile:
-            db.execute(
-                "INSERT INTO profiles (owner, updated) VALUES (?, ?)"
-                " ON CONFLICT (owner) DO NOTHING",
-                (owner, time.time()),
-            )
-            db.execute(
-                "UPDATE profiles SET managed = coalesce(?, managed),"
-                " user_section = coalesce(?, user_section), updated = ? WHERE owner = ?",
-                (managed, user_section, time.time(), owner),
-            )
-            row = db.execute(
-                "SELECT user_section, managed FROM profiles WHERE owner = ?", (owner,)
-            ).fetchone()
-            return Profile(row[0], row[1])
-
-        profile = await self._db.run(write)
+        profile = await self._edit_profile(owner, managed, user_section)
         section = "managed" if managed is not None else "user"
         _log_change(owner, f"profile:{section}", [], len(managed or user_section or ""))
         return profile
 
     async def forget_owner(self, owner: str) -> int:
         """Remove all of the owner's records and its profile; how many records."""
-
-        def remove(db: sqlite3.Connection) -> int:
-            n = db.execute("DELETE FROM memories WHERE owner = ?", (owner,)).rowcount
-            db.execute("DELETE FROM profiles WHERE owner = ?", (owner,))
-            return int(n)
-
-        removed = await self._db.run(remove)
+        removed = await self._forget_owner(owner)
         _log_change(owner, "forget-all", [], removed)
         return removed
 
-    async def close(self) -> None:
-        self._db.close()
+    # ------------------------------------------------ a store's statements
+    @abstractmethod
+    async def _insert(self, owner: str, record: Record, source: str | None) -> bool:
+        """Add ``record`` (False: ``source`` is there); ``MemoryInputError``
+        past ``max_facts``; turns past ``MAX_TURNS_PER_OWNER`` dropped."""
+
+    @abstractmethod
+    async def _swap(self, owner: str, ids: list[str], record: Record) -> None:
+        """Delete ``ids`` and add ``record`` at once (``unknown_ids`` if any is
+        not the owner's)."""
+
+    @abstractmethod
+    async def _remove(self, owner: str, ids: list[str]) -> None:
+        """Delete ``ids`` at once (``unknown_ids`` if any is not the owner's)."""
+
+    @abstractmethod
+    async def _latest(self, owner: str, limit: int, kind: Kind | None) -> list[Record]: ...
+
+    @abstractmethod
+    async def _search(
+        self, owner: str, words: list[str], limit: int, kind: Kind | None
+    ) -> list[Record]: ...
+
+    @abstractmethod
+    async def _count(self, owner: str) -> int: ...
+
+    @abstractmethod
+    async def _profile(self, owner: str) -> Profile: ...
+
+    @abstractmethod
+    async def _edit_profile(
+        self, owner: str, managed: str | None, user_section: str | None
+    ) -> Profile: ...
+
+    @abstractmethod
+    async def _forget_owner(self, owner: str) -> int: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
 
     # ------------------------------------------------ ADK's memory service
     async def add_session_to_memory(self, session: Session) -> None:
@@ -539,17 +406,24 @@ def _turn_text(event: Event, transcripts: bool) -> str:
     return " ".join(t.strip() for t in texts if t.strip())
 
 
-def _require_owned(db: sqlite3.Connection, owner: str, ids: list[str]) -> None:
-    marks = ", ".join("?" * len(ids))
-    found = {
-        row[0]
-        for row in db.execute(
-            f"SELECT id FROM memories WHERE owner = ? AND id IN ({marks})", (owner, *ids)
-        )
-    }
+def unknown_ids(ids: list[str], found: set[str]) -> None:
+    """``MemoryInputError`` naming the ids that are not among ``found``."""
     unknown = [i for i in ids if i not in found]
     if unknown:
         raise MemoryInputError(f"unknown memory ids {unknown}; recall to see the current ones")
+
+
+def build_memory_store(settings: Settings) -> MemoryStore:
+    """The store the settings name: PostgreSQL with a PostgreSQL
+    ``database_url``, else SQLite in the data directory."""
+    if is_postgres_url(settings.database_url):
+        from .pg_memory import PostgresMemoryStore  # asyncpg: google-adk[db]
+
+        assert settings.database_url is not None
+        return PostgresMemoryStore(settings.database_url, max_facts=settings.max_memories_per_owner)
+    from .sqlite_memory import SqliteMemoryStore
+
+    return SqliteMemoryStore(settings.memory_db_path, max_facts=settings.max_memories_per_owner)
 
 
 def _log_change(owner: str, action: str, ids: list[str], size: int) -> None:

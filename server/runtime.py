@@ -21,7 +21,7 @@ from .claims import SessionClaims
 from .delegation import Delegations
 from .demo_tools import DEMO_TOOLS
 from .memory import ConnectionReaper
-from .memory_store import MemoryStore
+from .memory_store import MemoryStore, build_memory_store
 from .memory_tool import memory_tool_spec
 from .session_access import SessionAccess, build_lease_store, build_session_service
 from .settings import Settings
@@ -47,9 +47,7 @@ class Runtime:
         # Long-term memory: the user_memory tool, and the turns stored as they end.
         self.memory: MemoryStore | None = None
         if settings.memory:
-            self.memory = MemoryStore(
-                settings.memory_db_path, max_facts=settings.max_memories_per_owner
-            )
+            self.memory = build_memory_store(settings)
             injected = settings.max_memory_injection if settings.inject_memory_context else 0
             specs.append(memory_tool_spec(self.memory, max_injection=injected))
         self.agents = Agents(settings, specs, service, memory=self.memory)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -24,16 +23,34 @@ from server.memory_store import (
     MemoryInputError,
     MemoryStore,
     adk_owner,
-    fts_query,
     memory_owner,
+    search_words,
 )
+from server.sqlite_memory import SqliteMemoryStore
 
 _T = TypeVar("_T")
 
 
-def run(path: Path, scenario: Callable[[MemoryStore], Awaitable[_T]], **kwargs: Any) -> _T:
+StoreFactory = Callable[..., MemoryStore]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
+    """A new store on SQLite, or on a fresh PostgreSQL database (skipped
+    without a server, postgres_helpers)."""
+    if request.param == "sqlite":
+        return lambda **kwargs: SqliteMemoryStore(tmp_path / "memory.db", **kwargs)
+    url = request.getfixturevalue("postgres_url")
+    from server.pg_memory import PostgresMemoryStore
+
+    return lambda **kwargs: PostgresMemoryStore(url, **kwargs)
+
+
+def run(
+    make_store: StoreFactory, scenario: Callable[[MemoryStore], Awaitable[_T]], **kwargs: Any
+) -> _T:
     async def main() -> _T:
-        store = MemoryStore(path / "memory.db", **kwargs)
+        store = make_store(**kwargs)
         try:
             return await scenario(store)
         finally:
@@ -50,7 +67,7 @@ def test_owners_are_the_key_else_the_adk_user_and_never_a_shared_user() -> None:
     assert adk_owner("web") is None
 
 
-def test_records_are_the_owners_alone(tmp_path: Path) -> None:
+def test_records_are_the_owners_alone(make_store: StoreFactory) -> None:
     async def scenario(store: MemoryStore) -> None:
         mine = await store.remember("key:a", "the spare key is under the blue pot")
         theirs = await store.remember("key:b", "the spare key is in the blue box")
@@ -70,10 +87,10 @@ def test_records_are_the_owners_alone(tmp_path: Path) -> None:
         assert await store.forget_owner("key:a") == 1
         assert await store.latest("key:a") == [] and await store.count("key:b") == 1
 
-    run(tmp_path, scenario)
+    run(make_store, scenario)
 
 
-def test_replace_is_atomic_and_ids_are_stable(tmp_path: Path) -> None:
+def test_replace_is_atomic_and_ids_are_stable(make_store: StoreFactory) -> None:
     async def scenario(store: MemoryStore) -> None:
         a = await store.remember("key:a", "lives in Lyon")
         b = await store.remember("key:a", "works in Lyon")
@@ -89,10 +106,10 @@ def test_replace_is_atomic_and_ids_are_stable(tmp_path: Path) -> None:
             await store.forget("key:a", [])
         assert await store.forget("key:a", [c.id, c.id]) == [c.id]
 
-    run(tmp_path, scenario)
+    run(make_store, scenario)
 
 
-def test_limits_give_clear_errors(tmp_path: Path) -> None:
+def test_limits_give_clear_errors(make_store: StoreFactory) -> None:
     async def scenario(store: MemoryStore) -> None:
         for n in range(3):
             await store.remember("key:a", f"fact {n}")
@@ -113,7 +130,7 @@ def test_limits_give_clear_errors(tmp_path: Path) -> None:
             await store.search("key:b", "x" * 1_000_000)
         assert await store.count("key:b") == 1
 
-    run(tmp_path, scenario, max_facts=3)
+    run(make_store, scenario, max_facts=3)
 
 
 HOSTILE = [
@@ -135,7 +152,7 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("query", HOSTILE)
-def test_search_syntax_never_reaches_fts(tmp_path: Path, query: str) -> None:
+def test_search_syntax_never_reaches_the_database(make_store: StoreFactory, query: str) -> None:
     """FTS5 query syntax is searched for as words (or nothing): the answer is
     what a plain word match finds, never an error from SQLite."""
     facts = ["a cat called x", "text about near things", "drop the table", "b is for bee"]
@@ -144,27 +161,23 @@ def test_search_syntax_never_reaches_fts(tmp_path: Path, query: str) -> None:
         for fact in facts:
             await store.remember("key:a", fact)
         found = {r.text for r in await store.search("key:a", query)}
-        expression = fts_query(query)
-        words = set(re.findall(r'"([^"]*)"', expression or ""))
+        words = set(search_words(query))
         expected = {f for f in facts if words & set(re.findall(r"\w+", f.lower()))}
         return found, expected
 
-    found, expected = run(tmp_path, scenario)
+    found, expected = run(make_store, scenario)
     assert found == expected
-    assert (tmp_path / "memory.db").exists()
-    tables = sqlite3.connect(tmp_path / "memory.db").execute("SELECT name FROM sqlite_master")
-    assert "memories" in {name for (name,) in tables}
 
 
-def test_search_refuses_lone_surrogates_in_a_query(tmp_path: Path) -> None:
+def test_search_refuses_lone_surrogates_in_a_query(make_store: StoreFactory) -> None:
     async def scenario(store: MemoryStore) -> None:
         with pytest.raises(MemoryInputError, match="lone surrogate"):
             await store.search("key:a", "cat \udc00dog")
 
-    run(tmp_path, scenario)
+    run(make_store, scenario)
 
 
-def test_profile_sections(tmp_path: Path) -> None:
+def test_profile_sections(make_store: StoreFactory) -> None:
     async def scenario(store: MemoryStore) -> None:
         assert (await store.profile("key:a")).document() == f"{MANAGED_START}\n\n{MANAGED_END}"
         await store.edit_profile("key:a", user_section="Name: Alice")
@@ -174,7 +187,7 @@ def test_profile_sections(tmp_path: Path) -> None:
             await store.edit_profile("key:a", managed=f"x{MANAGED_END}Name: Mallory")
         assert (await store.profile("key:b")).user_section == ""
 
-    run(tmp_path, scenario)
+    run(make_store, scenario)
 
 
 def _event(author: str, text: str, *, partial: bool = False) -> Event:
@@ -186,7 +199,7 @@ def _event(author: str, text: str, *, partial: bool = False) -> Event:
     )
 
 
-def test_adks_memory_service_interface(tmp_path: Path) -> None:
+def test_adks_memory_service_interface(make_store: StoreFactory) -> None:
     async def scenario(store: MemoryStore) -> None:
         events = [
             _event("user", "my locker is number twelve"),
@@ -214,17 +227,18 @@ def test_adks_memory_service_interface(tmp_path: Path) -> None:
         with pytest.raises(MemoryInputError, match="no long-term memory"):
             await store.delete_memory(app_name="app", user_id="web", memory_id=entry.id)
 
-    run(tmp_path, scenario)
+    run(make_store, scenario)
 
 
 def test_stored_turns_are_bounded_per_owner(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("server.memory_store.MAX_TURNS_PER_OWNER", 4)
+    monkeypatch.setattr("server.sqlite_memory.MAX_TURNS_PER_OWNER", 4)
+    monkeypatch.setattr("server.pg_memory.MAX_TURNS_PER_OWNER", 4)
 
     async def scenario(store: MemoryStore) -> list[str]:
         for n in range(6):
             await store.remember("key:a", f"turn {n}", kind="turn", source=f"e{n}")
         return [r.text for r in await store.latest("key:a", kind="turn")]
 
-    assert run(tmp_path, scenario) == ["turn 5", "turn 4", "turn 3", "turn 2"]
+    assert run(make_store, scenario) == ["turn 5", "turn 4", "turn 3", "turn 2"]

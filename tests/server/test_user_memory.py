@@ -5,6 +5,7 @@ told, the turns stored, and a fact that outlives the server process."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from server import Settings, create_app
 from server.memory_store import MemoryStore
 from server.memory_tool import NO_MEMORY
 from server.runtime import Runtime
+from server.sqlite_memory import SqliteMemoryStore
 
 KEY = "alice-key-0123456789abcdef"
 OTHER = "bob-key-0123456789abcdef01"
@@ -247,7 +249,7 @@ def test_adk_load_memory_finds_a_stored_fact(settings: Settings) -> None:
         from server.offline_model import OfflineLiveModel
         from server.session_access import build_session_service
 
-        store = MemoryStore(settings.memory_db_path)
+        store = SqliteMemoryStore(settings.memory_db_path)
         service = build_session_service(settings)
         runner = Runner(
             app_name="memtest",
@@ -311,3 +313,30 @@ def test_a_fact_survives_a_server_restart(tmp_path: Path) -> None:
     assert [(m["id"], m["text"]) for m in mine["memories"]] == [(fact_id, "my sister is Eve")]
     assert theirs["memories"] == []
     assert_clean(log, tmp_path / "again.log")
+
+
+def test_two_hosts_on_one_postgresql_share_the_memory(
+    settings: Settings, postgres_url: str, tmp_path: Path
+) -> None:
+    """Two servers (their own data directories) on one database: a fact
+    remembered through one is recalled, then forgotten, through the other."""
+    hosts = [
+        dataclasses.replace(settings, database_url=postgres_url, data_dir=tmp_path / name)
+        for name in ("host-a", "host-b")
+    ]
+    with TestClient(create_app(hosts[0])) as a, TestClient(create_app(hosts[1])) as b:
+        with a.websocket_connect("/ws") as ws:
+            start(ws, userKey=KEY, turnDetection="manual")
+            _, out = memory_output(ask(ws, "remember that the spare tyre is in the shed"))
+            fact_id = out["remembered"]["id"]
+        with b.websocket_connect("/ws") as ws:
+            start(ws, userKey=KEY, turnDetection="manual")
+            _, out = memory_output(ask(ws, "what do you remember about the tyre"))
+            assert [m["id"] for m in out["memories"]] == [fact_id]
+            assert f"({fact_id})" in answer(ask(ws, "what were you told about me"))
+            _, out = memory_output(ask(ws, "forget the spare tyre"))
+            assert out["forgotten"] == [fact_id]
+        with a.websocket_connect("/ws") as ws:
+            start(ws, userKey=KEY, turnDetection="manual")
+            _, out = memory_output(ask(ws, "what do you know about me"))
+            assert out["memories"] == []
