@@ -204,6 +204,7 @@ class PostgresMemoryStore(MemoryStore):
             managed,
             user_section,
         )
+        assert row is not None  # RETURNING of an upsert
         return Profile(row["user_section"], row["managed"])
 
     async def _forget_owner(self, owner: str) -> int:
