@@ -46,11 +46,11 @@ from .memory_store import (
     MemoryStore,
     checked_ids,
 )
+from .protocol import USER_KEY
 from .settings import Settings
 from .users import API_USER_ID, RESERVED_USERS
 
 USER_KEY_HEADER = "x-user-key"
-MAX_USER_KEY_CHARS = 256
 _KINDS: dict[str, Kind | None] = {"fact": "fact", "turn": "turn", "all": None}
 
 Handler = Callable[[Request, str], Awaitable[Response]]
@@ -75,11 +75,11 @@ def memory_routes(settings: Settings, store: MemoryStore) -> list[Route]:
         if token_owner is not None:
             if key is not None and key != token_owner:
                 raise HttpError(403, f"{USER_KEY_HEADER}: not the token's owner")
-            key = token_owner
-        if not key:
-            raise HttpError(400, f"{USER_KEY_HEADER}: expected the client's userKey")
-        if len(key) > MAX_USER_KEY_CHARS:
-            raise HttpError(400, f"{USER_KEY_HEADER}: at most {MAX_USER_KEY_CHARS} characters")
+            return f"key:{token_owner}"
+        if key is None or not USER_KEY.fullmatch(key):
+            raise HttpError(
+                400, f"{USER_KEY_HEADER}: expected the client's userKey (20-100 of A-Z a-z 0-9 _ -)"
+            )
         return f"key:{key}"
 
     def both(path: str, methods: list[str], handler: Handler) -> list[Route]:

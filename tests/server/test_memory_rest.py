@@ -96,6 +96,8 @@ def test_a_key_owners_memory_lists_searches_and_forgets(base: str) -> None:
         assert http.get("/memory", headers=other).json()["memories"] == []
         assert http.delete(f"/memory/{first}", headers=other).status_code == 404
         assert http.get("/memory", headers=API).status_code == 400  # no key named
+        short = http.get("/memory", headers={**API, "x-user-key": "short"})
+        assert short.status_code == 400 and "userKey" in short.json()["detail"]
         # Forget one, then everything.
         gone = http.delete(f"/memory/{first}", headers=mine)
         assert gone.status_code == 200 and gone.json() == {"forgotten": [first]}
