@@ -1,6 +1,10 @@
 """The turns of live conversations, stored in their owner's memory as they
 end (``store_to_memory``): an ADK plugin on the runner's events.
 
+The session's history may be trimmed in memory (``history.py``) but never
+within a turn, and a turn's events are few: reading back to the previous
+``turn_complete`` costs a turn's length.
+
 A turn is a final event with typed text, or with ``persist_transcripts`` a
 finished transcription of speech (the user's or the model's). Partial
 events, audio and tool traffic are not stored. A session without an owner
@@ -23,40 +27,31 @@ log = logging.getLogger(__name__)
 
 
 class TurnRecorder(BasePlugin):
-    """At each event of a run, the session's events not stored yet (the
-    user's typed turns reach the session, not the runner's events) and the
-    event itself; a run's mark is dropped as it ends."""
+    """At each turn's end (``turn_complete``), the session's events since the
+    previous turn's end: the user's typed turns reach the session, not the
+    runner's events, so the session is read, not the stream."""
 
     def __init__(self, store: MemoryStore, *, transcripts: bool) -> None:
         super().__init__(name="audiocore_memory_turns")
         self._store = store
         self._transcripts = transcripts
-        self._stored_until: dict[str, float] = {}  # invocation id → last event's time
 
     async def on_event_callback(
         self, *, invocation_context: InvocationContext, event: Event
     ) -> Event | None:
-        if event.partial or not (
-            event.turn_complete or event.content or event.output_transcription
-        ):
+        if not event.turn_complete:
             return None
         session = invocation_context.session
         owner = owner_of(session.state, session.user_id)
         if owner is None:
             return None
-        invocation = invocation_context.invocation_id
-        since = self._stored_until.get(invocation, 0.0)
-        new = [e for e in session.events if e.timestamp > since]
-        if event.timestamp > since and event not in new:
-            new.append(event)
-        if not new:
-            return None
-        self._stored_until[invocation] = max(e.timestamp for e in new)
+        turn = []
+        for earlier in reversed(session.events):  # the turn's own events, back to the last end
+            if earlier.turn_complete:
+                break
+            turn.append(earlier)
         try:
-            await self._store.add_turns(owner, new, transcripts=self._transcripts)
-        except Exception:  # the conversation goes on; the turns are not kept
-            log.warning("memory: turns were not stored", exc_info=True)
+            await self._store.add_turns(owner, turn[::-1], transcripts=self._transcripts)
+        except Exception:  # the conversation goes on; the turn is not kept
+            log.warning("memory: a turn was not stored", exc_info=True)
         return None
-
-    async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
-        self._stored_until.pop(invocation_context.invocation_id, None)

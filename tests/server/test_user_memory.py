@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from google.adk.events import Event
 from google.genai import types
 from server_helpers import assert_clean, open_ws, receive_until, server_process, start
@@ -340,3 +341,35 @@ def test_two_hosts_on_one_postgresql_share_the_memory(
             start(ws, userKey=KEY, turnDetection="manual")
             _, out = memory_output(ask(ws, "what do you know about me"))
             assert out["memories"] == []
+
+
+def test_spoken_turns_are_stored_as_transcribed_unless_switched_off(settings: Settings) -> None:
+    """A push-to-talk turn: its transcriptions (the offline model's honest
+    description of the audio, and its answer) are stored with
+    persist_transcripts, and not without it; typed turns are stored either way."""
+    rate = 16_000
+    t = np.arange(int(0.5 * rate)) / rate
+    speech = np.rint(0.3 * 32767 * np.sin(2 * np.pi * 330 * t)).astype("<i2").tobytes()
+    for key, transcripts in ((KEY, True), (OTHER, False)):
+        tuned = dataclasses.replace(settings, persist_transcripts=transcripts)
+        with TestClient(create_app(tuned)) as client:
+            with client.websocket_connect("/ws") as ws:
+                start(
+                    ws,
+                    userKey=key,
+                    turnDetection="manual",
+                    input={"sampleRate": rate, "format": "s16"},
+                )
+                ws.send_text(json.dumps({"type": "activity_start"}))
+                for i in range(0, len(speech), 640):
+                    ws.send_bytes(speech[i : i + 640])
+                ws.send_text(json.dumps({"type": "activity_end"}))
+                spoken = receive_until(ws, "finish")
+                ask(ws, "typed after speaking")
+            heard = next(m for m in spoken if m["type"] == "data-transcript")["data"]["text"]
+            store, portal = store_of(client), client.portal
+            assert portal is not None
+            turns = [r.text for r in portal.call(store.latest, f"key:{key}", 100, "turn")]
+            assert "typed after speaking" in turns
+            assert (heard in turns) is transcripts
+            assert any("I heard 0.50 seconds of audio" in t for t in turns) is transcripts
