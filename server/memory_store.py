@@ -428,5 +428,9 @@ def build_memory_store(settings: Settings) -> MemoryStore:
 
 def _log_change(owner: str, action: str, ids: list[str], size: int) -> None:
     log.info(
-        "memory %s: owner %s ids %s (%d chars)", action, owner_digest(owner), ",".join(ids), size
+        "memory %s: owner %s ids %s (%d chars)",
+        action,
+        owner_digest(owner),
+        ",".join(ids) or "-",
+        size,
     )

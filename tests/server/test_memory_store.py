@@ -5,6 +5,7 @@ input, against a reference of what should match."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ from server.memory_store import (
     MemoryStore,
     adk_owner,
     memory_owner,
+    owner_digest,
     search_words,
 )
 from server.sqlite_memory import SqliteMemoryStore
@@ -242,3 +244,30 @@ def test_stored_turns_are_bounded_per_owner(
         return [r.text for r in await store.latest("key:a", kind="turn")]
 
     assert run(make_store, scenario) == ["turn 5", "turn 4", "turn 3", "turn 2"]
+
+
+def test_changes_are_logged_without_text_or_key(
+    make_store: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret_key = "key:never-in-the-log-0123456789"
+    told, corrected, profile = "my password hint is swordfish", "my hint is a fish", "likes fish"
+
+    async def scenario(store: MemoryStore) -> list[str]:
+        fact = await store.remember(secret_key, told)
+        assert fact is not None
+        new = await store.replace(secret_key, [fact.id], corrected)
+        await store.edit_profile(secret_key, managed=profile)
+        await store.forget(secret_key, [new.id])
+        return [fact.id, new.id]
+
+    with caplog.at_level(logging.INFO, logger="server.memory_store"):
+        first, second = run(make_store, scenario)
+    lines = [r.getMessage() for r in caplog.records if r.name == "server.memory_store"]
+    digest = owner_digest(secret_key)
+    assert lines == [
+        f"memory remember: owner {digest} ids {first} ({len(told)} chars)",
+        f"memory replace: owner {digest} ids {first},{second} ({len(corrected)} chars)",
+        f"memory profile:managed: owner {digest} ids - ({len(profile)} chars)",
+        f"memory forget: owner {digest} ids {second} (0 chars)",
+    ]
+    assert not any("swordfish" in line or "never-in-the-log" in line for line in lines)

@@ -10,10 +10,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
+import websockets
 from google.adk.events import Event
 from google.genai import types
-from server_helpers import assert_clean, open_ws, receive_until, server_process, start
+from server_helpers import (
+    assert_clean,
+    open_ws,
+    receive_until,
+    serve_ws,
+    server_process,
+    start,
+)
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
@@ -373,3 +382,57 @@ def test_spoken_turns_are_stored_as_transcribed_unless_switched_off(settings: Se
             assert "typed after speaking" in turns
             assert (heard in turns) is transcripts
             assert any("I heard 0.50 seconds of audio" in t for t in turns) is transcripts
+
+
+def test_run_live_remembers_for_its_adk_user(settings: Settings) -> None:
+    """On /run_live the owner is the ADK user: carol's fact is hers over the
+    REST, and dave, in a session of the same id, recalls nothing."""
+
+    async def turn(ws_base: str, user: str, text: str) -> list[dict[str, Any]]:
+        query = f"app_name={settings.app_name}&user_id={user}&session_id=same-id"
+        async with websockets.connect(f"{ws_base.removesuffix('/ws')}/run_live?{query}") as ws:
+            await ws.send(json.dumps({"content": {"role": "user", "parts": [{"text": text}]}}))
+            events = []
+            while not (events and events[-1].get("turnComplete")):
+                events.append(json.loads(await asyncio.wait_for(ws.recv(), 30)))
+            return events
+
+    def responses(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            p["functionResponse"]["response"]
+            for e in events
+            for p in e.get("content", {}).get("parts", [])
+            if "functionResponse" in p
+        ]
+
+    with serve_ws(settings) as ws_base:
+        base = ws_base.replace("ws://", "http://").removesuffix("/ws")
+        with httpx.Client(base_url=base) as http:
+            for user in ("carol", "dave"):
+                created = http.post(
+                    f"/apps/{settings.app_name}/users/{user}/sessions",
+                    json={"sessionId": "same-id"},
+                )
+                assert created.status_code == 200, created.text
+            (said,) = responses(
+                asyncio.run(turn(ws_base, "carol", "remember that I fly on Friday"))
+            )
+            fact = said["remembered"]
+            listed = http.get(f"/apps/{settings.app_name}/users/carol/memory").json()
+            assert [(m["id"], m["text"]) for m in listed["memories"]] == [
+                (fact["id"], "I fly on Friday")
+            ]
+            (recalled,) = responses(asyncio.run(turn(ws_base, "dave", "what do you know about me")))
+            assert recalled["memories"] == []
+
+
+def test_memory_off_means_no_tool_and_no_store(settings: Settings) -> None:
+    off = dataclasses.replace(settings, memory=False)
+    with TestClient(create_app(off)) as client, client.websocket_connect("/ws") as ws:
+        tools = [t["name"] for t in start(ws, userKey=KEY, turnDetection="manual")["data"]["tools"]]
+        assert "user_memory" not in tools and "get_weather" in tools
+        turn = ask(ws, "remember that I like tea")
+        assert not any(m["type"] == "tool-input-available" for m in turn)
+        assert answer(turn) == "You said: remember that I like tea"
+        assert client.get("/memory", headers={"x-user-key": KEY}).status_code == 404
+    assert not (settings.data_dir / "memory.db").exists()
