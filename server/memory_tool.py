@@ -157,6 +157,8 @@ async def _profile_action(store: MemoryStore, owner: str, action: str, text: str
         return {"action": "recall", "profile": profile.as_json()}
     if action == "remember":
         line = checked_text(text, "text")
+        if not line:
+            raise MemoryInputError("text: expected a line to add to the profile, got nothing")
         managed = f"{profile.managed}\n{line}".strip()
     elif action == "replace":
         managed = checked_text(text, "text", MAX_PROFILE_CHARS)

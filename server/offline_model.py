@@ -23,7 +23,8 @@ speech. What it does, deterministically:
   ``get_location``; "start a task to sum the amount column of sales.csv" →
   ``start_task``, "what's the status of my task [task_…]" →
   ``get_task_status``, "cancel my task [task_…]" → ``cancel_task``;
-  "call NAME {json}" calls any declared tool. A function
+  "call NAME {json}" calls any declared tool; the memory cues ("remember
+  that …", "what do you remember about …") are in ``offline_memory.py``. A function
   response (also a late one, for a delegated tool) produces the final
   answer.
 * Reports. Each answer carries its model version (``MODEL_VERSION``), a
