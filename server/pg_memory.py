@@ -46,7 +46,9 @@ CREATE TABLE IF NOT EXISTS audiocore_memories (
     words TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED
 );
 CREATE INDEX IF NOT EXISTS audiocore_memories_by_owner
-    ON audiocore_memories (owner, kind, created);
+    ON audiocore_memories (owner, kind, created, seq);
+CREATE INDEX IF NOT EXISTS audiocore_memories_by_time
+    ON audiocore_memories (owner, created, seq);
 CREATE UNIQUE INDEX IF NOT EXISTS audiocore_memories_by_source
     ON audiocore_memories (owner, source) WHERE source IS NOT NULL;
 CREATE INDEX IF NOT EXISTS audiocore_memories_words ON audiocore_memories USING GIN (words);
@@ -152,12 +154,15 @@ class PostgresMemoryStore(MemoryStore):
 
     async def _latest(self, owner: str, limit: int, kind: Kind | None) -> list[Record]:
         pool = await self._ready()
+        # Equalities only, so an index's order is the answer's.
+        if kind is None:
+            where, args = "owner = $1", (owner, limit)
+        else:
+            where, args = "owner = $1 AND kind = $3", (owner, limit, kind)
         rows = await pool.fetch(
-            f"SELECT {_COLUMNS} FROM audiocore_memories WHERE owner = $1"
-            " AND ($2::text IS NULL OR kind = $2) ORDER BY created DESC, seq DESC LIMIT $3",
-            owner,
-            kind,
-            limit,
+            f"SELECT {_COLUMNS} FROM audiocore_memories WHERE {where}"
+            " ORDER BY created DESC, seq DESC LIMIT $2",
+            *args,
         )
         return [_record(r) for r in rows]
 

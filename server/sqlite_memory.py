@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS memories (
     created REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS memories_by_owner ON memories (owner, kind, created);
+CREATE INDEX IF NOT EXISTS memories_by_time ON memories (owner, created);
 CREATE UNIQUE INDEX IF NOT EXISTS memories_by_source ON memories (owner, source)
     WHERE source IS NOT NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5 (
@@ -113,11 +114,18 @@ class SqliteMemoryStore(MemoryStore):
         await self._db.run(lambda db: _delete_owned(db, owner, ids))
 
     async def _latest(self, owner: str, limit: int, kind: Kind | None) -> list[Record]:
+        # Equalities only, so the index's order is the answer's (a walk of
+        # ``limit`` entries, not a sort of the owner's records).
+        if kind is None:
+            where, args = "m.owner = ?", (owner, limit)
+        else:
+            where, args = "m.owner = ? AND m.kind = ?", (owner, kind, limit)
+
         def read(db: sqlite3.Connection) -> list[Record]:
             rows = db.execute(
-                f"SELECT {_COLUMNS} FROM memories m WHERE m.owner = ?"
-                " AND (? IS NULL OR m.kind = ?) ORDER BY m.created DESC, m.rowid DESC LIMIT ?",
-                (owner, kind, kind, limit),
+                f"SELECT {_COLUMNS} FROM memories m WHERE {where}"
+                " ORDER BY m.created DESC, m.rowid DESC LIMIT ?",
+                args,
             ).fetchall()
             return [_record(r) for r in rows]
 
