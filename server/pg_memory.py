@@ -155,6 +155,7 @@ class PostgresMemoryStore(MemoryStore):
     async def _latest(self, owner: str, limit: int, kind: Kind | None) -> list[Record]:
         pool = await self._ready()
         # Equalities only, so an index's order is the answer's.
+        args: tuple[object, ...]
         if kind is None:
             where, args = "owner = $1", (owner, limit)
         else:

@@ -116,6 +116,7 @@ class SqliteMemoryStore(MemoryStore):
     async def _latest(self, owner: str, limit: int, kind: Kind | None) -> list[Record]:
         # Equalities only, so the index's order is the answer's (a walk of
         # ``limit`` entries, not a sort of the owner's records).
+        args: tuple[object, ...]
         if kind is None:
             where, args = "m.owner = ?", (owner, limit)
         else:
