@@ -92,6 +92,19 @@ OPTIONS = (
     ("--language", "language", 'the model\'s language (BCP-47), e.g. "en-US"'),
     ("--data-dir", "data_dir", "where the SQLite session and lease files live (default ./data)"),
     ("--database-url", "database_url", "ADK async database URL for sessions (instead of SQLite)"),
+    ("--memory", "memory", "long-term memory per user (default true; false: none)"),
+    (
+        "--inject-memory-context",
+        "inject_memory_context",
+        "tell the model its user's profile and newest facts at connect (default true)",
+    ),
+    ("--max-memory-injection", "max_memory_injection", "facts told at connect (default 10)"),
+    ("--store-to-memory", "store_to_memory", "store each finished turn in memory (default true)"),
+    (
+        "--persist-transcripts",
+        "persist_transcripts",
+        "store spoken turns' transcriptions too (default true)",
+    ),
     ("--allowed-origins", "allowed_origins", "comma-separated extra origins (https://host:port)"),
     ("--allowed-hosts", "allowed_hosts", "comma-separated extra host names the server answers to"),
     (

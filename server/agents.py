@@ -15,11 +15,14 @@ from collections.abc import Mapping, Sequence
 
 from google.adk.agents.run_config import RunConfig
 from google.adk.apps.app import App
+from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
 from google.adk.sessions import BaseSessionService
 
 from .agent import build_agent, build_run_config
 from .live_runs import RunRecorder
+from .memory_store import MemoryStore
+from .memory_turns import TurnRecorder
 from .protocol import TurnDetection
 from .settings import Settings
 from .tools import ToolSpec
@@ -62,7 +65,11 @@ def warm_up() -> None:
 
 class Agents:
     def __init__(
-        self, settings: Settings, tools: Sequence[ToolSpec], session_service: BaseSessionService
+        self,
+        settings: Settings,
+        tools: Sequence[ToolSpec],
+        session_service: BaseSessionService,
+        memory: MemoryStore | None = None,
     ) -> None:
         self.tools: Mapping[str, ToolSpec] = {spec.name: spec for spec in tools}
         self.agent = build_agent(settings, tools)
@@ -73,19 +80,20 @@ class Agents:
             mode: build_run_config(settings, mode) for mode in ("server", "manual")
         }
         self.live_runs_recorder = RunRecorder()
+        plugins: list[BasePlugin] = [self.live_runs_recorder]
+        if memory is not None and settings.store_to_memory:
+            plugins.append(TurnRecorder(memory, transcripts=settings.persist_transcripts))
         self.runner = Runner(
-            app=App(
-                name=settings.app_name,
-                root_agent=self.agent,
-                plugins=[self.live_runs_recorder],
-            ),
+            app=App(name=settings.app_name, root_agent=self.agent, plugins=plugins),
             session_service=session_service,
+            memory_service=memory,  # ADK's load_memory and preload_memory read it
             auto_create_session=False,
         )
         self.chat_runner = Runner(
             app_name=settings.app_name,
             agent=build_agent(settings, tools, chat=True),
             session_service=session_service,
+            memory_service=memory,
             auto_create_session=False,
         )
         self.live_runs = 0

@@ -49,6 +49,7 @@ from .credentials import (
 from .dialects import SEED, UI_STREAM, Dialect
 from .guard import LOCAL_ORIGIN, ConnectionLimits, HttpGuard, origin_allowed
 from .http_chat import ChatEndpoint
+from .memory_rest import memory_routes
 from .quotas import build_quotas
 from .rest import rest_routes
 from .runtime import Runtime
@@ -190,6 +191,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
         WebSocketRoute("/live", live),
         WebSocketRoute("/run_live", run_live),
         *rest_routes(settings, sessions, runtime.store_worker, agents.agent),
+        *(memory_routes(settings, runtime.memory) if runtime.memory is not None else []),
         *ChatEndpoint(settings, sessions, agents).routes(),
         Mount("/", StaticFiles(directory=settings.web_dir, html=True, check_dir=False)),
     ]

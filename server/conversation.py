@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from google.adk.events import Event, EventActions
 from google.adk.sessions import Session
 from google.genai import types
 from starlette.websockets import WebSocket
@@ -261,7 +262,12 @@ async def welcome(
         c.link.tell_client([*translator.begin(message_id), *replay])
     owner = c.delivery.owner
     if start.user_key is not None and session.state.get(OWNER_STATE_KEY) != owner:
-        c.uplink.state({OWNER_STATE_KEY: owner})  # the tools read it from the session
+        # The tools read it from the session, and the memory already as the
+        # model connects: in the session before the run starts.
+        await parts.sessions.service.append_event(
+            session,
+            Event(author="user", actions=EventActions(state_delta={OWNER_STATE_KEY: owner})),
+        )
     if start.time_zone is not None:
         # For this connection's run only (``temp:``, never stored): the next
         # client of the session says its own, or has UTC.

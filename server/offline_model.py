@@ -23,10 +23,11 @@ speech. What it does, deterministically:
   ``get_location``; "start a task to sum the amount column of sales.csv" →
   ``start_task``, "what's the status of my task [task_…]" →
   ``get_task_status``, "cancel my task [task_…]" → ``cancel_task``;
-  "call NAME {json}" calls any declared tool. A request whose every
-  clause is a cue of a different tool ("pay 5 EUR to Alice and where am
-  I", clauses split at "and", commas, semicolons) calls them all in one
-  response. The function responses of one content (also late ones, for
+  "call NAME {json}" calls any declared tool; the memory cues ("remember
+  that …", "what do you remember about …") are in ``offline_memory.py``.
+  A request whose every clause is a cue of a different tool ("pay 5 EUR to
+  Alice and where am I", clauses split at "and", commas, semicolons) calls
+  them all in one response. The function responses of one content (also late ones, for
   delegated tools) produce one final answer.
 * Voice activity. Its detector's onsets and ends are told as Gemini tells
   them (``voice_activity`` ``ACTIVITY_START`` / ``ACTIVITY_END``); a client's
@@ -66,7 +67,7 @@ from google.genai import types
 
 import audiocore
 
-from . import offline_images
+from . import offline_images, offline_memory
 from .voice import END_OF_SPEECH_S, VOICE_DBFS, VoiceCheck
 
 INPUT_RATE = 16_000
@@ -181,7 +182,9 @@ class OfflineLiveModel(BaseLlm):
                 for p in parts
                 if p.inline_data and (p.inline_data.mime_type or "").startswith("image/")
             ]
-            answers = _answer_turn(text, seen, _declared_tools(llm_request), history_len=turns)
+            answers = _answer_turn(
+                text, seen, _declared_tools(llm_request), turns, _instruction(llm_request)
+            )
         for response in answers:
             if response.turn_complete or response.content is None:
                 continue
@@ -197,7 +200,10 @@ class OfflineLiveModel(BaseLlm):
     @contextlib.asynccontextmanager
     async def _connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:
         connection = OfflineLiveConnection(
-            self, _declared_tools(llm_request), manual=_manual_turns(llm_request)
+            self,
+            _declared_tools(llm_request),
+            manual=_manual_turns(llm_request),
+            instruction=_instruction(llm_request),
         )
         try:
             yield connection
@@ -212,6 +218,11 @@ def _manual_turns(llm_request: LlmRequest) -> bool:
     return bool(detection and detection.disabled)
 
 
+def _instruction(llm_request: LlmRequest) -> str:
+    given = llm_request.config.system_instruction if llm_request.config else None
+    return given if isinstance(given, str) else ""
+
+
 def _declared_tools(llm_request: LlmRequest) -> set[str]:
     names: set[str] = set()
     for tool in (llm_request.config.tools or []) if llm_request.config else []:
@@ -221,9 +232,17 @@ def _declared_tools(llm_request: LlmRequest) -> set[str]:
 
 
 class OfflineLiveConnection(BaseLlmConnection):
-    def __init__(self, model: OfflineLiveModel, tools: set[str], *, manual: bool = False) -> None:
+    def __init__(
+        self,
+        model: OfflineLiveModel,
+        tools: set[str],
+        *,
+        manual: bool = False,
+        instruction: str = "",
+    ) -> None:
         self._model = model
         self._tools = tools
+        self._instruction = instruction  # what it was told at connect
         self._responses: asyncio.Queue[LlmResponse | None] = asyncio.Queue(
             model.max_pending_responses
         )
@@ -247,7 +266,9 @@ class OfflineLiveConnection(BaseLlmConnection):
             return
         text = " ".join(p.text for p in parts if p.text)
         self._history_len += 1
-        answer = _answer_turn(text, list(self._images), self._tools, self._history_len)
+        answer = _answer_turn(
+            text, list(self._images), self._tools, self._history_len, self._instruction
+        )
         self._images.clear()
         await self._emit_all(answer)
         self._speaking_until = time.monotonic() + _audio_seconds(answer)
@@ -543,7 +564,9 @@ def _text_answer(text: str, prompt: str, seconds: float = _CUE_SECONDS) -> list[
     ]
 
 
-def _answer_text(text: str, tools: set[str], history_len: int) -> list[LlmResponse]:
+def _answer_text(
+    text: str, tools: set[str], history_len: int, instruction: str = ""
+) -> list[LlmResponse]:
     outcome = _TASK_OUTCOME.match(text)
     if outcome:
         # The server hands over a background task's outcome: tell it, at
@@ -557,6 +580,12 @@ def _answer_text(text: str, tools: set[str], history_len: int) -> list[LlmRespon
         except ValueError:
             return _text_answer(f"The arguments for {call.group(1)} are not valid JSON.", text)
         return [_function_call(call.group(1), args if isinstance(args, dict) else {})]
+    told = offline_memory.told(text, instruction)
+    if told is not None:
+        return _text_answer(told, text)
+    memory_call = offline_memory.call_for(text, tools)
+    if memory_call is not None:
+        return [_function_call(offline_memory.TOOL, memory_call)]
     calls = _cued_calls(text, tools)
     if calls:
         return [_function_calls(calls)]
@@ -588,7 +617,7 @@ def _cued_calls(text: str, tools: set[str]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _answer_turn(
-    text: str, images: list[str], tools: set[str], history_len: int
+    text: str, images: list[str], tools: set[str], history_len: int, instruction: str = ""
 ) -> list[LlmResponse]:
     """A user turn of ``text`` and the ``images`` it was given (described)."""
     drawn = offline_images.drawing(text)
@@ -600,7 +629,7 @@ def _answer_turn(
     if images:
         seen = offline_images.describe_all(images)
         return _text_answer(f"{seen} You said: {text.strip()}" if text.strip() else seen, text)
-    return _answer_text(text, tools, history_len)
+    return _answer_text(text, tools, history_len, instruction)
 
 
 def _is_audio(part: types.Part) -> bool:
@@ -631,4 +660,6 @@ def _tool_result_text(response: types.FunctionResponse) -> str:
     result = response.response or {}
     if response.name == "get_current_time" and "time" in result:
         return f"It is {result['time']} ({result.get('timezone', 'UTC')})."
+    if response.name == offline_memory.TOOL:
+        return offline_memory.answer(result)
     return f"{response.name} returned {json.dumps(result, default=str, sort_keys=True)}."

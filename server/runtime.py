@@ -21,6 +21,8 @@ from .claims import SessionClaims
 from .delegation import Delegations
 from .demo_tools import DEMO_TOOLS
 from .memory import ConnectionReaper
+from .memory_store import MemoryStore, build_memory_store
+from .memory_tool import memory_tool_spec
 from .session_access import SessionAccess, build_lease_store, build_session_service
 from .settings import Settings
 from .store_worker import StoreWorker
@@ -42,7 +44,13 @@ class Runtime:
         self.tasks = TaskManager(settings, service, leases=leases)
         tools: list[Callable[..., Any]] = [*DEMO_TOOLS, *build_live_tools(self.tasks)]
         specs = with_approvals([spec_of(f) for f in tools], settings.tools_requiring_approval)
-        self.agents = Agents(settings, specs, service)
+        # Long-term memory: the user_memory tool, and the turns stored as they end.
+        self.memory: MemoryStore | None = None
+        if settings.memory:
+            self.memory = build_memory_store(settings)
+            injected = settings.max_memory_injection if settings.inject_memory_context else 0
+            specs.append(memory_tool_spec(self.memory, max_injection=injected))
+        self.agents = Agents(settings, specs, service, memory=self.memory)
         self.delegations = Delegations(
             timeout_s=settings.tool_timeout_s, grace_s=settings.tool_grace_s
         )
@@ -64,6 +72,8 @@ class Runtime:
             await self.store_worker.close()
         finally:
             await self.agents.close()
+            if self.memory is not None:
+                await self.memory.close()
             close = getattr(self.sessions.service, "close", None)
             if close is not None:
                 await close()

@@ -162,6 +162,15 @@ class Settings:
     task_timeout_s: float = 600.0  # a backend run longer than this fails
     task_cancel_grace_s: float = 5.0  # an aborted run that has not stopped is cancelled
 
+    # Long-term memory (server/memory_store.py, docs/memory.md), in
+    # data_dir/memory.db. False: no user_memory tool, nothing stored.
+    memory: bool = True
+    inject_memory_context: bool = True  # the owner's profile and facts told at connect
+    max_memory_injection: int = 10  # facts told at connect, the newest first
+    store_to_memory: bool = True  # each finished turn kept as a searchable record
+    persist_transcripts: bool = True  # spoken turns' transcriptions among them
+    max_memories_per_owner: int = 1_000  # facts per owner (a clear error past it)
+
     # Audio.
     model_input_rate: int = 16_000
     # Audio per message to the model (re-framed chunks); None: 20 ms for the
@@ -226,6 +235,10 @@ class Settings:
     @property
     def session_db_path(self) -> Path:
         return self.data_dir / "sessions.db"
+
+    @property
+    def memory_db_path(self) -> Path:
+        return self.data_dir / "memory.db"
 
     def __repr__(self) -> str:
         """Fit for a log or a test report: no API key, no database password."""

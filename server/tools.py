@@ -53,6 +53,8 @@ class ToolSpec:
     approval: bool = False
     runs_in: RunsIn = "server"
     timeout_s: float | None = None  # None: the server's tool_timeout_s
+    # The ADK tool of a server tool that needs more than a FunctionTool.
+    adk: Callable[[Callable[..., Any]], BaseTool] | None = None
 
     @property
     def delegated(self) -> bool:
@@ -135,6 +137,8 @@ def adk_tool(spec: ToolSpec) -> BaseTool:
     long-running tool for a delegated one."""
     state_param = _state_parameter(spec.function)
     if not spec.delegated:
+        if spec.adk is not None:
+            return spec.adk(spec.function)
         if state_param is None:
             return FunctionTool(spec.function)
         return FunctionTool(_run_by_adk_with_state(spec, state_param))

@@ -26,12 +26,16 @@
 // so the user's tasks follow them into every session; each `data-task`
 // chunk updates that task's card in place, and a card's Cancel sends
 // `task_cancel` (the next card confirms it).
+//
+// Memory: what the agent remembers about the user (memory.js), listed from
+// the memory REST under the same key, with Forget per item.
 
 import { AudioEngine, describeMicError } from "./audio.js";
 import { runBrowserTool } from "./browser-tools.js";
 import { Conversation } from "./conversation.js";
 import { BackgroundMusic } from "./music.js";
 import { TokenSource, tokenUrlFrom, withToken } from "./credentials.js";
+import { MemoryPanel, memoryUrl } from "./memory.js";
 import { Pcm16Decoder } from "./pcm.js";
 import { LiveSession, clientExecutes, describeClose, localTimeZone, newUserKey, socketUrl } from "./session.js";
 import { Camera, readImage } from "./images.js";
@@ -112,10 +116,20 @@ const state = new PageState({
 let live = null;
 const reconnects = new ReconnectPolicy({ now: () => performance.now() });
 
+// What the agent remembers about this user (memory.js): the key's, or the token owner's.
+const memory = new MemoryPanel(
+  document.getElementById("memory"),
+  memoryUrl(serverUrl),
+  async () =>
+    tokens ? { authorization: `Bearer ${await tokens.token()}` } : { "x-user-key": userKey() },
+  (message) => console.warn(message),
+);
+
 const { render, renderEntry, renderLevelSoon } = createView(ui, state);
 const conversation = new Conversation(renderEntry);
 
 window.__demo = state.view({
+  memory: () => ({ items: memory.items, reads: memory.reads }),
   micSettings: () => live?.engine.micTrack?.getSettings() ?? null,
   /** What the figures do not include: the device's own output delay, ms. */
   outputLatencyMs() {
@@ -224,6 +238,7 @@ async function connect() {
     return;
   }
   if (live !== conn) return; // disconnected meanwhile
+  memory.refresh();
   const micOpen = await mic;
   if (live !== conn) return;
   state.connected({ micOpen });
@@ -462,7 +477,12 @@ function interruptLocal(reason) {
 function onChunk({ detail: chunk }) {
   state.chunkReceived(chunk);
   conversation.apply(chunk);
+  // Read before onToolChunk resolves the call: whose answer this is.
+  const remembering =
+    chunk.type === "tool-output-available" &&
+    state.toolCalls.get(chunk.toolCallId)?.toolName === "user_memory";
   if (chunk.type.startsWith("tool-")) onToolChunk(chunk);
+  if (remembering) memory.refresh(); // the agent remembered or forgot something
   switch (chunk.type) {
     case "finish":
       replayAnswer(chunk);

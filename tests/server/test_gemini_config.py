@@ -155,6 +155,7 @@ def test_run_live_hands_google_an_audio_config(clean_env, tmp_path: pathlib.Path
         "get_weather",
         "process_payment",
         "start_task",
+        "user_memory",
     ]
     # A tool's session-state parameter is the server's, not the model's;
     # so is the task tools' tool context.
@@ -165,6 +166,9 @@ def test_run_live_hands_google_an_audio_config(clean_env, tmp_path: pathlib.Path
     assert start_task["required"] == ["objective"]
     status = declared["get_task_status"].parameters_json_schema
     assert sorted(status["properties"]) == ["task_id"] and not status.get("required")
+    memory = declared["user_memory"].parameters_json_schema
+    assert sorted(memory["properties"]) == ["action", "ids", "query", "target", "text"]
+    assert memory["required"] == ["action"]
     assert "get_current_time" in config.system_instruction.parts[0].text
     kind, sent = session.sent[0]
     assert kind == "realtime"

@@ -509,3 +509,41 @@ def test_python_m_server_runs_the_gemini_path(endpoint: LocalGeminiLive, tmp_pat
     setup = endpoint.records[0].parsed
     assert (setup.voice, setup.language) == ("Kore", "en-US")
     assert os.fspath(endpoint.ca_file) in command
+
+
+def test_the_gemini_path_remembers_and_is_told_at_connect(
+    endpoint: LocalGeminiLive, tmp_path: Path
+) -> None:
+    """Gemini (the local endpoint) calls user_memory as the offline model
+    does; the next session's setup carries the fact in its instruction."""
+    key = "gemini-user-key-0123456789"
+
+    async def scenario(url: str) -> tuple[Collector, Collector]:
+        cols = []
+        for text in (
+            'call user_memory {"action": "remember", "text": "my tea has no sugar"}',
+            'call user_memory {"action": "recall", "query": "tea"}',
+        ):
+            ws, col = await open_session(url, endpoint, userKey=key, turnDetection="manual")
+            await say(ws, text)
+            await col.wait_for("tool-output-available")
+            await col.wait_for("finish")
+            await col.close()
+            cols.append(col)
+        return cols[0], cols[1]
+
+    with serve_ws(gemini_settings(endpoint, tmp_path / "data")) as url:
+        told, asked = asyncio.run(scenario(url))
+
+    def output(col: Collector) -> dict[str, Any]:
+        return next(m["output"] for _, m in col.messages if m["type"] == "tool-output-available")
+
+    fact = output(told)["remembered"]
+    assert [(m["id"], m["text"]) for m in output(asked)["memories"]] == [
+        (fact["id"], "my tea has no sugar")
+    ]
+    first, second = endpoint.records[0].setup, endpoint.records[-1].setup
+    assert first is not None and second is not None
+    instruction = json.dumps(second["setup"]["systemInstruction"])
+    assert f"[{fact['id']}] my tea has no sugar" in instruction
+    assert "my tea has no sugar" not in json.dumps(first["setup"]["systemInstruction"])

@@ -1,0 +1,237 @@
+"""The memory store in PostgreSQL: several hosts on one database (the one
+``--database-url`` names for the sessions), with PostgreSQL's full-text
+search.
+
+The records' text is indexed as a generated ``tsvector`` (the ``simple``
+configuration: lowercased words, no stemming, as SQLite's ``unicode61``)
+under a GIN index. A search binds its words as a ``text[]`` and builds the
+``tsquery`` from them with ``quote_literal``, so no query syntax of the
+user's ever applies; it is ranked by ``ts_rank``. One owner's writes are
+serialised by a transaction-scoped advisory lock on the owner, so the fact
+limit holds across hosts.
+
+asyncpg directly, as ``pg_leases.py`` (which says why): a small pool opened
+at the first call, the schema created under the same advisory lock as the
+other stores', every statement bounded by ``STATEMENT_TIMEOUT_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+
+from .memory_store import (
+    MAX_TURNS_PER_OWNER,
+    Kind,
+    MemoryInputError,
+    MemoryStore,
+    Profile,
+    Record,
+    unknown_ids,
+)
+from .pg_leases import _SCHEMA_LOCK, CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S, asyncpg_dsn
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audiocore_memories (
+    seq BIGSERIAL PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    owner TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    text TEXT NOT NULL,
+    author TEXT,
+    source TEXT,
+    created DOUBLE PRECISION NOT NULL,
+    words TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED
+);
+CREATE INDEX IF NOT EXISTS audiocore_memories_by_owner
+    ON audiocore_memories (owner, kind, created, seq);
+CREATE INDEX IF NOT EXISTS audiocore_memories_by_time
+    ON audiocore_memories (owner, created, seq);
+CREATE UNIQUE INDEX IF NOT EXISTS audiocore_memories_by_source
+    ON audiocore_memories (owner, source) WHERE source IS NOT NULL;
+CREATE INDEX IF NOT EXISTS audiocore_memories_words ON audiocore_memories USING GIN (words);
+CREATE TABLE IF NOT EXISTS audiocore_memory_profiles (
+    owner TEXT PRIMARY KEY,
+    user_section TEXT NOT NULL DEFAULT '',
+    managed TEXT NOT NULL DEFAULT '',
+    updated TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp()
+);
+"""
+_LOCK_OWNER = "SELECT pg_advisory_xact_lock(hashtext('audiocore_memory:' || $1))"
+_COLUMNS = "id, kind, text, created, author"
+# Any of the words, each a quoted lexeme.
+_QUERY = (
+    "to_tsquery('simple', array_to_string("
+    "ARRAY(SELECT quote_literal(w) FROM unnest($2::text[]) AS w), ' | '))"
+)
+
+
+def _record(row: Any) -> Record:
+    return Record(row["id"], row["kind"], row["text"], row["created"], row["author"])
+
+
+class PostgresMemoryStore(MemoryStore):
+    def __init__(self, url: str, *, max_facts: int = 1_000) -> None:
+        super().__init__(max_facts=max_facts)
+        self._dsn = asyncpg_dsn(url)
+        self._pool: asyncpg.Pool | None = None
+        self._connecting = asyncio.Lock()
+
+    async def _ready(self) -> asyncpg.Pool:
+        async with self._connecting:
+            if self._pool is None:
+                pool = await asyncpg.create_pool(
+                    self._dsn,
+                    min_size=1,
+                    max_size=3,
+                    timeout=CONNECT_TIMEOUT_S,
+                    command_timeout=STATEMENT_TIMEOUT_S,
+                )
+                try:
+                    async with pool.acquire() as conn, conn.transaction():
+                        await conn.execute(_SCHEMA_LOCK)  # one schema creation at a time
+                        await conn.execute(_SCHEMA)
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._pool = pool
+            return self._pool
+
+    async def _insert(self, owner: str, record: Record, source: str | None) -> bool:
+        pool = await self._ready()
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute(_LOCK_OWNER, owner)
+            if record.kind == "fact":
+                held = await conn.fetchval(
+                    "SELECT count(*) FROM audiocore_memories WHERE owner = $1 AND kind = 'fact'",
+                    owner,
+                )
+                if held >= self.max_facts:
+                    raise MemoryInputError(
+                        f"memory is full: {self.max_facts} facts; forget some first"
+                    )
+            added = await conn.fetchval(
+                "INSERT INTO audiocore_memories (id, owner, kind, text, author, source, created)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+                " ON CONFLICT (owner, source) WHERE source IS NOT NULL DO NOTHING RETURNING 1",
+                record.id,
+                owner,
+                record.kind,
+                record.text,
+                record.author,
+                source,
+                record.created,
+            )
+            if record.kind == "turn":
+                await conn.execute(
+                    "DELETE FROM audiocore_memories WHERE seq IN (SELECT seq FROM"
+                    " audiocore_memories WHERE owner = $1 AND kind = 'turn'"
+                    " ORDER BY created DESC OFFSET $2)",
+                    owner,
+                    MAX_TURNS_PER_OWNER,
+                )
+            return added is not None
+
+    async def _swap(self, owner: str, ids: list[str], record: Record) -> None:
+        pool = await self._ready()
+        async with pool.acquire() as conn, conn.transaction():
+            await _delete_owned(conn, owner, ids)
+            await conn.execute(
+                "INSERT INTO audiocore_memories (id, owner, kind, text, created)"
+                " VALUES ($1, $2, 'fact', $3, $4)",
+                record.id,
+                owner,
+                record.text,
+                record.created,
+            )
+
+    async def _remove(self, owner: str, ids: list[str]) -> None:
+        pool = await self._ready()
+        async with pool.acquire() as conn, conn.transaction():
+            await _delete_owned(conn, owner, ids)
+
+    async def _latest(self, owner: str, limit: int, kind: Kind | None) -> list[Record]:
+        pool = await self._ready()
+        # Equalities only, so an index's order is the answer's.
+        args: tuple[object, ...]
+        if kind is None:
+            where, args = "owner = $1", (owner, limit)
+        else:
+            where, args = "owner = $1 AND kind = $3", (owner, limit, kind)
+        rows = await pool.fetch(
+            f"SELECT {_COLUMNS} FROM audiocore_memories WHERE {where}"
+            " ORDER BY created DESC, seq DESC LIMIT $2",
+            *args,
+        )
+        return [_record(r) for r in rows]
+
+    async def _search(
+        self, owner: str, words: list[str], limit: int, kind: Kind | None
+    ) -> list[Record]:
+        pool = await self._ready()
+        rows = await pool.fetch(
+            f"SELECT {_COLUMNS} FROM audiocore_memories, {_QUERY} AS q"
+            " WHERE owner = $1 AND words @@ q AND ($3::text IS NULL OR kind = $3)"
+            " ORDER BY ts_rank(words, q) DESC, created DESC LIMIT $4",
+            owner,
+            words,
+            kind,
+            limit,
+        )
+        return [_record(r) for r in rows]
+
+    async def _count(self, owner: str) -> int:
+        pool = await self._ready()
+        n = await pool.fetchval("SELECT count(*) FROM audiocore_memories WHERE owner = $1", owner)
+        return int(n)
+
+    async def _profile(self, owner: str) -> Profile:
+        pool = await self._ready()
+        row = await pool.fetchrow(
+            "SELECT user_section, managed FROM audiocore_memory_profiles WHERE owner = $1", owner
+        )
+        return Profile(row["user_section"], row["managed"]) if row else Profile()
+
+    async def _edit_profile(
+        self, owner: str, managed: str | None, user_section: str | None
+    ) -> Profile:
+        pool = await self._ready()
+        row = await pool.fetchrow(
+            "INSERT INTO audiocore_memory_profiles (owner, user_section, managed)"
+            " VALUES ($1, coalesce($3, ''), coalesce($2, ''))"
+            " ON CONFLICT (owner) DO UPDATE SET"
+            " managed = coalesce($2, audiocore_memory_profiles.managed),"
+            " user_section = coalesce($3, audiocore_memory_profiles.user_section),"
+            " updated = clock_timestamp()"
+            " RETURNING user_section, managed",
+            owner,
+            managed,
+            user_section,
+        )
+        assert row is not None  # RETURNING of an upsert
+        return Profile(row["user_section"], row["managed"])
+
+    async def _forget_owner(self, owner: str) -> int:
+        pool = await self._ready()
+        async with pool.acquire() as conn, conn.transaction():
+            status = await conn.execute("DELETE FROM audiocore_memories WHERE owner = $1", owner)
+            await conn.execute("DELETE FROM audiocore_memory_profiles WHERE owner = $1", owner)
+        return int(status.split()[-1])  # "DELETE <n>"
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+
+async def _delete_owned(conn: Any, owner: str, ids: list[str]) -> None:
+    await conn.execute(_LOCK_OWNER, owner)
+    found = await conn.fetch(
+        "SELECT id FROM audiocore_memories WHERE owner = $1 AND id = ANY($2::text[])", owner, ids
+    )
+    unknown_ids(ids, {row["id"] for row in found})
+    await conn.execute(
+        "DELETE FROM audiocore_memories WHERE owner = $1 AND id = ANY($2::text[])", owner, ids
+    )
