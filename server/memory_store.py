@@ -42,7 +42,6 @@ from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemor
 from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 
-from .settings import Settings, is_postgres_url
 from .users import RESERVED_USERS
 
 if TYPE_CHECKING:
@@ -411,19 +410,6 @@ def unknown_ids(ids: list[str], found: set[str]) -> None:
     unknown = [i for i in ids if i not in found]
     if unknown:
         raise MemoryInputError(f"unknown memory ids {unknown}; recall to see the current ones")
-
-
-def build_memory_store(settings: Settings) -> MemoryStore:
-    """The store the settings name: PostgreSQL with a PostgreSQL
-    ``database_url``, else SQLite in the data directory."""
-    if is_postgres_url(settings.database_url):
-        from .pg_memory import PostgresMemoryStore  # asyncpg: google-adk[db]
-
-        assert settings.database_url is not None
-        return PostgresMemoryStore(settings.database_url, max_facts=settings.max_memories_per_owner)
-    from .sqlite_memory import SqliteMemoryStore
-
-    return SqliteMemoryStore(settings.memory_db_path, max_facts=settings.max_memories_per_owner)
 
 
 def _log_change(owner: str, action: str, ids: list[str], size: int) -> None:

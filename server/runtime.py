@@ -21,10 +21,10 @@ from .claims import SessionClaims
 from .delegation import Delegations
 from .demo_tools import DEMO_TOOLS
 from .memory import ConnectionReaper
-from .memory_store import MemoryStore, build_memory_store
+from .memory_store import MemoryStore
 from .memory_tool import memory_tool_spec
 from .session_access import SessionAccess, build_lease_store, build_session_service
-from .settings import Settings
+from .settings import Settings, is_postgres_url
 from .store_worker import StoreWorker
 from .tasks import TaskManager
 from .tasks.live_tools import build_live_tools
@@ -77,3 +77,16 @@ class Runtime:
             close = getattr(self.sessions.service, "close", None)
             if close is not None:
                 await close()
+
+
+def build_memory_store(settings: Settings) -> MemoryStore:
+    """The memory store the settings name: PostgreSQL with a PostgreSQL
+    ``database_url``, else SQLite in the data directory."""
+    if is_postgres_url(settings.database_url):
+        from .pg_memory import PostgresMemoryStore  # asyncpg: google-adk[db]
+
+        assert settings.database_url is not None
+        return PostgresMemoryStore(settings.database_url, max_facts=settings.max_memories_per_owner)
+    from .sqlite_memory import SqliteMemoryStore
+
+    return SqliteMemoryStore(settings.memory_db_path, max_facts=settings.max_memories_per_owner)

@@ -195,7 +195,7 @@ def test_uplink_bounds_typed_turns_but_never_tool_answers() -> None:
     uplink.user_turn("three")
     assert reports == ["the model is not keeping up; messages are dropped until it catches up"]
     response = types.FunctionResponse(id="c1", name="f", response={"ok": True})
-    uplink.tool_answer(response, {"k": 1})
+    uplink.tool_answer([response], {"k": 1})
     uplink.task_outcome("the task finished")
     requests = _drain(queue)
     assert [r.content.parts[0].text for r in requests if r.content.parts[0].text] == [

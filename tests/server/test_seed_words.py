@@ -44,12 +44,18 @@ def words_part(turn: list[dict[str, Any]], message_id: str) -> list[dict[str, An
     return [c for c in turn if c.get("id") == part_id]
 
 
+def started(turn: list[dict[str, Any]]) -> str:
+    """The turn's message id (transient parts such as ``data-speech`` may
+    come before its ``start``)."""
+    return next(c for c in turn if c["type"] == "start")["messageId"]
+
+
 def test_a_spoken_turn_carries_the_words_heard_as_a_text_part(client: TestClient) -> None:
     with client.websocket_connect("/live") as ws:
         stream = SeedStream(ws)
         speak(ws, tone(0.5))
         turn = stream.read()
-    message_id = turn[0]["messageId"]
+    message_id = started(turn)
     heard = next(c for c in turn if c["type"] == "data-transcript")["data"]
     assert heard["final"] and "8000 samples" in heard["text"]
     words = words_part(turn, message_id)
@@ -81,7 +87,7 @@ def test_a_typed_turn_has_no_words_part(client: TestClient) -> None:
             },
         )
         turn = stream.read()
-    assert words_part(turn, turn[0]["messageId"]) == []
+    assert words_part(turn, started(turn)) == []
 
 
 def test_on_ws_only_the_transient_transcript(client: TestClient) -> None:
@@ -92,7 +98,7 @@ def test_on_ws_only_the_transient_transcript(client: TestClient) -> None:
         ws.send_text(json.dumps({"type": "activity_end"}))
         turn = receive_until(ws, "finish")
     assert any(c["type"] == "data-transcript" for c in turn)
-    assert words_part(turn, turn[0]["messageId"]) == []
+    assert words_part(turn, started(turn)) == []
 
 
 def _event(**fields: Any) -> Event:
