@@ -51,7 +51,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import re
 import time
 from collections import deque
@@ -68,12 +67,11 @@ from google.genai import types
 import audiocore
 
 from . import offline_images, offline_memory
-from .voice import END_OF_SPEECH_S, VOICE_DBFS, VoiceCheck
+from .offline_speech import INPUT_RATE, EnergySegmenter, describe_utterance
+from .voice import END_OF_SPEECH_S, VOICE_DBFS
 
-INPUT_RATE = 16_000
 OUTPUT_RATE = 24_000
 OUTPUT_MIME = f"audio/pcm;rate={OUTPUT_RATE}"
-NO_ASR_NOTE = "[offline model: no speech recognition]"
 MODEL_VERSION = "offline-1"
 MAX_ANSWER_TOKENS = 256  # its output limit, as a Gemini model's max_output_tokens
 AUDIO_TOKENS_PER_S = 25  # what Gemini counts for a second of audio
@@ -251,7 +249,7 @@ class OfflineLiveConnection(BaseLlmConnection):
         self._manual = manual  # turns are only the client's activity brackets
         self._in_activity = False  # between activity_start and activity_end
         self._speaking_until = 0.0
-        self._segmenter = _EnergySegmenter(model)
+        self._segmenter = EnergySegmenter(model)
         self._images: deque[str] = deque(maxlen=4)  # described, since the last turn
 
     # ------------------------------------------------------------ inputs
@@ -357,112 +355,9 @@ class OfflineLiveConnection(BaseLlmConnection):
         self._responses.put_nowait(None)
 
 
-class _EnergySegmenter:
-    """Energy VAD with pre-roll and hangover over a contiguous 16 kHz stream.
-
-    An utterance is a contiguous slice of the input: up to ``preroll_ms``
-    before the first speech chunk through the chunk where ``hangover_ms`` of
-    non-speech completed, so the echo is an exact copy of what was sent.
-    """
-
-    def __init__(self, model: OfflineLiveModel) -> None:
-        self._voiced = VoiceCheck(model.vad_threshold_dbfs)
-        self._hangover = model.hangover_ms * INPUT_RATE // 1000
-        self._preroll_max = model.preroll_ms * INPUT_RATE // 1000
-        self._min_speech = model.min_speech_ms * INPUT_RATE // 1000
-        self._max_samples = int(model.max_utterance_s * INPUT_RATE)
-        self._preroll: deque[bytes] = deque()
-        self._preroll_samples = 0
-        self._utterance: list[bytes] = []
-        self._samples = 0
-        self._speech_samples = 0
-        self._silence_run = 0
-        self._active = False
-
-    def feed(self, pcm: bytes) -> str | bytes | None:
-        """Feed a chunk; returns "onset", a finished utterance, or None."""
-        n = len(pcm) // 2
-        if n == 0:
-            return None
-        voiced = self._voiced(pcm)
-        if not self._active:
-            if voiced:
-                self._active = True
-                self._utterance = list(self._preroll)
-                self._samples = self._preroll_samples
-                self._preroll.clear()
-                self._preroll_samples = 0
-                self._speech_samples = self._silence_run = 0
-                self._append(pcm, n, voiced)
-                return "onset"
-            self._preroll.append(pcm)
-            self._preroll_samples += n
-            while self._preroll and self._preroll_samples - len(self._preroll[0]) // 2 >= (
-                self._preroll_max
-            ):
-                self._preroll_samples -= len(self._preroll.popleft()) // 2
-            return None
-        self._append(pcm, n, voiced)
-        if self._silence_run >= self._hangover or self._samples >= self._max_samples:
-            return self._finish()
-        return None
-
-    def _append(self, pcm: bytes, n: int, voiced: bool) -> None:
-        self._utterance.append(pcm)
-        self._samples += n
-        if voiced:
-            self._speech_samples += n
-            self._silence_run = 0
-        else:
-            self._silence_run += n
-
-    def _finish(self) -> bytes | None:
-        pcm = b"".join(self._utterance)
-        speech = self._speech_samples
-        self._utterance, self._samples, self._active = [], 0, False
-        return pcm if speech >= self._min_speech else None
-
-    @property
-    def active(self) -> bool:
-        """An utterance has begun and not ended."""
-        return self._active
-
-    def force_end(self) -> bytes | None:
-        return self._finish() if self._active else None
-
-    def start_manual(self) -> None:
-        self._utterance, self._samples, self._active = [], 0, False
-        self._preroll.clear()
-        self._preroll_samples = 0
-
-    def append_manual(self, pcm: bytes) -> None:
-        self._utterance.append(pcm)
-
-    def end_manual(self) -> bytes:
-        pcm = b"".join(self._utterance)
-        self._utterance = []
-        return pcm
-
-
 # ---------------------------------------------------------------- answers
 
 _CUE_SECONDS = 0.15
-
-
-def _dbfs(value: float) -> float:
-    return 20 * math.log10(value / 32768) if value > 0 else -math.inf
-
-
-def describe_utterance(pcm: bytes) -> str:
-    """The honest 'transcription': what the model can measure, not words."""
-    x = np.frombuffer(pcm, "<i2").astype(np.float64)
-    n = x.size
-    peak = float(np.max(np.abs(x))) if n else 0.0
-    rms = float(np.sqrt(np.mean(x * x))) if n else 0.0
-    return (
-        f"{NO_ASR_NOTE} {n / INPUT_RATE:.2f} s of audio ({n} samples at {INPUT_RATE} Hz), "
-        f"peak {_dbfs(peak):.1f} dBFS, RMS {_dbfs(rms):.1f} dBFS"
-    )
 
 
 def _voice_activity(kind: types.VoiceActivityType) -> LlmResponse:

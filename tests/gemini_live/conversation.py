@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import audiocore
-from server.offline_model import _CALL_TOOL, _CUES, INPUT_RATE, audio_cue, describe_utterance
+from server.offline_model import _CALL_TOOL, _CUES, audio_cue
+from server.offline_speech import INPUT_RATE, describe_utterance
 
 from .wire import encode_bytes
 

@@ -33,7 +33,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
 import audiocore
-from server.offline_model import INPUT_RATE, OfflineLiveModel, _EnergySegmenter
+from server.offline_model import OfflineLiveModel
+from server.offline_speech import INPUT_RATE, EnergySegmenter
 
 from . import wire
 from .conversation import (
@@ -422,7 +423,7 @@ class _LiveSession:
         self.conversation_id = conversation_id
         self.conversation = conversation
         self.family = setup.info.family
-        self._segmenter = _EnergySegmenter(
+        self._segmenter = EnergySegmenter(
             OfflineLiveModel(
                 vad_threshold_dbfs=self.config.vad_threshold_dbfs,
                 hangover_ms=setup.silence_duration_ms or self.config.hangover_ms,

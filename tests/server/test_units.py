@@ -13,7 +13,8 @@ from google.genai import types
 
 from server import chunks, fields, protocol
 from server.events import ModelAudio, TurnEnd, TurnTranslator, audio_rate
-from server.offline_model import OfflineLiveModel, _EnergySegmenter, describe_utterance
+from server.offline_model import OfflineLiveModel
+from server.offline_speech import EnergySegmenter, describe_utterance
 from server.pacer import AudioFrame, OutputPacer
 
 LIMITS = fields.Limits()
@@ -464,7 +465,7 @@ def _tone(seconds: float, level: float) -> bytes:
 
 
 def test_segmenter_returns_an_exact_contiguous_slice() -> None:
-    seg = _EnergySegmenter(OfflineLiveModel(hangover_ms=200, preroll_ms=100))
+    seg = EnergySegmenter(OfflineLiveModel(hangover_ms=200, preroll_ms=100))
     stream = _tone(0.5, 0.0) + _tone(0.4, 0.3) + _tone(0.6, 0.0)
     events = [seg.feed(stream[i : i + 640]) for i in range(0, len(stream), 640)]
     assert events.count("onset") == 1
@@ -475,7 +476,7 @@ def test_segmenter_returns_an_exact_contiguous_slice() -> None:
 
 
 def test_segmenter_ignores_clicks() -> None:
-    seg = _EnergySegmenter(OfflineLiveModel(hangover_ms=100, min_speech_ms=60))
+    seg = EnergySegmenter(OfflineLiveModel(hangover_ms=100, min_speech_ms=60))
     stream = _tone(0.02, 0.5) + _tone(0.3, 0.0)
     events = [seg.feed(stream[i : i + 640]) for i in range(0, len(stream), 640)]
     assert events[0] == "onset" and not any(isinstance(e, bytes) for e in events)
