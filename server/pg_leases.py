@@ -62,6 +62,30 @@ CREATE TABLE IF NOT EXISTS audiocore_leases (
 # (it can fail on the catalog's unique index): one at a time.
 _SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(hashtext('audiocore_leases_schema'))"
 
+
+async def open_pool(
+    dsn: str, schema: str, *, min_size: int = 1, max_size: int = 3, **options: Any
+) -> asyncpg.Pool:
+    """A pool on ``dsn`` with ``schema`` created (one host at a time: the
+    schema lock); closed again if that fails."""
+    pool = await asyncpg.create_pool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        timeout=CONNECT_TIMEOUT_S,
+        command_timeout=STATEMENT_TIMEOUT_S,
+        **options,
+    )
+    try:
+        async with pool.acquire() as conn, conn.transaction():
+            await conn.execute(_SCHEMA_LOCK)
+            await conn.execute(schema)
+    except BaseException:
+        await pool.close()
+        raise
+    return pool
+
+
 _BEAT = """
 WITH beat AS (
     INSERT INTO audiocore_lease_owners VALUES ($1, clock_timestamp() + $2::interval)
@@ -147,21 +171,13 @@ class PostgresLeases(Leases):
                 # Opened up front and kept: a statement never waits for a
                 # new connection (a fork and an authentication on the
                 # database's side, slow on a busy server).
-                pool = await asyncpg.create_pool(
+                pool = await open_pool(
                     self._dsn,
+                    _SCHEMA,
                     min_size=POOL_SIZE,
                     max_size=POOL_SIZE,
                     max_inactive_connection_lifetime=0,
-                    timeout=CONNECT_TIMEOUT_S,
-                    command_timeout=STATEMENT_TIMEOUT_S,
                 )
-                try:
-                    async with pool.acquire() as conn, conn.transaction():
-                        await conn.execute(_SCHEMA_LOCK)
-                        await conn.execute(_SCHEMA)
-                except BaseException:
-                    await pool.close()
-                    raise
                 self._pool = pool
             if self._own is None or self._own.is_closed():
                 if self._own is not None:

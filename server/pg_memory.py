@@ -31,7 +31,7 @@ from .memory_store import (
     Record,
     unknown_ids,
 )
-from .pg_leases import _SCHEMA_LOCK, CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S, asyncpg_dsn
+from .pg_leases import asyncpg_dsn, open_pool
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audiocore_memories (
@@ -82,21 +82,7 @@ class PostgresMemoryStore(MemoryStore):
     async def _ready(self) -> asyncpg.Pool:
         async with self._connecting:
             if self._pool is None:
-                pool = await asyncpg.create_pool(
-                    self._dsn,
-                    min_size=1,
-                    max_size=3,
-                    timeout=CONNECT_TIMEOUT_S,
-                    command_timeout=STATEMENT_TIMEOUT_S,
-                )
-                try:
-                    async with pool.acquire() as conn, conn.transaction():
-                        await conn.execute(_SCHEMA_LOCK)  # one schema creation at a time
-                        await conn.execute(_SCHEMA)
-                except BaseException:
-                    await pool.close()
-                    raise
-                self._pool = pool
+                self._pool = await open_pool(self._dsn, _SCHEMA)
             return self._pool
 
     async def _insert(self, owner: str, record: Record, source: str | None) -> bool:

@@ -257,23 +257,11 @@ class PostgresQuotas(OwnerQuotas):
         self._connecting = asyncio.Lock()
 
     async def _ready(self) -> Any:
-        import asyncpg
-
-        from .pg_leases import _SCHEMA_LOCK, CONNECT_TIMEOUT_S, STATEMENT_TIMEOUT_S
+        from .pg_leases import open_pool  # asyncpg: only with PostgreSQL
 
         async with self._connecting:
             if self._pool is None:
-                pool = await asyncpg.create_pool(
-                    self._dsn,
-                    min_size=1,
-                    max_size=3,
-                    timeout=CONNECT_TIMEOUT_S,
-                    command_timeout=STATEMENT_TIMEOUT_S,
-                )
-                async with pool.acquire() as conn, conn.transaction():
-                    await conn.execute(_SCHEMA_LOCK)  # one schema creation at a time
-                    await conn.execute(_PG_SCHEMA)
-                self._pool = pool
+                self._pool = await open_pool(self._dsn, _PG_SCHEMA)
             return self._pool
 
     async def _admit(self, owner: str, socket_id: str, now: float) -> tuple[int, float]:
