@@ -38,7 +38,7 @@ import { TokenSource, tokenUrlFrom, withToken } from "./credentials.js";
 import { MemoryPanel, memoryUrl } from "./memory.js";
 import { Pcm16Decoder } from "./pcm.js";
 import { LiveSession, clientExecutes, describeClose, localTimeZone, newUserKey, socketUrl } from "./session.js";
-import { Camera, readImage } from "./images.js";
+import { ImageInput } from "./image-input.js";
 import { createView } from "./render.js";
 import { TurnRecorder, replayElement, showReplay } from "./replay.js";
 import { ReconnectPolicy } from "./reconnect.js";
@@ -348,7 +348,7 @@ async function teardown() {
   if (!conn) return;
   live = null;
   tokens?.stop();
-  stopCamera();
+  images.stopCamera();
   clearInterval(conn.statusTimer);
   clearTimeout(conn.muteTimer);
   clearTimeout(conn.retryTimer);
@@ -557,67 +557,23 @@ function answerApproval(approved) {
 function sendText(text) {
   text = text.trim();
   const session = live?.session;
-  const image = attachment;
-  if ((!text && !image) || !session?.connected) return false;
+  if ((!text && !images.attachment) || !session?.connected) return false;
+  const image = images.take();
   text ||= "What is in this image?"; // an image alone still asks something
   if (state.agentAudible) interruptLocal("typed");
   if (image) session.sendImage(image);
   session.sendText(text);
   conversation.userTyped(text, image ? [image] : []);
-  attach(null);
   state.userTurnEnded(live.engine.context.currentTime);
   return true;
 }
 
 // ------------------------------------------------------------------ images
 
-let attachment = null; // {mediaType, data, url}: sent with the next typed turn
-
-function attach(image) {
-  attachment = image;
-  ui.attached.hidden = !image;
-  if (image) ui.attached.src = image.url;
-  else ui.attached.removeAttribute("src");
-  ui.attach.value = "";
-}
-
-async function onAttach() {
-  const file = ui.attach.files?.[0];
-  if (!file) return;
-  try {
-    attach(await readImage(file));
-  } catch (error) {
-    attach(null);
-    showMessage(error.message);
-  }
-}
-
-const camera = new Camera(ui.cameraPreview, (frame) => {
-  const sent = live?.session?.sendImage(frame) ?? false;
-  if (sent) ui.camera.dataset.frames = String(camera.frames + 1);
-  return sent;
+const images = new ImageInput(ui, {
+  sendFrame: (frame) => live?.session?.sendImage(frame) ?? false,
+  showError: (text) => showMessage(text),
 });
-
-async function toggleCamera() {
-  if (camera.on) {
-    stopCamera();
-    return;
-  }
-  ui.camera.setAttribute("aria-pressed", "true");
-  ui.cameraPreview.hidden = false;
-  try {
-    await camera.start();
-  } catch (error) {
-    stopCamera();
-    showMessage(`The camera could not start: ${error.message}`);
-  }
-}
-
-function stopCamera() {
-  camera.stop();
-  ui.camera.setAttribute("aria-pressed", "false");
-  ui.cameraPreview.hidden = true;
-}
 
 function pttDown() {
   const session = live?.session;
@@ -665,9 +621,6 @@ ui.tasks.addEventListener("click", (event) => {
   if (button) cancelTask(button.dataset.taskId);
 });
 ui.interrupt.addEventListener("click", () => interruptLocal("button"));
-ui.attachButton.addEventListener("click", () => ui.attach.click());
-ui.attach.addEventListener("change", onAttach);
-ui.camera.addEventListener("click", toggleCamera);
 ui.compose.addEventListener("submit", (event) => {
   event.preventDefault();
   if (sendText(ui.text.value)) ui.text.value = "";
