@@ -115,7 +115,7 @@ const memory = new MemoryPanel(
   (message) => console.warn(message),
 );
 
-const { render, renderEntry, renderLevelSoon } = createView(ui, state);
+const { render, renderEntry, renderLevelSoon, clearEntries } = createView(ui, state);
 const conversation = new Conversation(renderEntry);
 
 window.__demo = state.view({
@@ -485,8 +485,7 @@ ui.forget.addEventListener("click", () => {
   localStorage.removeItem(SESSION_KEY);
   state.sessionForgotten();
   conversation.entries.length = 0;
-  entryElements.clear();
-  ui.log.replaceChildren();
+  clearEntries();
   conversation.notice("Session forgotten: the next Connect starts a new conversation.");
   render();
 });
