@@ -163,7 +163,7 @@ function showMessage(text, kind) {
 
 // ------------------------------------------------------------------ connect
 
-/** The socket's session, resumed when the page knows one: what the server should know. */
+/** A LiveSession, not yet open, at the engine's rate on the kept session (with a fresh token if needed). */
 async function newSession(engine) {
   const url = tokens ? withToken(serverUrl, await tokens.token()) : serverUrl;
   return new LiveSession(url, {
