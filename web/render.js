@@ -244,5 +244,11 @@ export function createView(ui, state) {
     el.dataset.state = entry.state;
   }
 
-  return { render, renderEntry, renderLevelSoon };
+  /** The log emptied (the session forgotten): its entries and their elements. */
+  function clearEntries() {
+    entryElements.clear();
+    ui.log.replaceChildren();
+  }
+
+  return { render, renderEntry, renderLevelSoon, clearEntries };
 }
