@@ -12,6 +12,10 @@ manager counts, so a result that cannot be presented gives up after a few
 tries instead of blocking the next ones. A connection that goes away
 postpones what it holds; the owner's next connection delivers it.
 
+A task's agent waiting on a permission (``tasks/acp_permissions.py``) is
+asked the same way, before any outcome: the question is handed to the model
+once, at a free line, by one connection of the owner.
+
 The connection says what happens (``wake``, ``turn_ended``,
 ``interrupted``) and answers one question, ``line_free_at``: None while
 the line is busy for an unknown time, else when it is (or was) free.
@@ -20,6 +24,7 @@ the line is busy for an unknown time, else when it is (or was) free.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -96,6 +101,11 @@ class TaskDelivery:
             await self._line_free()
             claimed_at = self._clock()
             changed = self._watch()
+            question = self._manager.permissions.next_untold(self._owner)
+            if question is not None:
+                # A task's agent waits on the user: asked before any outcome.
+                await self._speak(question.prompt(), None)
+                continue
             record = await self._manager.deliveries.claim(self._owner, self._claimant, CLAIM_TTL_S)
             if record is None:
                 await self._until(changed, None)
@@ -169,11 +179,16 @@ class TaskDelivery:
         """Hand the outcome to the model; True once its answer has played."""
         if not await self._hold_until_line_free(record):
             return False
+        return await self._speak(delivery_prompt(record), record)
+
+    async def _speak(self, prompt: str, claimed: TaskRecord | None) -> bool:
+        """Hand ``prompt`` to the model; True once its answer has played.
+        ``claimed``: the task whose claim is renewed meanwhile."""
         self._answer_ended = False
         self._interrupted = False
-        self._hand_to_model(delivery_prompt(record))
+        self._hand_to_model(prompt)
         deadline = self._clock() + ANSWER_TIMEOUT_S
-        renew_at = self._clock() + CLAIM_TTL_S / 3
+        renew_at = self._clock() + CLAIM_TTL_S / 3 if claimed is not None else math.inf
         while True:
             changed = self._watch()
             now = self._clock()
@@ -183,9 +198,9 @@ class TaskDelivery:
                 return True
             if not self._answer_ended and now >= deadline:
                 return False
-            if now >= renew_at:
+            if claimed is not None and now >= renew_at:
                 if not await self._manager.deliveries.renew(
-                    self._owner, record.id, self._claimant, CLAIM_TTL_S
+                    self._owner, claimed.id, self._claimant, CLAIM_TTL_S
                 ):
                     return False  # somebody else holds it now
                 renew_at = now + CLAIM_TTL_S / 3
