@@ -297,7 +297,9 @@ class Settings:
                     "header_",
                     "task_timeout",
                     "task_cancel",
-                    "acp_",
+                    "acp_prompt",
+                    "acp_permission",
+                    "acp_restart",
                 )
             )
             if limit and isinstance(value, (int, float)) and not value > 0:

@@ -46,6 +46,7 @@ from .acp_permissions import PermissionDesk
 from .backend import MAX_FAILURE_CHARS, TASK_FILES_DIR, BackendOutcome, Progress, TaskFiles
 from .envelope import envelope, split_answer
 from .records import MAX_PROGRESS_DETAIL, TaskRecord, clip
+from .redact import redact
 from .store import TaskStore
 
 MAX_BACKOFF_S = 30.0
@@ -334,7 +335,7 @@ class AcpBackend:
             return BackendOutcome(None, None if abort.is_set() else "the ACP agent cancelled it")
         if reason == "refusal":
             return BackendOutcome(None, "the ACP agent refused the task")
-        spoken, detail = split_answer(run.text())
+        spoken, detail = split_answer(redact(run.text()))
         if not spoken:
             return BackendOutcome(None, f"the ACP agent stopped without an answer ({reason})")
         if reason != "end_turn":  # max_tokens, max_turn_requests: cut short
