@@ -15,8 +15,10 @@ envelope):
 * "wait for cancel" — one progress update, then waits until cancelled and
   stops with ``cancelled``;
 * "read file NAME" / "write file NAME" — through the client's fs methods;
+* "show context" — answers with the envelope's voice turns and preferences;
 * "crash" — exits at once with code 3 (``os._exit``);
-* "what did I ask" — lists the earlier objectives of this session;
+* "what did I ask" — lists the earlier objectives of this session, and the
+  earlier results the envelope recalls (a new session's);
 * anything else — answers "Done: <objective>.", then a "Detail:" line.
 
 ``--load`` advertises ``loadSession``, with the sessions' histories kept in
@@ -134,8 +136,17 @@ class TestAgent:
             return await self._ask(session_id, say)
         if "read file" in lowered or "write file" in lowered:
             return await self._file(session_id, objective, say)
+        if "show context" in lowered:
+            turns = text.partition("(for context):\n")[2].split("\n\n", 1)[0]
+            prefs = text.partition("The user's preferences: ")[2].split("\n", 1)[0]
+            await say(f"Context: {' | '.join(turns.splitlines())}. Preferences: {prefs}")
+            return PromptResponse(stop_reason="end_turn")
         if "what did i ask" in lowered:
             await say("Earlier in this session: " + ("; ".join(earlier) or "nothing") + ".")
+            recalled = text.partition("(your history of them was lost):\n")[2]
+            if recalled:
+                lines = recalled.split("\n\n", 1)[0].splitlines()
+                await say(" Recalled: " + "; ".join(line.lstrip("- ") for line in lines) + ".")
             return PromptResponse(stop_reason="end_turn")
         await say(f"Done: {objective}.")
         await say("\nDetail: the test agent did it.")

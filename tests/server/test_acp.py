@@ -243,7 +243,9 @@ def test_after_a_restart_the_session_is_loaded_or_its_results_recalled(
     first, second, before, after = asyncio.run(twice(fresh))
     # No loadSession: a new session, whose prompt recalls the earlier result.
     assert before != after
-    assert second.result == "Earlier in this session: nothing."
+    assert second.result == (
+        "Earlier in this session: nothing. Recalled: paint the fence -> Done: paint the fence.."
+    )
     assert second.state == "completed"
 
 
@@ -373,8 +375,18 @@ def test_by_voice_an_answer_and_a_permission_allowed_always(settings: Settings) 
         tasks: TaskManager = client.app.state.runtime.tasks  # type: ignore[attr-defined]
         portal = client.portal
         assert portal is not None
-        start(ws, userKey="k" * 24, turnDetection="manual")
+        start(ws, userKey="k" * 24, turnDetection="manual", timeZone="Europe/Paris")
         owner = "key:" + "k" * 24
+
+        # The envelope carries the conversation's last turns and the time zone.
+        ask(ws, "hello there")
+        _, shown = tool_output(ask(ws, "start a task to show context"), "start_task")
+        told_context = said(next_turn_saying(ws, f"task {shown['taskId']} completed"))
+        assert (
+            "Context: - user: hello there | - assistant: You said: hello there "
+            "| - user: start a task to show context." in told_context
+        )
+        assert "Preferences: time zone Europe/Paris." in told_context
 
         _, started = tool_output(ask(ws, "start a task to tidy the notes"), "start_task")
         told_answer = next_turn_saying(ws, f"Your background task {started['taskId']} completed")
