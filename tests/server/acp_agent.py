@@ -19,10 +19,14 @@ envelope):
 * "crash" — exits at once with code 3 (``os._exit``);
 * "what did I ask" — lists the earlier objectives of this session, and the
   earlier results the envelope recalls (a new session's);
-* anything else — answers "Done: <objective>.", then a "Detail:" line.
+* anything else — answers "Done: <objective>.", then a "Detail:" line
+  (after N seconds with "work N seconds").
 
 ``--load`` advertises ``loadSession``, with the sessions' histories kept in
-``--state DIR`` so a new process of the agent continues them.
+``--state DIR`` so a new process of the agent continues them. ``--times
+FILE`` appends, for each answer, the objective and the ``time.monotonic()``
+at which the answer left (``benchmarks/bench_acp.py`` reads it: one clock
+for every process of the machine).
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -60,9 +66,10 @@ FAKE_KEY = "sk-test0123456789abcdefghij"
 
 
 class TestAgent:
-    def __init__(self, load: bool, state: Path | None) -> None:
+    def __init__(self, load: bool, state: Path | None, times: Path | None = None) -> None:
         self.load = load
         self.state = state
+        self.times = times
         self.conn: Any = None
         self.histories: dict[str, list[str]] = {}
         self.cancelled: dict[str, asyncio.Event] = {}
@@ -148,8 +155,14 @@ class TestAgent:
                 lines = recalled.split("\n\n", 1)[0].splitlines()
                 await say(" Recalled: " + "; ".join(line.lstrip("- ") for line in lines) + ".")
             return PromptResponse(stop_reason="end_turn")
+        work = re.search(r"\bwork (\d+(?:\.\d+)?) seconds\b", lowered)
+        if work:  # the time real work would take
+            await asyncio.sleep(float(work[1]))
         await say(f"Done: {objective}.")
         await say("\nDetail: the test agent did it.")
+        if self.times is not None:
+            with self.times.open("a") as out:
+                out.write(json.dumps({"objective": objective, "at": time.monotonic()}) + "\n")
         return PromptResponse(stop_reason="end_turn")
 
     def _say(self, session_id: str) -> Any:
@@ -221,8 +234,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--load", action="store_true")
     parser.add_argument("--state", type=Path)
+    parser.add_argument("--times", type=Path)
     args = parser.parse_args()
-    asyncio.run(run_agent(TestAgent(args.load, args.state)))
+    asyncio.run(run_agent(TestAgent(args.load, args.state, args.times)))
 
 
 if __name__ == "__main__":
