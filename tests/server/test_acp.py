@@ -290,6 +290,26 @@ def test_an_agent_that_dies_fails_its_task_and_the_next_gets_a_fresh_one(
     assert "ACP agent: client capabilities: fs read False, terminal False" in stderr
 
 
+def test_an_agent_that_cannot_start_or_initialise_fails_the_task_saying_so(
+    settings: Settings,
+) -> None:
+    missing = dataclasses.replace(settings, acp_command="/nonexistent/agent --acp")
+    silent = dataclasses.replace(
+        settings, acp_command=shlex.join([sys.executable, "-c", "import sys; sys.exit(5)"])
+    )
+
+    async def scenario(settings: Settings) -> str | None:
+        async with running(settings) as manager:
+            done = await run_one(manager, "alice", "tidy the notes")
+            assert done.state == "failed"
+            return done.error
+
+    assert asyncio.run(scenario(missing)) == (
+        "the ACP agent '/nonexistent/agent' could not be started (No such file or directory)"
+    )
+    assert asyncio.run(scenario(silent)) == ("the ACP agent did not initialise (Connection closed)")
+
+
 def test_an_agent_that_never_answers_fails_the_task_in_time(settings: Settings) -> None:
     quick = dataclasses.replace(settings, acp_prompt_timeout_s=1.0)
 
