@@ -90,8 +90,10 @@ class AgentProcess:
     async def ensure(self) -> ClientSideConnection:
         """The connection to a live, initialised agent; started if need be."""
         async with self._lock:
-            if self.conn is not None and self.alive:
-                return self.conn
+            if self.conn is not None:
+                if self.alive:
+                    return self.conn
+                self._died()  # since the last task: it counts for the backoff
             await self._stop()
             if self._deaths:
                 wait = min(MAX_BACKOFF_S, self._backoff_s * 2 ** (self._deaths - 1))
@@ -182,10 +184,10 @@ class AgentProcess:
         self._died_at = time.monotonic()
 
     async def _watch(self, process: asyncio.subprocess.Process, generation: int) -> None:
+        # Only told: the next ``ensure`` sees it dead, counts it and restarts.
         code = await process.wait()
-        if generation == self.generation and self.conn is not None:
+        if generation == self.generation:
             log.warning("the ACP agent (pid %s) exited with code %s", process.pid, code)
-            self._died()
 
     @staticmethod
     async def _log_stderr(stream: asyncio.StreamReader) -> None:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import time
@@ -194,7 +195,7 @@ class AcpClient:
         **kwargs: Any,
     ) -> ReadTextFileResponse:
         self._check_session(session_id)
-        content = self.files.read(path, line, limit)
+        content = await asyncio.to_thread(self.files.read, path, line, limit)
         log.info("ACP agent read %s", path)
         return ReadTextFileResponse(content=content)
 
@@ -202,7 +203,7 @@ class AcpClient:
         self, content: str, path: str, session_id: str, **kwargs: Any
     ) -> WriteTextFileResponse:
         self._check_session(session_id)
-        self.files.write(path, content)
+        await asyncio.to_thread(self.files.write, path, content)
         log.info("ACP agent wrote %s (%d characters)", path, len(content))
         return WriteTextFileResponse()
 

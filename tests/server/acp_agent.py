@@ -16,7 +16,8 @@ envelope):
   stops with ``cancelled``;
 * "read file NAME" / "write file NAME" — through the client's fs methods;
 * "show context" — answers with the envelope's voice turns and preferences;
-* "crash" — exits at once with code 3 (``os._exit``);
+* "crash" — writes a 5000-character line to stderr and exits at once with
+  code 3 (``os._exit``);
 * "what did I ask" — lists the earlier objectives of this session, and the
   earlier results the envelope recalls (a new session's);
 * anything else — answers "Done: <objective>.", then a "Detail:" line
@@ -124,6 +125,7 @@ class TestAgent:
         lowered = objective.lower()
         say = self._say(session_id)
         if "crash" in lowered:
+            print("x" * 5000, file=sys.stderr, flush=True)  # a last, long line
             os._exit(3)
         if "never answer" in lowered:
             await self._tool(session_id, "thinking forever")

@@ -288,6 +288,7 @@ def test_an_agent_that_dies_fails_its_task_and_the_next_gets_a_fresh_one(
     stderr = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ACP agent:")]
     # Its stderr reached our log, and it was never offered fs or a terminal.
     assert "ACP agent: client capabilities: fs read False, terminal False" in stderr
+    assert "ACP agent: " + "x" * 499 + "…" in stderr  # a long line cut at 500
 
 
 def test_an_agent_that_cannot_start_or_initialise_fails_the_task_saying_so(
@@ -395,7 +396,8 @@ def test_by_voice_an_answer_and_a_permission_allowed_always(settings: Settings) 
         tasks: TaskManager = client.app.state.runtime.tasks  # type: ignore[attr-defined]
         portal = client.portal
         assert portal is not None
-        start(ws, userKey="k" * 24, turnDetection="manual", timeZone="Europe/Paris")
+        session = start(ws, userKey="k" * 24, turnDetection="manual", timeZone="Europe/Paris")
+        assert "respond_agent_permission" in [t["name"] for t in session["data"]["tools"]]
         owner = "key:" + "k" * 24
 
         # The envelope carries the conversation's last turns and the time zone.
@@ -428,6 +430,18 @@ def test_by_voice_an_answer_and_a_permission_allowed_always(settings: Settings) 
         assert "Permission: allow_always." in said(outcome)
         record = portal.call(tasks.status, owner, asked["taskId"])
         assert record is not None and record.permission is None
+
+        # Allowed always, in the owner's one ACP session: not asked again.
+        _, again = tool_output(ask(ws, "start a task to ask permission"), "start_task")
+        outcome = next_turn_saying(ws, f"Your background task {again['taskId']} completed")
+        assert "allowed always earlier in this session" in said(outcome)
+
+
+def test_the_adk_backend_has_no_permission_tool(tmp_path: Path) -> None:
+    default = Settings(data_dir=tmp_path, model="offline", allowed_hosts=("testserver",))
+    with TestClient(create_app(default)) as client, client.websocket_connect("/ws") as ws:
+        tools = [t["name"] for t in start(ws, turnDetection="manual")["data"]["tools"]]
+        assert "start_task" in tools and "respond_agent_permission" not in tools
 
 
 def test_by_voice_a_permission_rejected_and_one_left_to_time_out(settings: Settings) -> None:
