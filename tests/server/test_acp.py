@@ -249,8 +249,10 @@ def test_after_a_restart_the_session_is_loaded_or_its_results_recalled(
     assert second.state == "completed"
 
 
-def test_cancel_mid_prompt_waits_for_the_agent_s_cancelled(settings: Settings) -> None:
-    async def scenario() -> None:
+def test_cancel_mid_prompt_waits_for_the_agent_s_cancelled(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> str:
         async with running(settings) as manager:
             record = await manager.submit("alice", "wait for cancel")
             await until(
@@ -265,8 +267,14 @@ def test_cancel_mid_prompt_waits_for_the_agent_s_cancelled(settings: Settings) -
             assert cancelled is not None and cancelled.state == "cancelled"
             # The agent is free again: the next task is answered.
             assert (await run_one(manager, "alice", "next")).result == "Done: next."
+            return record.id
 
-    asyncio.run(scenario())
+    with caplog.at_level(logging.INFO, logger="server.tasks.acp_backend"):
+        task_id = asyncio.run(scenario())
+    # The agent got session/cancel and stopped its prompt with "cancelled".
+    logged = [r.getMessage() for r in caplog.records]
+    assert f"task {task_id}: the ACP prompt stopped (cancelled)" in logged
+    assert not any("did not confirm the cancel" in m for m in logged)
 
 
 def test_an_agent_that_dies_fails_its_task_and_the_next_gets_a_fresh_one(
