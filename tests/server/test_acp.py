@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_helpers import receive_until, start
+from server_helpers import receive_until, serve_ws, start
 from starlette.testclient import TestClient
 from test_tasks import all_final, running, until
+from websockets.sync.client import connect
 
 from server import Settings, create_app
 from server.offline_permissions import call_for, told
@@ -396,17 +397,37 @@ def tool_output(turn: list[dict[str, Any]], name: str) -> tuple[dict[str, Any], 
     return call["input"], output["output"]
 
 
+class Socket:
+    """A real client socket (websockets) with the TestClient calls the
+    helpers use; every message it read is kept in ``seen``."""
+
+    def __init__(self, url: str) -> None:
+        self.ws = connect(url, max_size=None)
+        self.seen: list[dict[str, Any]] = []
+
+    def send_text(self, text: str) -> None:
+        self.ws.send(text)
+
+    def receive_json(self) -> Any:
+        while True:
+            frame = self.ws.recv(timeout=60)
+            if isinstance(frame, str):  # binary frames: audio
+                self.seen.append(json.loads(frame))
+                return self.seen[-1]
+
+    def cards(self, task_id: str) -> list[dict[str, Any]]:
+        return [m["data"] for m in self.seen if m["type"] == "data-task" and m["id"] == task_id]
+
+
 def test_by_voice_an_answer_and_a_permission_allowed_always(settings: Settings) -> None:
-    """The whole path on a live /ws conversation, driven by the offline
-    model's cues: a task handed to the agent, its answer told; a permission
-    question told, "yes, always" typed, the agent's allow_always chosen."""
-    with TestClient(create_app(settings)) as client, client.websocket_connect("/ws") as ws:
-        tasks: TaskManager = client.app.state.runtime.tasks  # type: ignore[attr-defined]
-        portal = client.portal
-        assert portal is not None
+    """The whole path on a live /ws conversation (real uvicorn, a real
+    socket), driven by the offline model's cues: a task handed to the agent,
+    its answer told; a permission question on the card and told, "yes,
+    always" typed, the agent's allow_always chosen."""
+    with serve_ws(settings) as url:
+        ws = Socket(url)
         session = start(ws, userKey="k" * 24, turnDetection="manual", timeZone="Europe/Paris")
         assert "respond_agent_permission" in [t["name"] for t in session["data"]["tools"]]
-        owner = "key:" + "k" * 24
 
         # The envelope carries the conversation's last turns and the time zone.
         ask(ws, "hello there")
@@ -421,6 +442,9 @@ def test_by_voice_an_answer_and_a_permission_allowed_always(settings: Settings) 
         _, started = tool_output(ask(ws, "start a task to tidy the notes"), "start_task")
         told_answer = next_turn_saying(ws, f"Your background task {started['taskId']} completed")
         assert "Done: tidy the notes." in said(told_answer)
+        cards = ws.cards(started["taskId"])
+        assert [c["status"] for c in cards][0] == "processing"
+        assert "delegated" in [c["stage"] for c in cards]
 
         _, refused = tool_output(ask(ws, "yes, always"), "respond_agent_permission")
         assert refused == {"error": "no permission request is waiting for an answer"}
@@ -428,21 +452,22 @@ def test_by_voice_an_answer_and_a_permission_allowed_always(settings: Settings) 
         _, asked = tool_output(ask(ws, "start a task to ask permission"), "start_task")
         question = next_turn_saying(ws, "asks permission to run the tests")
         assert asked["taskId"] in said(question)
-        records = portal.call(until, tasks, owner, lambda r: r[asked["taskId"]].permission)
-        assert records[asked["taskId"]].permission["title"] == "run the tests"  # type: ignore[index]
+        shown_permissions = [c["permission"] for c in ws.cards(asked["taskId"]) if c["permission"]]
+        assert shown_permissions and shown_permissions[-1]["title"] == "run the tests"
 
         args, answered = tool_output(ask(ws, "yes, always"), "respond_agent_permission")
         assert args == {"decision": "always"}
         assert answered["decision"] == "always" and answered["taskId"] == asked["taskId"]
         outcome = next_turn_saying(ws, f"Your background task {asked['taskId']} completed")
         assert "Permission: allow_always." in said(outcome)
-        record = portal.call(tasks.status, owner, asked["taskId"])
-        assert record is not None and record.permission is None
+        last = ws.cards(asked["taskId"])[-1]
+        assert last["state"] == "completed" and last["permission"] is None
 
         # Allowed always, in the owner's one ACP session: not asked again.
         _, again = tool_output(ask(ws, "start a task to ask permission"), "start_task")
         outcome = next_turn_saying(ws, f"Your background task {again['taskId']} completed")
         assert "allowed always earlier in this session" in said(outcome)
+        ws.ws.close()
 
 
 def test_the_adk_backend_has_no_permission_tool(tmp_path: Path) -> None:
