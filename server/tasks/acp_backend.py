@@ -51,9 +51,13 @@ from .store import TaskStore
 
 MAX_BACKOFF_S = 30.0
 MAX_STDERR_LINE = 500  # characters of one stderr line in our log
-STDERR_LIMIT = 64 * 1024  # bytes of one stderr line read at once (the rest is skipped)
+# One line of its stdout (a JSON-RPC message: a diff, a file) or stderr, at
+# most; asyncio's default of 64 KiB is too small for the first. A longer
+# stdout line ends the connection; a longer stderr line is skipped.
+MAX_LINE_BYTES = 8 * 1024 * 1024
 INIT_TIMEOUT_S = 30.0
 EXIT_WAIT_S = 2.0  # after its stdout closed, how long the process has to be reaped
+MAX_KNOWN_SESSIONS = 10_000  # owners whose session the running process is known to hold
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +86,7 @@ class AgentProcess:
         self.generation = 0  # one more for every process started
         self._deaths = 0  # in a row, without an answered prompt between
         self._died_at = 0.0
+        self._broken = False  # its connection failed: replaced, even if it runs
 
     @property
     def alive(self) -> bool:
@@ -91,7 +96,7 @@ class AgentProcess:
         """The connection to a live, initialised agent; started if need be."""
         async with self._lock:
             if self.conn is not None:
-                if self.alive:
+                if self.alive and not self._broken:
                     return self.conn
                 self._died()  # since the last task: it counts for the backoff
             await self._stop()
@@ -99,6 +104,11 @@ class AgentProcess:
                 wait = min(MAX_BACKOFF_S, self._backoff_s * 2 ** (self._deaths - 1))
                 await asyncio.sleep(max(0.0, self._died_at + wait - time.monotonic()))
             return await self._start()
+
+    def lost(self) -> None:
+        """Its connection failed (closed stdout, garbage): the next task
+        starts a fresh process, whether or not this one still runs."""
+        self._broken = True
 
     def answered(self) -> None:
         """A prompt was answered: the agent works, the backoff starts over."""
@@ -127,6 +137,7 @@ class AgentProcess:
                     *self.command[1:],
                     cwd=self.cwd,
                     env=env,
+                    transport_kwargs={"limit": MAX_LINE_BYTES},
                 )
             )
         except OSError as exc:
@@ -136,6 +147,7 @@ class AgentProcess:
                 f"the ACP agent {self.command[0]!r} could not be started ({exc.strerror or exc})"
             ) from None
         self._stack, self._process, self.conn = stack, process, conn
+        self._broken = False
         self.generation += 1
         if process.stderr is not None:
             self._watchers.append(asyncio.create_task(self._log_stderr(process.stderr)))
@@ -232,7 +244,9 @@ class AcpBackend:
         # Within the manager's grace, so the run ends before it is cancelled.
         self.cancel_wait_s = settings.task_cancel_grace_s / 2
         self.max_result_chars = settings.max_task_result_chars
-        # owner -> (process generation, session id): sessions the process knows.
+        # owner -> (process generation, session id): sessions the process
+        # knows, the most recently used last (the oldest forgotten past
+        # MAX_KNOWN_SESSIONS: their owners' next task loads theirs again).
         self._sessions: dict[str, tuple[int, str]] = {}
 
     async def run(
@@ -276,9 +290,12 @@ class AcpBackend:
         """The owner's session in the running process, and the earlier
         results to recall in it (only when it is new)."""
         generation = self.process.generation
-        known = self._sessions.get(owner)
+        known = self._sessions.pop(owner, None)
         if known is not None and known[0] == generation:
+            self._sessions[owner] = known
             return known[1], []
+        while len(self._sessions) >= MAX_KNOWN_SESSIONS:
+            del self._sessions[next(iter(self._sessions))]
         ledger = await self.store.read(owner)
         stored = ledger.acp_session
         if stored and self.process.capabilities.load_session:
@@ -349,6 +366,7 @@ class AcpBackend:
 
     async def _lost(self, error: BaseException, doing: str) -> str:
         if isinstance(error, ConnectionError):
+            self.process.lost()
             code = await self.process.exit_code()
             exited = f"exited with code {code}" if code is not None else "closed its connection"
             return f"the ACP agent {exited} while {doing}"
