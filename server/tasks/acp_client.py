@@ -46,6 +46,7 @@ from .redact import redact
 MAX_READ_BYTES = 1024 * 1024  # a file the agent reads through us
 MAX_WRITE_CHARS = 1024 * 1024  # what it writes through us
 MAX_ANSWER_CHARS = 64_000  # the answer collected from its message chunks
+REDACT_MARGIN = 4  # times the text kept: what is redacted of a longer one
 MESSAGE_PROGRESS_EVERY_S = 0.5  # message chunks come by the hundred: one progress per this
 
 log = logging.getLogger(__name__)
@@ -161,7 +162,10 @@ class AcpClient:
 
     @staticmethod
     async def _progress(run: PromptRun, tool: str, detail: str) -> None:
-        safe = clip(redact(" ".join(detail.split())), MAX_PROGRESS_DETAIL)
+        # Redacted with some text past what is kept, so a secret that starts
+        # in the kept part is whole when it is looked for.
+        seen = detail[: REDACT_MARGIN * MAX_PROGRESS_DETAIL]
+        safe = clip(redact(" ".join(seen.split())), MAX_PROGRESS_DETAIL)
         await run.progress(clip(tool, 40), safe, "delegated")
 
     async def request_permission(

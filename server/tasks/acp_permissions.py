@@ -113,7 +113,11 @@ class PermissionDesk:
             id="perm_" + secrets.token_hex(4),
             owner=owner,
             task_id=task_id,
-            title=clip(redact(" ".join(title.split())) or "an unnamed action", MAX_TITLE_CHARS),
+            # Redacted with room past what is kept: a secret there is whole.
+            title=clip(
+                redact(" ".join(title[: 4 * MAX_TITLE_CHARS].split())) or "an unnamed action",
+                MAX_TITLE_CHARS,
+            ),
             options=tuple(options),
             answer=loop.create_future(),
         )

@@ -16,16 +16,22 @@ import re
 
 REDACTED = "[redacted]"
 
+# Every run before a literal is bounded, and a match starts only where a
+# word does: otherwise a long run of letters costs quadratic time.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # Authorization: Bearer abc… / Basic abc…
     (re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]{8,}", re.I), rf"\1 {REDACTED}"),
     # scheme://user:password@host — the user stays, the password goes.
-    (re.compile(r"\b([a-z][a-z0-9+.-]*://[^\s:/@]*):[^\s/@]+@", re.I), rf"\1:{REDACTED}@"),
+    (
+        re.compile(r"\b([a-z][a-z0-9+.-]{0,30}://[^\s:/@]{0,100}):[^\s/@]{1,200}@", re.I),
+        rf"\1:{REDACTED}@",
+    ),
     # NAME=value, NAME: value, "name": "value" for secret-looking names.
     (
         re.compile(
-            r"""(?P<name>["']?[A-Za-z0-9_.-]*(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD)"""
-            r"""[A-Za-z0-9_.-]*["']?)(?P<sep>\s*[=:]\s*)(?P<value>"[^"]*"|'[^']*'|[^\s,;&]+)""",
+            r"""(?<![A-Za-z0-9_.-])(?P<name>["']?[A-Za-z0-9_.-]{0,40}(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD)"""
+            r"""[A-Za-z0-9_.-]{0,40}["']?)(?P<sep>\s{0,3}[=:]\s{0,3})"""
+            r"""(?P<value>"[^"]{0,500}"|'[^']{0,500}'|[^\s,;&]+)""",
             re.I,
         ),
         rf"\g<name>\g<sep>{REDACTED}",

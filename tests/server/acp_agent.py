@@ -15,6 +15,7 @@ envelope):
 * "wait for cancel" — one progress update, then waits until cancelled and
   stops with ``cancelled``;
 * "read file NAME" / "write file NAME" — through the client's fs methods;
+* "big answer" — one 200 000-character message chunk;
 * "show context" — answers with the envelope's voice turns and preferences;
 * "crash" — writes a 5000-character line to stderr and exits at once with
   code 3 (``os._exit``);
@@ -145,6 +146,9 @@ class TestAgent:
             return await self._ask(session_id, say)
         if "read file" in lowered or "write file" in lowered:
             return await self._file(session_id, objective, say)
+        if "big answer" in lowered:  # one message line of about 200 kB
+            await say("A" * 200_000)
+            return PromptResponse(stop_reason="end_turn")
         if "show context" in lowered:
             turns = text.partition("(for context):\n")[2].split("\n\n", 1)[0]
             prefs = text.partition("The user's preferences: ")[2].split("\n", 1)[0]

@@ -178,6 +178,17 @@ def test_a_task_s_answer_progress_and_stages(settings: Settings) -> None:
     asyncio.run(scenario())
 
 
+def test_a_large_message_is_read_and_the_answer_bounded(settings: Settings) -> None:
+    async def scenario() -> TaskRecord:
+        async with running(settings) as manager:
+            return await run_one(manager, "alice", "big answer")
+
+    done = asyncio.run(scenario())
+    assert done.state == "completed", done
+    assert done.result == "A" * (settings.max_task_result_chars - 1) + "…"
+    assert done.progress is not None and len(done.progress["detail"]) <= 160
+
+
 def test_progress_is_redacted(settings: Settings) -> None:
     async def scenario() -> None:
         async with running(settings) as manager:
