@@ -14,7 +14,8 @@ postpones what it holds; the owner's next connection delivers it.
 
 A task's agent waiting on a permission (``tasks/acp_permissions.py``) is
 asked the same way, before any outcome: the question is handed to the model
-once, at a free line, by one connection of the owner.
+at a free line by one connection of the owner, and again later if that
+asking was interrupted or its connection went away.
 
 The connection says what happens (``wake``, ``turn_ended``,
 ``interrupted``) and answers one question, ``line_free_at``: None while
@@ -31,6 +32,7 @@ from collections.abc import Callable
 import anyio
 
 from .tasks import TaskManager, TaskRecord
+from .tasks.acp_permissions import PermissionRequest
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,7 @@ class TaskDelivery:
         self._answer_ended = False
         self._interrupted = False
         self._holding: TaskRecord | None = None
+        self._asking: PermissionRequest | None = None
         # (task id, seconds from the claim to the answer played)
         self.delivered: list[tuple[str, float]] = []
 
@@ -103,8 +106,14 @@ class TaskDelivery:
             changed = self._watch()
             question = self._manager.permissions.next_untold(self._owner)
             if question is not None:
-                # A task's agent waits on the user: asked before any outcome.
-                await self._speak(question.prompt(), None)
+                # A task's agent waits on the user: asked before any outcome;
+                # asked again later if the asking was cut short.
+                self._asking = question
+                try:
+                    if not await self._speak(question.prompt(), None):
+                        self._manager.permissions.retell(question)
+                finally:
+                    self._asking = None
                 continue
             record = await self._manager.deliveries.claim(self._owner, self._claimant, CLAIM_TTL_S)
             if record is None:
@@ -130,6 +139,8 @@ class TaskDelivery:
 
     async def close(self) -> None:
         """The connection ends: what it holds goes back for the next one."""
+        if self._asking is not None:
+            self._manager.permissions.retell(self._asking)
         record = self._holding
         if record is not None:
             with anyio.CancelScope(shield=True):

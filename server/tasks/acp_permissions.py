@@ -58,7 +58,8 @@ class PermissionRequest:
     title: str  # bounded and redacted: it is shown and read aloud
     options: tuple[Option, ...]
     answer: asyncio.Future[str | None]  # the option id chosen; None: cancelled
-    told: bool = False
+    told: bool = False  # being told, or told: no other connection tells it
+    asked: bool = False  # handed to a model at least once: it may be answered
 
     def card(self) -> dict[str, str]:
         return {"id": self.id, "title": self.title}
@@ -99,9 +100,14 @@ class PermissionDesk:
         """The owner's oldest request not yet told, now marked told."""
         for request in self.pending(owner):
             if not request.told:
-                request.told = True
+                request.told = request.asked = True
                 return request
         return None
+
+    def retell(self, request: PermissionRequest) -> None:
+        """Its telling was cut short (a barge-in, the connection gone): told
+        again at the next free line, while it waits."""
+        request.told = False
 
     async def ask(
         self, owner: str, task_id: str, title: str, options: Sequence[Option]
@@ -156,7 +162,7 @@ class PermissionDesk:
         that request was told (the model must not answer on its own)."""
         if decision not in DECISIONS:
             return {"error": f"decision: expected 'always' or 'reject', got {decision!r}"}
-        told = [r for r in self.pending(owner) if r.told and not r.answer.done()]
+        told = [r for r in self.pending(owner) if r.asked and not r.answer.done()]
         if not told:
             return {"error": "no permission request is waiting for an answer"}
         request = told[0]

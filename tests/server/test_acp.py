@@ -31,6 +31,7 @@ from server.tasks import TaskManager, TaskRecord
 from server.tasks.acp_client import AgentFiles
 from server.tasks.acp_permissions import Option, choose
 from server.tasks.envelope import split_answer
+from server.tasks.live_tools import heard_after
 from server.tasks.redact import REDACTED, redact
 
 AGENT = Path(__file__).resolve().parent / "acp_agent.py"
@@ -108,6 +109,34 @@ def test_the_offline_model_s_permission_cues() -> None:
         "on the task asks permission to: run the tests. Ask the user whether …"
     )
     assert asked is not None and "run the tests" in asked and "task_01234567" in asked
+
+
+def test_heard_after_needs_the_user_s_own_words_after_the_question() -> None:
+    from google.adk.events import Event
+    from google.genai import types
+
+    def user(text: str) -> Event:
+        return Event(
+            author="user", content=types.Content(role="user", parts=[types.Part(text=text)])
+        )
+
+    def spoken(text: str) -> Event:
+        return Event(author="user", input_transcription=types.Transcription(text=text))
+
+    def agent(text: str) -> Event:
+        return Event(
+            author="live", content=types.Content(role="model", parts=[types.Part(text=text)])
+        )
+
+    question = user("[agent permission request perm_0a1b2c3d for task task_1] The agent …")
+    outcome = user("[background task task_2 completed] Objective: x. Result: y. Tell …")
+    assert heard_after([question, user("yes, always")], "perm_0a1b2c3d")
+    assert heard_after([question, agent("Allow it?"), spoken("yes always")], "perm_0a1b2c3d")
+    assert not heard_after([user("yes, always"), question], "perm_0a1b2c3d")  # before it
+    assert not heard_after([question, agent("Allow it?")], "perm_0a1b2c3d")  # the model alone
+    assert not heard_after([question, outcome], "perm_0a1b2c3d")  # the server's own turn
+    assert not heard_after([question, user("yes, always")], "perm_99999999")  # another one
+    assert not heard_after([user("yes"), question, user("ok"), question], "perm_0a1b2c3d")
 
 
 def test_an_answer_s_spoken_part_and_its_detail() -> None:
@@ -512,7 +541,8 @@ def test_by_voice_a_permission_rejected_and_one_left_to_time_out(settings: Setti
 
 def test_a_permission_is_answered_only_after_the_user_was_asked(settings: Settings) -> None:
     """The model calling the tool on its own (no user words after the
-    question) is refused, and so is another owner."""
+    question) is refused, and so is another owner; a question is told by
+    one connection at a time, and again when its telling was cut short."""
     with TestClient(create_app(settings)) as client:
         tasks: TaskManager = client.app.state.runtime.tasks  # type: ignore[attr-defined]
         portal = client.portal
@@ -524,7 +554,12 @@ def test_a_permission_is_answered_only_after_the_user_was_asked(settings: Settin
         # Not told yet: nothing to answer, whatever the user said.
         refusal = tasks.permissions.respond("key:" + "o" * 24, "always", lambda _: True)
         assert refusal == {"error": "no permission request is waiting for an answer"}
-        request.told = True
+        # Told by a connection (as the delivery does), then cut short: told
+        # again later, and meanwhile it may be answered (it was asked).
+        assert tasks.permissions.next_untold("key:" + "o" * 24) is request
+        assert tasks.permissions.next_untold("key:" + "o" * 24) is None  # not twice
+        tasks.permissions.retell(request)
+        assert tasks.permissions.next_untold("key:" + "o" * 24) is request
         unheard = tasks.permissions.respond("key:" + "o" * 24, "always", lambda _: False)
         assert unheard["error"].startswith("the user has not answered this request yet")
         other = tasks.permissions.respond("key:" + "x" * 24, "always", lambda _: True)
