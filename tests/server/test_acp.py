@@ -518,7 +518,7 @@ def test_the_adk_backend_has_no_permission_tool(tmp_path: Path) -> None:
 
 
 def test_by_voice_a_permission_rejected_and_one_left_to_time_out(settings: Settings) -> None:
-    quick = dataclasses.replace(settings, acp_permission_timeout_s=1.0)
+    quick = dataclasses.replace(settings, acp_permission_timeout_s=3.0)
     with TestClient(create_app(settings)) as client, client.websocket_connect("/ws") as ws:
         tasks: TaskManager = client.app.state.runtime.tasks  # type: ignore[attr-defined]
         start(ws, userKey="r" * 24, turnDetection="manual")
