@@ -157,7 +157,7 @@ class PermissionDesk:
     def respond(
         self, owner: str, decision: object, heard_after: Callable[[str], bool]
     ) -> dict[str, str]:
-        """The user's ``decision`` on the owner's oldest told request.
+        """The user's ``decision`` on the owner's oldest request already asked.
         ``heard_after(request_id)``: whether the user spoke or typed after
         that request was told (the model must not answer on its own)."""
         if decision not in DECISIONS:
