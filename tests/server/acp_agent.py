@@ -8,7 +8,8 @@ envelope):
 * "leak secrets" — progress carrying fake secrets (a tool call, a plan, a
   message), then an answer;
 * "ask permission" — asks to run a tool (allow_once, allow_always,
-  reject_once, reject_always), answers with the option kind chosen (or
+  reject_once, reject_always), titled "run the tests" or what follows
+  "ask permission to", answers with the option kind chosen (or
   "cancelled"); a session allowed "always" is not asked again;
 * "never answer" — sends one progress update and never answers, not even a
   cancel;
@@ -143,7 +144,8 @@ class TestAgent:
             )
             await say(f"Using Authorization: Bearer {FAKE_KEY}. ")
         if "ask permission" in lowered:
-            return await self._ask(session_id, say)
+            title = objective.partition("ask permission to ")[2].strip() or "run the tests"
+            return await self._ask(session_id, title, say)
         if "read file" in lowered or "write file" in lowered:
             return await self._file(session_id, objective, say)
         if "big answer" in lowered:  # one message line of about 200 kB
@@ -185,15 +187,15 @@ class TestAgent:
             update=start_tool_call("call_1", title, kind="execute", status="in_progress"),
         )
 
-    async def _ask(self, session_id: str, say: Any) -> PromptResponse:
+    async def _ask(self, session_id: str, title: str, say: Any) -> PromptResponse:
         if session_id in self.always_allowed:
             await say("Ran the tool: allowed always earlier in this session.")
             return PromptResponse(stop_reason="end_turn")
-        await self._tool(session_id, "run the tests")
+        await self._tool(session_id, title)
         kinds = ("allow_once", "allow_always", "reject_once", "reject_always")
         response = await self.conn.request_permission(
             session_id=session_id,
-            tool_call=ToolCallUpdate(tool_call_id="call_1", title="run the tests"),
+            tool_call=ToolCallUpdate(tool_call_id="call_1", title=title),
             options=[PermissionOption(option_id=f"opt-{k}", name=k, kind=k) for k in kinds],
         )
         outcome = response.outcome
