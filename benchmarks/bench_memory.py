@@ -57,6 +57,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -206,26 +207,40 @@ async def fill_sqlite(store: SqliteMemoryStore, corpus: Corpus) -> None:
 
 
 async def fill_postgres(url: str, store: MemoryStore, corpus: Corpus) -> None:
-    """The same rows through ``COPY`` (the ``words`` column is generated,
-    the GIN index kept by PostgreSQL), then ``ANALYZE``."""
+    """The rows ``remember`` inserts, through ``COPY`` into a staging table
+    and one ``INSERT … SELECT`` with the store's own ``tokens`` expression
+    (the GIN index kept by PostgreSQL), then ``ANALYZE``."""
     import asyncpg
 
+    from server import pg_memory
     from server.pg_leases import asyncpg_dsn
 
     await store.count("key:none")  # the store creates its schema
+    columns = ["id", "owner", "kind", "text", "author", "source", "created"]
+    rows = _record_rows(corpus)
     conn = await asyncpg.connect(asyncpg_dsn(url))
     try:
-        await conn.copy_records_to_table(
-            "audiocore_memories",
-            records=_record_rows(corpus),
-            columns=["id", "owner", "kind", "text", "author", "source", "created"],
-        )
+        token_text = getattr(pg_memory, "token_text", None)
+        if token_text is None:  # the schema before: a tsvector generated from the text
+            await conn.copy_records_to_table("audiocore_memories", records=rows, columns=columns)
+        else:
+            await conn.execute(
+                "CREATE TEMP TABLE staging (id text, owner text, kind text, text text,"
+                " author text, source text, created float8, tokens text)"
+            )
+            staged = [(*row, token_text(row[1], row[2], row[3])) for row in rows]
+            await conn.copy_records_to_table("staging", records=staged)
+            listed = ", ".join(columns)
+            await conn.execute(
+                f"INSERT INTO audiocore_memories ({listed}, tokens)"
+                f" SELECT {listed}, {pg_memory.TOKENS.format('tokens')} FROM staging ORDER BY id"
+            )
         await conn.execute("ANALYZE audiocore_memories")
     finally:
         await conn.close()
 
 
-def _record_rows(corpus: Corpus) -> list[tuple[object, ...]]:
+def _record_rows(corpus: Corpus) -> list[tuple[Any, ...]]:
     start = time.time() - len(corpus.rows)
     return [
         (f"mem_{i:012x}", owner, "fact", text, None, None, start + i)

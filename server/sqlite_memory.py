@@ -4,10 +4,9 @@ FTS5 full-text search, owner first.
 A search reads its owner's records only, however large the store: the
 full-text index (``memory_words``) holds each record's words as tokens of
 its owner and kind — a keyed 64-bit BLAKE2b of (owner, kind, word), 16 hex
-digits (``scoped_tokens``) — so a word's list of records is one owner's,
-and the index holds no text. Words are cut as ``search_words`` cuts a
-query (``\w+``, lowercased), accents folded ("café" finds "cafe", as
-FTS5's ``unicode61`` did). A search is its words' tokens, each a quoted
+letters (``memory_store.scoped_tokens``) — so a word's list of records is
+one owner's, and the index holds no text. A search is its words' tokens
+(``search_tokens``), each a quoted
 FTS5 string (no query syntax of the user's ever applies), OR-ed; the
 owner's newest ``MAX_CANDIDATES`` matches are ranked by bm25 (every match
 at the default limits: ``max_memories_per_owner`` 1000 facts and 2000
@@ -26,12 +25,8 @@ processes of one machine share the file.
 
 from __future__ import annotations
 
-import hashlib
-import re
 import sqlite3
 import time
-import unicodedata
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +37,9 @@ from .memory_store import (
     MemoryStore,
     Profile,
     Record,
+    index_words,
+    scoped_tokens,
+    search_tokens,
     unknown_ids,
 )
 from .sqlite_thread import SqliteThread
@@ -73,28 +71,13 @@ CREATE TABLE IF NOT EXISTS profiles (
 );
 """
 _COLUMNS = "m.id, m.kind, m.text, m.created, m.author"
-_KINDS: tuple[Kind, ...] = ("fact", "turn")
 # Matches ranked by bm25 in one search, the owner's newest: at least every
 # record an owner holds at the default limits (1000 facts, 2000 turns).
 MAX_CANDIDATES = 3_000
-_WORD = re.compile(r"\w+")
 
 
 def _record(row: tuple[Any, ...]) -> Record:
     return Record(row[0], row[1], row[2], row[3], row[4])
-
-
-def index_words(text: str) -> list[str]:
-    r"""The words of ``text`` as the index holds them: ``\w+``, lowercased,
-    accents folded."""
-    folded = unicodedata.normalize("NFKD", text.lower())
-    return _WORD.findall("".join(c for c in folded if not unicodedata.combining(c)))
-
-
-def scoped_tokens(owner: str, kind: Kind, words: Iterable[str]) -> list[str]:
-    """Each word as a token of ``owner``'s records of ``kind``: 16 hex digits."""
-    scope = hashlib.blake2b(f"{owner}\x00{kind}".encode(), digest_size=32).digest()
-    return [hashlib.blake2b(w.encode(), digest_size=8, key=scope).hexdigest() for w in words]
 
 
 def index_record(db: sqlite3.Connection, rowid: int, owner: str, kind: Kind, text: str) -> None:
@@ -187,11 +170,10 @@ class SqliteMemoryStore(MemoryStore):
     async def _search(
         self, owner: str, words: list[str], limit: int, kind: Kind | None
     ) -> list[Record]:
-        folded = list(dict.fromkeys(w for word in words for w in index_words(word)))
-        tokens = [t for k in ((kind,) if kind else _KINDS) for t in scoped_tokens(owner, k, folded)]
+        tokens = search_tokens(owner, words, kind)
         if not tokens:
             return []
-        expression = " OR ".join(f'"{t}"' for t in tokens)  # hex digits: nothing to escape
+        expression = " OR ".join(f'"{t}"' for t in tokens)  # letters a-p: nothing to escape
 
         def read(db: sqlite3.Connection) -> list[Record]:
             # The newest matches (FTS5 walks its lists newest first and

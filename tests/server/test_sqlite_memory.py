@@ -1,9 +1,8 @@
-"""The SQLite memory store's search, owner first: the full-text index holds
-each owner's words apart (as keyed hashes, never the text), so another
-owner's records never take a search's place among the ranked candidates;
-the index follows every insert and delete; accents fold as FTS5's
-``unicode61`` folded them; and a file of the earlier schema (one index of
-every owner's text) is re-indexed as it is opened."""
+"""The SQLite memory store's owner-first index (test_memory_store.py has
+what it means for a search, on both stores): it holds each owner's words
+as keyed hashes, never the text, follows every insert and delete, and a
+file of the earlier schema (one index of every owner's text) is re-indexed
+as it is opened."""
 
 from __future__ import annotations
 
@@ -16,8 +15,8 @@ from typing import TypeVar
 import pytest
 
 from server import sqlite_memory
-from server.memory_store import MAX_TURNS_PER_OWNER
-from server.sqlite_memory import SqliteMemoryStore, index_words, scoped_tokens
+from server.memory_store import MAX_TURNS_PER_OWNER, index_words, scoped_tokens
+from server.sqlite_memory import SqliteMemoryStore
 
 _T = TypeVar("_T")
 ALICE, BOB = "key:alice-0123456789abcdef", "key:bob-0123456789abcdef01"
@@ -60,46 +59,6 @@ def index_rows(path: Path) -> tuple[int, int, list[str]]:
     return records, len(tokens), tokens
 
 
-def test_another_owners_newer_matches_never_crowd_out_the_owners_own(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Two candidates a search: were the index every owner's, Bob's ten
-    # newer "boat" records would fill them and Alice's would not be found.
-    monkeypatch.setattr(sqlite_memory, "MAX_CANDIDATES", 2)
-
-    async def scenario(store: SqliteMemoryStore) -> None:
-        mine = await store.remember(ALICE, "the boat is moored at the north pier")
-        for n in range(10):
-            await store.remember(BOB, f"boat number {n} is for sale")
-        assert mine is not None
-        assert [r.id for r in await store.search(ALICE, "boat")] == [mine.id]
-        assert len(await store.search(BOB, "boat")) == 2
-
-    run(tmp_path / "memory.db", scenario)
-
-
-def test_the_owners_newest_candidates_are_ranked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(sqlite_memory, "MAX_CANDIDATES", 3)
-
-    async def scenario(store: SqliteMemoryStore) -> None:
-        texts = [
-            "red red red red",  # the best match, but the oldest: not a candidate
-            "a red kite",
-            "red",
-            "the red door and the green one",
-        ]
-        ids = [(await store.remember(ALICE, t)).id for t in texts]  # type: ignore[union-attr]
-        found = [r.id for r in await store.search(ALICE, "red")]
-        # bm25 among the newest three: the shortest first.
-        assert found == [ids[2], ids[1], ids[3]]
-        monkeypatch.setattr(sqlite_memory, "MAX_CANDIDATES", 100)
-        assert [r.id for r in await store.search(ALICE, "red")][0] == ids[0]
-
-    run(tmp_path / "memory.db", scenario)
-
-
 def test_the_index_holds_hashes_and_follows_every_insert_and_delete(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -131,18 +90,6 @@ def test_the_index_holds_hashes_and_follows_every_insert_and_delete(
 
     run(path, scenario)
     assert MAX_TURNS_PER_OWNER > 3  # the patch above was the test's own
-
-
-def test_words_fold_case_and_accents_as_before(tmp_path: Path) -> None:
-    assert index_words("Café CRÈME, naïve_one; Straße") == ["cafe", "creme", "naive_one", "straße"]
-
-    async def scenario(store: SqliteMemoryStore) -> None:
-        fact = await store.remember(ALICE, "The Café on Rue Crémieux")
-        assert fact is not None
-        for query in ("cafe", "CAFÉ", "cremieux", "crémieux"):
-            assert [r.id for r in await store.search(ALICE, query)] == [fact.id], query
-
-    run(tmp_path / "memory.db", scenario)
 
 
 def test_a_file_of_the_earlier_schema_is_reindexed_as_it_opens(tmp_path: Path) -> None:
