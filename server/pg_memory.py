@@ -79,9 +79,9 @@ _QUERY = (
 )
 # A record's tokens as to_tsvector cuts them (positions for ts_rank).
 TOKENS = "to_tsvector('simple', {})"
-# Matches ranked in one search, the owner's newest: every record an owner
-# holds at the default limits (1000 facts, 2000 turns).
-MAX_CANDIDATES = 3_000
+# Matches ranked in one search, the owner's newest: every fact an owner
+# holds at the default limit (as sqlite_memory.MAX_CANDIDATES).
+MAX_CANDIDATES = 1_000
 _REINDEX_LOCK = "SELECT pg_advisory_xact_lock(hashtext('audiocore_memory:reindex'))"
 
 

@@ -3,20 +3,19 @@ FTS5 full-text search, owner first.
 
 A search reads its owner's records only, however large the store: the
 full-text index (``memory_words``) holds each record's words as tokens of
-its owner and kind — a keyed 64-bit BLAKE2b of (owner, kind, word), 16 hex
+its owner and kind — a keyed 64-bit BLAKE2b of (owner, kind, word) as 16
 letters (``memory_store.scoped_tokens``) — so a word's list of records is
 one owner's, and the index holds no text. A search is its words' tokens
-(``search_tokens``), each a quoted
-FTS5 string (no query syntax of the user's ever applies), OR-ed; the
-owner's newest ``MAX_CANDIDATES`` matches are ranked by bm25 (every match
-at the default limits: ``max_memories_per_owner`` 1000 facts and 2000
-turns), newest first among equals. The owner and kind are checked again on
-the records themselves.
+(``search_tokens``), each a quoted FTS5 string (no query syntax of the
+user's ever applies), OR-ed; the owner's newest ``MAX_CANDIDATES`` (1000)
+matches are ranked by bm25 (every fact at the default limit of 1000 an
+owner; of its up to 2000 turns, the newest 1000 that match), newest first
+among equals. The owner and kind are checked again on the records.
 
 With the words of every owner in one index (the schema before), a common
 word's list was the whole store's: at 1M records a 16-word query took
-0.2-1.4 s for an owner of 1,000 (benchmarks/README.md, "Memory recall").
-A file of that schema is re-indexed as it is opened.
+~160 ms at the median for an owner of 1,000 (benchmarks/README.md, "Memory
+recall"). A file of that schema is re-indexed as it is opened.
 
 The statements run on one thread of their own (``sqlite_thread.py``: WAL,
 one ``BEGIN IMMEDIATE`` transaction a call), never on the event loop; the
@@ -71,9 +70,13 @@ CREATE TABLE IF NOT EXISTS profiles (
 );
 """
 _COLUMNS = "m.id, m.kind, m.text, m.created, m.author"
-# Matches ranked by bm25 in one search, the owner's newest: at least every
-# record an owner holds at the default limits (1000 facts, 2000 turns).
-MAX_CANDIDATES = 3_000
+# Matches ranked by bm25 in one search, the owner's newest: every fact an
+# owner holds at the default limit (max_memories_per_owner). bm25 costs
+# ~2.5 µs a match here: 3000 took a common 16-word search to ~9 ms.
+MAX_CANDIDATES = 1_000
+# The store's one connection reads a large file's index pages from its own
+# cache, not the system's (a read each): 64 MiB at most.
+CACHE_PRAGMA = "PRAGMA cache_size=-65536"
 
 
 def _record(row: tuple[Any, ...]) -> Record:
@@ -86,9 +89,10 @@ def index_record(db: sqlite3.Connection, rowid: int, owner: str, kind: Kind, tex
     db.execute("INSERT INTO memory_words (rowid, tokens) VALUES (?, ?)", (rowid, tokens))
 
 
-def _reindex_earlier_schema(db: sqlite3.Connection) -> None:
-    """A file of the schema before (one full-text index of every owner's
-    text): its index dropped, and every record indexed owner first."""
+def _prepare(db: sqlite3.Connection) -> None:
+    """The connection's cache; a file of the schema before (one full-text
+    index of every owner's text) re-indexed, owner first."""
+    db.execute(CACHE_PRAGMA)
     if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_fts'").fetchone() is None:
         return
     db.execute("DROP TRIGGER IF EXISTS memories_added")
@@ -102,7 +106,7 @@ def _reindex_earlier_schema(db: sqlite3.Connection) -> None:
 class SqliteMemoryStore(MemoryStore):
     def __init__(self, path: Path, *, max_facts: int = 1_000) -> None:
         super().__init__(max_facts=max_facts)
-        self._db = SqliteThread(path, SCHEMA, "memory-store", prepare=_reindex_earlier_schema)
+        self._db = SqliteThread(path, SCHEMA, "memory-store", prepare=_prepare)
 
     async def _insert(self, owner: str, record: Record, source: str | None) -> bool:
         def add(db: sqlite3.Connection) -> bool:
@@ -177,14 +181,16 @@ class SqliteMemoryStore(MemoryStore):
 
         def read(db: sqlite3.Connection) -> list[Record]:
             # The newest matches (FTS5 walks its lists newest first and
-            # stops), ranked: never a sort of every match.
+            # stops) ranked, and only the best read from the records: never
+            # a sort of every match, nor a record read per candidate.
             rows = db.execute(
-                f"SELECT {_COLUMNS} FROM (SELECT rowid, rank FROM memory_words"
-                " WHERE memory_words MATCH ? ORDER BY rowid DESC LIMIT ?) AS f"
+                f"SELECT {_COLUMNS} FROM (SELECT rowid, rank FROM"
+                " (SELECT rowid, rank FROM memory_words WHERE memory_words MATCH ?"
+                " ORDER BY rowid DESC LIMIT ?) ORDER BY rank, rowid DESC LIMIT ?) AS f"
                 " JOIN memories m ON m.rowid = f.rowid"
                 " WHERE m.owner = ? AND (? IS NULL OR m.kind = ?)"
-                " ORDER BY f.rank, m.rowid DESC LIMIT ?",
-                (expression, MAX_CANDIDATES, owner, kind, kind, limit),
+                " ORDER BY f.rank, m.rowid DESC",
+                (expression, MAX_CANDIDATES, limit, owner, kind, kind),
             ).fetchall()
             return [_record(r) for r in rows]
 
