@@ -104,7 +104,11 @@ class PostgresMemoryStore(MemoryStore):
     async def _ready(self) -> asyncpg.Pool:
         async with self._connecting:
             if self._pool is None:
-                pool = await open_pool(self._dsn, _SCHEMA)
+                # A plan for each search's owner and words: a generic plan
+                # (asyncpg prepares every statement) reads an owner's rows
+                # as if every owner held as many.
+                settings = {"plan_cache_mode": "force_custom_plan"}
+                pool = await open_pool(self._dsn, _SCHEMA, server_settings=settings)
                 try:
                     await _reindex_earlier_schema(pool)
                 except BaseException:
