@@ -196,10 +196,14 @@ class PostgresMemoryStore(MemoryStore):
             return []
         pool = await self._ready()
         rows = await pool.fetch(
-            f"SELECT {_COLUMNS} FROM (SELECT {_COLUMNS}, seq, tokens, q"
+            # The tokens are the owner's: the owner is checked on the
+            # candidates, outside the LIMIT, so that no plan ANDs the GIN
+            # index with all of the owner's rows in the owner's index.
+            f"SELECT {_COLUMNS} FROM (SELECT {_COLUMNS}, owner, seq, tokens, q"
             f" FROM audiocore_memories, {_QUERY} AS q"
-            " WHERE tokens @@ q AND owner = $1 AND ($3::text IS NULL OR kind = $3)"
+            " WHERE tokens @@ q AND ($3::text IS NULL OR kind = $3)"
             " ORDER BY seq DESC LIMIT $5) AS candidates"
+            " WHERE owner = $1"
             " ORDER BY ts_rank(tokens, q) DESC, seq DESC LIMIT $4",
             owner,
             tokens,
