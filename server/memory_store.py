@@ -11,8 +11,10 @@ An owner (``memory_owner``) holds:
 
 Every call names its owner and touches that owner's rows only: an id of
 another owner is "unknown", never found. Search text never reaches SQL as
-text: it is cut into words (``search_words``) that a store binds as
-parameters and matches as plain words. Every change is logged with the
+text: it is cut into words (``search_words``), which a store looks for as
+its owner's tokens (``scoped_tokens``, bound as parameters): both stores
+index a record's words that way, so a search reads one owner's posting
+lists, however large the store. Every change is logged with the
 owner's digest, the action, the ids and lengths — never the text or the
 owner's key (a capability).
 
