@@ -25,7 +25,7 @@ from google.genai import types
 from .agent import build_agent, build_run_config
 from .live_runs import RunRecorder
 from .memory_store import MemoryStore
-from .memory_turns import TurnRecorder
+from .memory_turns import ChatTurnRecorder, TurnRecorder
 from .protocol import TurnDetection
 from .settings import Settings
 from .tools import ToolSpec
@@ -105,10 +105,12 @@ class Agents:
             memory_service=memory,  # ADK's load_memory and preload_memory read it
             auto_create_session=False,
         )
+        chat_plugins: list[BasePlugin] = []
+        if memory is not None and settings.store_to_memory:
+            chat_plugins.append(ChatTurnRecorder(memory))  # a chat run is a turn
         self.chat_agent = build_agent(settings, tools, chat=True)
         self.chat_runner = Runner(
-            app_name=settings.app_name,
-            agent=self.chat_agent,
+            app=App(name=settings.app_name, root_agent=self.chat_agent, plugins=chat_plugins),
             session_service=session_service,
             memory_service=memory,
             auto_create_session=False,

@@ -23,6 +23,13 @@ calls' responses are kept in the session, and the model answers once, for
 all of them. Answers to calls already answered are ignored, so a
 resubmitted history never runs a tool twice.
 
+The chat's **owner** (its long-term memory, its background tasks) is the
+body's ``userKey``, as a ``/ws`` client's (AI SDK: the transport's ``body``
+option), bound by a token as there (``bind_user_key``: a token's owner
+must be it, or stands for it when absent); written into the session state
+(``task_owner``) before the turn when it changed, and removed from it for
+a request that names none — the chat id alone never carries a key's memory.
+
 The seed project's SSE client posts the same body to ``/stream`` with an
 ``X-API-Key`` header: accepted, and required when the server has an API key.
 A client that goes away cancels the run. ``GET /api/chat/{id}/stream``
@@ -52,10 +59,13 @@ from starlette.routing import Route
 from . import chat_messages, chunks, fields
 from .agents import Agents
 from .claims import SessionBusy
+from .credentials import bind_user_key
 from .events import ModelAudio, TurnEnd, TurnTranslator
 from .http_body import HttpError, read_json_body
+from .protocol import USER_KEY, ProtocolError
 from .session_access import SessionAccess
 from .settings import Settings
+from .tasks import OWNER_STATE_KEY
 from .tool_calls import Outcome, PendingCall, apply, delegated_calls, pending_in, run_on_server
 from .tools import ToolSpec, ToolState
 from .users import API_SESSION_ID, CHAT_USER_ID
@@ -157,6 +167,19 @@ class _Replay:
                 return
 
 
+def chat_owner(request: Request, user_key: object) -> str | None:
+    """The chat's owner: ``key:<userKey>`` (a token's owner when it names
+    none), or None. ``HttpError`` 400 for a malformed key, 403 for a key
+    that is not the token's owner."""
+    if user_key is not None and (not isinstance(user_key, str) or not USER_KEY.fullmatch(user_key)):
+        raise HttpError(400, "userKey: expected 20 to 100 of A-Z a-z 0-9 _ - (a random key)")
+    try:
+        key = bind_user_key(request.scope, user_key)
+    except ProtocolError as exc:
+        raise HttpError(403, exc.reason) from None
+    return None if key is None else f"key:{key}"
+
+
 class ChatEndpoint:
     def __init__(self, settings: Settings, sessions: SessionAccess, agents: Agents) -> None:
         self._settings = settings
@@ -185,6 +208,7 @@ class ChatEndpoint:
             chat_id = body.get("id")
             if not isinstance(chat_id, str) or not API_SESSION_ID.fullmatch(chat_id):
                 raise HttpError(400, "id: expected the chat id (1 to 128 of A-Z a-z 0-9 . _ : -)")
+            owner = chat_owner(request, body.get("userKey"))
             submit = chat_messages.decode_chat(body, self._limits)
         except HttpError as exc:
             return Response(
@@ -195,7 +219,7 @@ class ChatEndpoint:
         message_id = body.get("messageId")
         continuing = isinstance(message_id, str) and submit.text is None
         return StreamingResponse(
-            self._stream(chat_id, submit, message_id if continuing else None),
+            self._stream(chat_id, owner, submit, message_id if continuing else None),
             headers=STREAM_HEADERS,
         )
 
@@ -206,12 +230,16 @@ class ChatEndpoint:
         return StreamingResponse(replay.follow(), headers=STREAM_HEADERS)
 
     async def _stream(
-        self, chat_id: str, submit: chat_messages.ChatSubmit, message_id: str | None
+        self,
+        chat_id: str,
+        owner: str | None,
+        submit: chat_messages.ChatSubmit,
+        message_id: str | None,
     ) -> AsyncIterator[str]:
         replay = _Replay()
         self._runs[chat_id] = replay
         try:
-            async for chunk in self._chunks(chat_id, submit, message_id):
+            async for chunk in self._chunks(chat_id, owner, submit, message_id):
                 frame = sse(chunk)
                 await replay.add(frame)
                 yield frame
@@ -224,7 +252,11 @@ class ChatEndpoint:
                 del self._runs[chat_id]
 
     async def _chunks(
-        self, chat_id: str, submit: chat_messages.ChatSubmit, message_id: str | None
+        self,
+        chat_id: str,
+        owner: str | None,
+        submit: chat_messages.ChatSubmit,
+        message_id: str | None,
     ) -> AsyncIterator[chunks.Chunk]:
         translator = TurnTranslator(self._agents.tools, self._agents.chat_model_name)
         taken = asyncio.Event()  # another request took the chat: stop this run
@@ -232,6 +264,14 @@ class ChatEndpoint:
             async with self._sessions.open_session(
                 chat_id, taken.set, user_id=CHAT_USER_ID, keep_id=True
             ) as opened:
+                if opened.session.state.get(OWNER_STATE_KEY) != owner:
+                    # Before anything runs: the tools and the memory read it
+                    # from the session (the model's instruction included).
+                    delta = {OWNER_STATE_KEY: owner}
+                    await self._sessions.service.append_event(
+                        opened.session,
+                        Event(author="user", actions=EventActions(state_delta=delta)),
+                    )
                 for chunk in translator.begin(message_id):
                     yield chunk
                 async for chunk in self._turn(opened.session, submit, translator, taken):

@@ -11,8 +11,10 @@ An owner (``memory_owner``) holds:
 
 Every call names its owner and touches that owner's rows only: an id of
 another owner is "unknown", never found. Search text never reaches SQL as
-text: it is cut into words (``search_words``) that a store binds as
-parameters and matches as plain words. Every change is logged with the
+text: it is cut into words (``search_words``), which a store looks for as
+its owner's tokens (``scoped_tokens``, bound as parameters): both stores
+index a record's words that way, so a search reads one owner's posting
+lists, however large the store. Every change is logged with the
 owner's digest, the action, the ids and lengths — never the text or the
 owner's key (a capability).
 
@@ -34,8 +36,9 @@ import logging
 import re
 import secrets
 import time
+import unicodedata
 from abc import abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
@@ -63,6 +66,7 @@ MANAGED_START = "<!-- audiocore:memory:managed -->"
 MANAGED_END = "<!-- audiocore:memory:end -->"
 _ID = re.compile(r"mem_[0-9a-f]{12}")
 _WORD = re.compile(r"\w+")
+_AS_LETTERS = str.maketrans("0123456789abcdef", "abcdefghijklmnop")
 # Words that say nothing about what is searched for ("what do you remember
 # about my dog": dog).
 _STOP_TEXT = (
@@ -168,6 +172,33 @@ def search_words(query: object) -> list[str]:
         raise MemoryInputError("query: not valid Unicode (a lone surrogate)") from None
     words = [w.lower() for w in _WORD.findall(query)]
     return list(dict.fromkeys(w for w in words if w not in _STOP_WORDS))[:MAX_QUERY_WORDS]
+
+
+def index_words(text: str) -> list[str]:
+    r"""The words of ``text`` as a store indexes them: ``\w+`` (as
+    ``search_words``), lowercased, accents folded ("café" finds "cafe")."""
+    folded = unicodedata.normalize("NFKD", text.lower())
+    return _WORD.findall("".join(c for c in folded if not unicodedata.combining(c)))
+
+
+def scoped_tokens(owner: str, kind: Kind, words: Iterable[str]) -> list[str]:
+    """Each word as a token of ``owner``'s records of ``kind``, which a
+    store indexes instead of the word, so that a word's list of records is
+    one owner's (a search reads nothing of another's): a keyed 64-bit
+    BLAKE2b, written as 16 letters a-p (one word to any full-text parser)."""
+    scope = hashlib.blake2b(f"{owner}\x00{kind}".encode(), digest_size=32).digest()
+    return [
+        hashlib.blake2b(w.encode(), digest_size=8, key=scope).hexdigest().translate(_AS_LETTERS)
+        for w in words
+    ]
+
+
+def search_tokens(owner: str, words: list[str], kind: Kind | None) -> list[str]:
+    """The tokens a search of ``words`` (``search_words``) looks for: of
+    ``kind``, or of either."""
+    folded = list(dict.fromkeys(w for word in words for w in index_words(word)))
+    kinds: tuple[Kind, ...] = (kind,) if kind is not None else ("fact", "turn")
+    return [t for k in kinds for t in scoped_tokens(owner, k, folded)]
 
 
 def _iso(at: float) -> str:

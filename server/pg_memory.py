@@ -2,11 +2,18 @@
 ``--database-url`` names for the sessions), with PostgreSQL's full-text
 search.
 
-The records' text is indexed as a generated ``tsvector`` (the ``simple``
-configuration: lowercased words, no stemming, as SQLite's ``unicode61``)
-under a GIN index. A search binds its words as a ``text[]`` and builds the
-``tsquery`` from them with ``quote_literal``, so no query syntax of the
-user's ever applies; it is ranked by ``ts_rank``. One owner's writes are
+A search reads its owner's records only, however large the store: as in
+SQLite, the full-text index (``tokens``, a ``tsvector`` under a GIN index)
+holds each record's words as tokens of its owner and kind
+(``memory_store.scoped_tokens``: 16 letters, one word to PostgreSQL's
+parser, the ``simple`` configuration keeping them as they are), not the
+words, so a word's posting list is one owner's. A search's tokens are
+bound as a ``text[]`` and become the ``tsquery`` through ``quote_literal``
+(no query syntax of the user's ever applies); the owner's newest
+``MAX_CANDIDATES`` matches are ranked by ``ts_rank``, newest first among
+equals. A table of the schema before (a ``tsvector`` of every owner's
+words, generated from the text) is re-indexed at the first call of a
+process. One owner's writes are
 serialised by a transaction-scoped advisory lock on the owner, so the fact
 limit holds across hosts.
 
@@ -29,6 +36,9 @@ from .memory_store import (
     MemoryStore,
     Profile,
     Record,
+    index_words,
+    scoped_tokens,
+    search_tokens,
     unknown_ids,
 )
 from .pg_leases import asyncpg_dsn, open_pool
@@ -43,15 +53,16 @@ CREATE TABLE IF NOT EXISTS audiocore_memories (
     author TEXT,
     source TEXT,
     created DOUBLE PRECISION NOT NULL,
-    words TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED
+    tokens TSVECTOR NOT NULL
 );
+ALTER TABLE audiocore_memories ADD COLUMN IF NOT EXISTS tokens TSVECTOR;
 CREATE INDEX IF NOT EXISTS audiocore_memories_by_owner
     ON audiocore_memories (owner, kind, created, seq);
 CREATE INDEX IF NOT EXISTS audiocore_memories_by_time
     ON audiocore_memories (owner, created, seq);
 CREATE UNIQUE INDEX IF NOT EXISTS audiocore_memories_by_source
     ON audiocore_memories (owner, source) WHERE source IS NOT NULL;
-CREATE INDEX IF NOT EXISTS audiocore_memories_words ON audiocore_memories USING GIN (words);
+CREATE INDEX IF NOT EXISTS audiocore_memories_tokens ON audiocore_memories USING GIN (tokens);
 CREATE TABLE IF NOT EXISTS audiocore_memory_profiles (
     owner TEXT PRIMARY KEY,
     user_section TEXT NOT NULL DEFAULT '',
@@ -61,11 +72,22 @@ CREATE TABLE IF NOT EXISTS audiocore_memory_profiles (
 """
 _LOCK_OWNER = "SELECT pg_advisory_xact_lock(hashtext('audiocore_memory:' || $1))"
 _COLUMNS = "id, kind, text, created, author"
-# Any of the words, each a quoted lexeme.
+# Any of the tokens, each a quoted lexeme.
 _QUERY = (
     "to_tsquery('simple', array_to_string("
-    "ARRAY(SELECT quote_literal(w) FROM unnest($2::text[]) AS w), ' | '))"
+    "ARRAY(SELECT quote_literal(t) FROM unnest($2::text[]) AS t), ' | '))"
 )
+# A record's tokens as to_tsvector cuts them (positions for ts_rank).
+TOKENS = "to_tsvector('simple', {})"
+# Matches ranked in one search, the owner's newest: every fact an owner
+# holds at the default limit (as sqlite_memory.MAX_CANDIDATES).
+MAX_CANDIDATES = 1_000
+_REINDEX_LOCK = "SELECT pg_advisory_xact_lock(hashtext('audiocore_memory:reindex'))"
+
+
+def token_text(owner: str, kind: Kind, text: str) -> str:
+    """What ``TOKENS`` makes the ``tokens`` of a record from."""
+    return " ".join(scoped_tokens(owner, kind, index_words(text)))
 
 
 def _record(row: Any) -> Record:
@@ -82,7 +104,17 @@ class PostgresMemoryStore(MemoryStore):
     async def _ready(self) -> asyncpg.Pool:
         async with self._connecting:
             if self._pool is None:
-                self._pool = await open_pool(self._dsn, _SCHEMA)
+                # A plan for each search's owner and words: a generic plan
+                # (asyncpg prepares every statement) reads an owner's rows
+                # as if every owner held as many.
+                settings = {"plan_cache_mode": "force_custom_plan"}
+                pool = await open_pool(self._dsn, _SCHEMA, server_settings=settings)
+                try:
+                    await _reindex_earlier_schema(pool)
+                except BaseException:
+                    await pool.close()
+                    raise
+                self._pool = pool
             return self._pool
 
     async def _insert(self, owner: str, record: Record, source: str | None) -> bool:
@@ -99,8 +131,9 @@ class PostgresMemoryStore(MemoryStore):
                         f"memory is full: {self.max_facts} facts; forget some first"
                     )
             added = await conn.fetchval(
-                "INSERT INTO audiocore_memories (id, owner, kind, text, author, source, created)"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7)"
+                "INSERT INTO audiocore_memories"
+                " (id, owner, kind, text, author, source, created, tokens)"
+                f" VALUES ($1, $2, $3, $4, $5, $6, $7, {TOKENS.format('$8')})"
                 " ON CONFLICT (owner, source) WHERE source IS NOT NULL DO NOTHING RETURNING 1",
                 record.id,
                 owner,
@@ -109,6 +142,7 @@ class PostgresMemoryStore(MemoryStore):
                 record.author,
                 source,
                 record.created,
+                token_text(owner, record.kind, record.text),
             )
             if record.kind == "turn":
                 await conn.execute(
@@ -125,12 +159,13 @@ class PostgresMemoryStore(MemoryStore):
         async with pool.acquire() as conn, conn.transaction():
             await _delete_owned(conn, owner, ids)
             await conn.execute(
-                "INSERT INTO audiocore_memories (id, owner, kind, text, created)"
-                " VALUES ($1, $2, 'fact', $3, $4)",
+                "INSERT INTO audiocore_memories (id, owner, kind, text, created, tokens)"
+                f" VALUES ($1, $2, 'fact', $3, $4, {TOKENS.format('$5')})",
                 record.id,
                 owner,
                 record.text,
                 record.created,
+                token_text(owner, "fact", record.text),
             )
 
     async def _remove(self, owner: str, ids: list[str]) -> None:
@@ -156,15 +191,25 @@ class PostgresMemoryStore(MemoryStore):
     async def _search(
         self, owner: str, words: list[str], limit: int, kind: Kind | None
     ) -> list[Record]:
+        tokens = search_tokens(owner, words, kind)
+        if not tokens:
+            return []
         pool = await self._ready()
         rows = await pool.fetch(
-            f"SELECT {_COLUMNS} FROM audiocore_memories, {_QUERY} AS q"
-            " WHERE owner = $1 AND words @@ q AND ($3::text IS NULL OR kind = $3)"
-            " ORDER BY ts_rank(words, q) DESC, created DESC LIMIT $4",
+            # The tokens are the owner's: the owner is checked on the
+            # candidates, outside the LIMIT, so that no plan ANDs the GIN
+            # index with all of the owner's rows in the owner's index.
+            f"SELECT {_COLUMNS} FROM (SELECT {_COLUMNS}, owner, seq, tokens, q"
+            f" FROM audiocore_memories, {_QUERY} AS q"
+            " WHERE tokens @@ q AND ($3::text IS NULL OR kind = $3)"
+            " ORDER BY seq DESC LIMIT $5) AS candidates"
+            " WHERE owner = $1"
+            " ORDER BY ts_rank(tokens, q) DESC, seq DESC LIMIT $4",
             owner,
-            words,
+            tokens,
             kind,
             limit,
+            MAX_CANDIDATES,
         )
         return [_record(r) for r in rows]
 
@@ -210,6 +255,28 @@ class PostgresMemoryStore(MemoryStore):
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
+
+
+async def _reindex_earlier_schema(pool: asyncpg.Pool) -> None:
+    """A table of the schema before (``words``, generated from every owner's
+    text): each record's ``tokens`` written, then ``words`` (and its index)
+    dropped. One host at a time; nothing to do the next time."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute(_REINDEX_LOCK)
+        earlier = await conn.fetchval(
+            "SELECT 1 FROM information_schema.columns"
+            " WHERE table_name = 'audiocore_memories' AND column_name = 'words'"
+            " AND table_schema = current_schema()"
+        )
+        if earlier is None:
+            return
+        rows = await conn.fetch("SELECT seq, owner, kind, text FROM audiocore_memories")
+        await conn.executemany(
+            f"UPDATE audiocore_memories SET tokens = {TOKENS.format('$2')} WHERE seq = $1",
+            [(r["seq"], token_text(r["owner"], r["kind"], r["text"])) for r in rows],
+        )
+        await conn.execute("ALTER TABLE audiocore_memories DROP COLUMN words")
+        await conn.execute("ALTER TABLE audiocore_memories ALTER COLUMN tokens SET NOT NULL")
 
 
 async def _delete_owned(conn: Any, owner: str, ids: list[str]) -> None:

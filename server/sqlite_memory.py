@@ -1,12 +1,25 @@
-"""The memory store in SQLite: ``memory.db`` in the data directory, with
-FTS5 full-text search.
+r"""The memory store in SQLite: ``memory.db`` in the data directory, with
+FTS5 full-text search, owner first.
 
-An external-content FTS5 table indexes the records' text (triggers keep it
-in step); a search is the owner's rows among the matches of its words, each
-bound as a quoted FTS5 string, so no query syntax of the user's ever
-applies, ranked by bm25. The statements run on one thread of their own
-(``sqlite_thread.py``: WAL, one ``BEGIN IMMEDIATE`` transaction a call), never
-on the event loop; the processes of one machine share the file.
+A search reads its owner's records only, however large the store: the
+full-text index (``memory_words``) holds each record's words as tokens of
+its owner and kind — a keyed 64-bit BLAKE2b of (owner, kind, word) as 16
+letters (``memory_store.scoped_tokens``) — so a word's list of records is
+one owner's, and the index holds no text. A search is its words' tokens
+(``search_tokens``), each a quoted FTS5 string (no query syntax of the
+user's ever applies), OR-ed; the owner's newest ``MAX_CANDIDATES`` (1000)
+matches are ranked by bm25 (every fact at the default limit of 1000 an
+owner; of its up to 2000 turns, the newest 1000 that match), newest first
+among equals. The owner and kind are checked again on the records.
+
+With the words of every owner in one index (the schema before), a common
+word's list was the whole store's: at 1M records a 16-word query took
+~160 ms at the median for an owner of 1,000 (benchmarks/README.md, "Memory
+recall"). A file of that schema is re-indexed as it is opened.
+
+The statements run on one thread of their own (``sqlite_thread.py``: WAL,
+one ``BEGIN IMMEDIATE`` transaction a call), never on the event loop; the
+processes of one machine share the file.
 """
 
 from __future__ import annotations
@@ -23,6 +36,9 @@ from .memory_store import (
     MemoryStore,
     Profile,
     Record,
+    index_words,
+    scoped_tokens,
+    search_tokens,
     unknown_ids,
 )
 from .sqlite_thread import SqliteThread
@@ -42,14 +58,9 @@ CREATE INDEX IF NOT EXISTS memories_by_owner ON memories (owner, kind, created);
 CREATE INDEX IF NOT EXISTS memories_by_time ON memories (owner, created);
 CREATE UNIQUE INDEX IF NOT EXISTS memories_by_source ON memories (owner, source)
     WHERE source IS NOT NULL;
-CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5 (
-    text, content='memories', content_rowid='rowid', tokenize='unicode61'
-);
-CREATE TRIGGER IF NOT EXISTS memories_added AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts (rowid, text) VALUES (new.rowid, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS memories_removed AFTER DELETE ON memories BEGIN
-    INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_words USING fts5 (tokens, tokenize='ascii');
+CREATE TRIGGER IF NOT EXISTS memory_words_removed AFTER DELETE ON memories BEGIN
+    DELETE FROM memory_words WHERE rowid = old.rowid;
 END;
 CREATE TABLE IF NOT EXISTS profiles (
     owner TEXT PRIMARY KEY,
@@ -59,21 +70,43 @@ CREATE TABLE IF NOT EXISTS profiles (
 );
 """
 _COLUMNS = "m.id, m.kind, m.text, m.created, m.author"
+# Matches ranked by bm25 in one search, the owner's newest: every fact an
+# owner holds at the default limit (max_memories_per_owner). bm25 costs
+# ~2.5 µs a match here: 3000 took a common 16-word search to ~9 ms.
+MAX_CANDIDATES = 1_000
+# The store's one connection reads a large file's index pages from its own
+# cache, not the system's (a read each): 64 MiB at most.
+CACHE_PRAGMA = "PRAGMA cache_size=-65536"
 
 
 def _record(row: tuple[Any, ...]) -> Record:
     return Record(row[0], row[1], row[2], row[3], row[4])
 
 
-def fts_expression(words: list[str]) -> str:
-    """Any of ``words``, each a quoted FTS5 string ("" escapes ")."""
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+def index_record(db: sqlite3.Connection, rowid: int, owner: str, kind: Kind, text: str) -> None:
+    """The index row of the record ``rowid``: what each insert writes."""
+    tokens = " ".join(scoped_tokens(owner, kind, index_words(text)))
+    db.execute("INSERT INTO memory_words (rowid, tokens) VALUES (?, ?)", (rowid, tokens))
+
+
+def _prepare(db: sqlite3.Connection) -> None:
+    """The connection's cache; a file of the schema before (one full-text
+    index of every owner's text) re-indexed, owner first."""
+    db.execute(CACHE_PRAGMA)
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'memories_fts'").fetchone() is None:
+        return
+    db.execute("DROP TRIGGER IF EXISTS memories_added")
+    db.execute("DROP TRIGGER IF EXISTS memories_removed")
+    db.execute("DROP TABLE memories_fts")
+    db.execute("DELETE FROM memory_words")
+    for rowid, owner, kind, text in db.execute("SELECT rowid, owner, kind, text FROM memories"):
+        index_record(db, rowid, owner, kind, text)
 
 
 class SqliteMemoryStore(MemoryStore):
     def __init__(self, path: Path, *, max_facts: int = 1_000) -> None:
         super().__init__(max_facts=max_facts)
-        self._db = SqliteThread(path, SCHEMA, "memory-store")
+        self._db = SqliteThread(path, SCHEMA, "memory-store", prepare=_prepare)
 
     async def _insert(self, owner: str, record: Record, source: str | None) -> bool:
         def add(db: sqlite3.Connection) -> bool:
@@ -85,11 +118,15 @@ class SqliteMemoryStore(MemoryStore):
                     raise MemoryInputError(
                         f"memory is full: {self.max_facts} facts; forget some first"
                     )
-            added = db.execute(
+            cursor = db.execute(
                 "INSERT OR IGNORE INTO memories (id, owner, kind, text, author, source, created)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (record.id, owner, record.kind, record.text, record.author, source, record.created),
-            ).rowcount
+            )
+            added = cursor.rowcount
+            if added:
+                assert cursor.lastrowid is not None
+                index_record(db, cursor.lastrowid, owner, record.kind, record.text)
             if record.kind == "turn":
                 db.execute(
                     "DELETE FROM memories WHERE rowid IN (SELECT rowid FROM memories"
@@ -103,10 +140,12 @@ class SqliteMemoryStore(MemoryStore):
     async def _swap(self, owner: str, ids: list[str], record: Record) -> None:
         def swap(db: sqlite3.Connection) -> None:
             _delete_owned(db, owner, ids)
-            db.execute(
+            cursor = db.execute(
                 "INSERT INTO memories (id, owner, kind, text, created) VALUES (?, ?, 'fact', ?, ?)",
                 (record.id, owner, record.text, record.created),
             )
+            assert cursor.lastrowid is not None
+            index_record(db, cursor.lastrowid, owner, "fact", record.text)
 
         await self._db.run(swap)
 
@@ -135,15 +174,23 @@ class SqliteMemoryStore(MemoryStore):
     async def _search(
         self, owner: str, words: list[str], limit: int, kind: Kind | None
     ) -> list[Record]:
-        expression = fts_expression(words)
+        tokens = search_tokens(owner, words, kind)
+        if not tokens:
+            return []
+        expression = " OR ".join(f'"{t}"' for t in tokens)  # letters a-p: nothing to escape
 
         def read(db: sqlite3.Connection) -> list[Record]:
+            # The newest matches (FTS5 walks its lists newest first and
+            # stops) ranked, and only the best read from the records: never
+            # a sort of every match, nor a record read per candidate.
             rows = db.execute(
-                f"SELECT {_COLUMNS} FROM memories_fts JOIN memories m"
-                " ON m.rowid = memories_fts.rowid"
-                " WHERE memories_fts MATCH ? AND m.owner = ? AND (? IS NULL OR m.kind = ?)"
-                " ORDER BY bm25(memories_fts), m.created DESC LIMIT ?",
-                (expression, owner, kind, kind, limit),
+                f"SELECT {_COLUMNS} FROM (SELECT rowid, rank FROM"
+                " (SELECT rowid, rank FROM memory_words WHERE memory_words MATCH ?"
+                " ORDER BY rowid DESC LIMIT ?) ORDER BY rank, rowid DESC LIMIT ?) AS f"
+                " JOIN memories m ON m.rowid = f.rowid"
+                " WHERE m.owner = ? AND (? IS NULL OR m.kind = ?)"
+                " ORDER BY f.rank, m.rowid DESC",
+                (expression, MAX_CANDIDATES, limit, owner, kind, kind),
             ).fetchall()
             return [_record(r) for r in rows]
 

@@ -26,9 +26,16 @@ _T = TypeVar("_T")
 class SqliteThread:
     """``run(fn)``: ``fn(connection)`` in one transaction, on the one thread."""
 
-    def __init__(self, path: Path, schema: str, thread_name: str) -> None:
+    def __init__(
+        self,
+        path: Path,
+        schema: str,
+        thread_name: str,
+        prepare: Callable[[sqlite3.Connection], None] | None = None,
+    ) -> None:
         self.path = path
         self._schema = schema
+        self._prepare = prepare  # once the file is open, in a transaction of its own
         self._db: sqlite3.Connection | None = None
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=thread_name)
 
@@ -40,6 +47,15 @@ class SqliteThread:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = open_wal(str(self.path), script=self._schema)
             db.isolation_level = None  # transactions as written here
+            if self._prepare is not None:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._prepare(db)
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    db.close()
+                    raise
+                db.execute("COMMIT")
             self._db = db
         db = self._db
         db.execute("BEGIN IMMEDIATE")

@@ -94,6 +94,11 @@ SMOKE = {
         SERVER,
         SPEECH,
     ),
+    "bench_memory.py": Smoke(
+        ["--sizes", "50,200", "--total", "2000", "--queries", "10", "--sessions", "1"],
+        "| PostgreSQL | 200 | 2,000 |",
+        [*SERVER, "asyncpg", "pytest_postgresql", "port_for"],
+    ),
     "bench_web.py": Smoke(
         ["--seconds", "10", "--interrupts", "1"],
         '"interrupt_to_silence_ms"',

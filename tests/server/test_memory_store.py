@@ -24,6 +24,7 @@ from server.memory_store import (
     MemoryInputError,
     MemoryStore,
     adk_owner,
+    index_words,
     memory_owner,
     owner_digest,
     search_words,
@@ -34,6 +35,7 @@ _T = TypeVar("_T")
 
 
 StoreFactory = Callable[..., MemoryStore]
+STORE_MODULES = ("server.sqlite_memory", "server.pg_memory")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -169,6 +171,65 @@ def test_search_syntax_never_reaches_the_database(make_store: StoreFactory, quer
 
     found, expected = run(make_store, scenario)
     assert found == expected
+
+
+def test_another_owners_newer_matches_never_crowd_out_the_owners_own(
+    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two candidates a search: were the index every owner's, Bob's ten
+    # newer "boat" records would fill them and Alice's would not be found.
+    for store_module in STORE_MODULES:
+        monkeypatch.setattr(f"{store_module}.MAX_CANDIDATES", 2)
+
+    async def scenario(store: MemoryStore) -> None:
+        mine = await store.remember("key:alice", "the boat is moored at the north pier")
+        for n in range(10):
+            await store.remember("key:bob", f"boat number {n} is for sale")
+        assert mine is not None
+        assert [r.id for r in await store.search("key:alice", "boat")] == [mine.id]
+        assert len(await store.search("key:bob", "boat")) == 2
+
+    run(make_store, scenario)
+
+
+def test_the_owners_newest_matches_are_ranked(
+    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for store_module in STORE_MODULES:
+        monkeypatch.setattr(f"{store_module}.MAX_CANDIDATES", 3)
+
+    async def scenario(store: MemoryStore) -> None:
+        texts = [
+            "red red red red",  # the best match, but the oldest: not a candidate
+            "a red kite",
+            "red",
+            "the red door and the green one",
+        ]
+        ids = []
+        for text in texts:
+            record = await store.remember("key:alice", text)
+            assert record is not None
+            ids.append(record.id)
+        found = [r.id for r in await store.search("key:alice", "red")]
+        assert sorted(found) == sorted(ids[1:])
+        for store_module in STORE_MODULES:
+            monkeypatch.setattr(f"{store_module}.MAX_CANDIDATES", 100)
+        assert (await store.search("key:alice", "red"))[0].id == ids[0]
+
+    run(make_store, scenario)
+
+
+def test_words_fold_case_and_accents(make_store: StoreFactory) -> None:
+    assert index_words("Café CRÈME, naïve_one; Straße") == ["cafe", "creme", "naive_one", "straße"]
+
+    async def scenario(store: MemoryStore) -> None:
+        fact = await store.remember("key:alice", "The Café on Rue Crémieux")
+        assert fact is not None
+        for query in ("cafe", "CAFÉ", "cremieux", "crémieux"):
+            assert [r.id for r in await store.search("key:alice", query)] == [fact.id], query
+        assert await store.search("key:bob", "cafe") == []
+
+    run(make_store, scenario)
 
 
 def test_search_refuses_lone_surrogates_in_a_query(make_store: StoreFactory) -> None:

@@ -241,6 +241,27 @@ test("an image both ways: a file part the model describes, a drawing back as a f
   // The SDK posts the whole history: the user's message is the last one.
   imagesBothWays(newChat, ({ requests }) => requests.at(-1).body.messages.at(-1).parts));
 
+test("the transport's body option names the chat's owner: remembered in one chat, recalled in another, not without it", async () => {
+  const userKey = `http-memory-${process.pid}-0123456789abcdef`; // docs/memory.md: 20-100 of A-Z a-z 0-9 _ -
+  const first = newChat({ transportOptions: { body: { userKey } } });
+  await first.chat.sendMessage({ text: "remember that my bike is green" });
+  assert.equal(first.chat.status, "ready", first.chat.error?.message);
+  assert.equal(first.requests[0].body.userKey, userKey); // merged into the posted body
+  const remembered = toolPart(first.chat, "user_memory").part;
+  assert.equal(remembered?.state, "output-available", JSON.stringify(describe(first.chat)));
+  const { id } = remembered.output.remembered;
+
+  const second = newChat({ transportOptions: { body: { userKey } } });
+  await second.chat.sendMessage({ text: "what do you remember about my bike" });
+  assert.equal(second.chat.status, "ready", second.chat.error?.message);
+  assert.equal(text(second.chat.messages.at(-1)), `I remember about my bike: my bike is green (${id}).`);
+
+  const stranger = newChat(); // no userKey: no long-term memory, and it says so
+  await stranger.chat.sendMessage({ text: "what do you remember about my bike" });
+  const refused = toolPart(stranger.chat, "user_memory").part;
+  assert.equal(refused?.output?.memory, false, JSON.stringify(describe(stranger.chat)));
+});
+
 test("every chunk handed to a chat is a valid UIMessageChunk", () => {
   assert.ok(everyChunk.length > 30, `only ${everyChunk.length} chunks`);
   assert.deepEqual(invalidChunks, []);
