@@ -42,6 +42,14 @@ AUDIO_MIME = f"audio/pcm;rate={RATE}"
 _FATAL_CODES = frozenset({"session_expired", "invalid_api_key"})
 
 
+def closed_error(exc: ConnectionClosed) -> ProviderError:
+    """The service closed the session: its code and reason (a refused key is
+    3000 "invalid_request_error.invalid_api_key"), for the client."""
+    code = exc.rcvd.code if exc.rcvd else 1006
+    reason = exc.rcvd.reason if exc.rcvd else "no close frame"
+    return ProviderError(f"the model service closed the live session: {code} {reason}".strip())
+
+
 def _encode(pcm: bytes) -> str:
     return base64.b64encode(pcm).decode("ascii")
 
@@ -250,13 +258,9 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
                     self._ended = True
                     if self._responding or self._items:
                         yield LlmResponse(interrupted=True)  # the client's turn ends
-                    code = exc.rcvd.code if exc.rcvd else 1006
-                    if code in (1000, 1001) and self._closed:
+                    if self._closed:
                         return
-                    reason = exc.rcvd.reason if exc.rcvd else "no close frame"
-                    raise ProviderError(
-                        f"the model service closed the live session: {code} {reason}".strip()
-                    ) from exc
+                    raise closed_error(exc) from exc
                 for response in await self._on_event(json.loads(raw)):
                     yield response
         finally:

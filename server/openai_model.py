@@ -27,10 +27,10 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 from openai import AsyncOpenAI
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from . import played_audio
-from .openai_connection import AUDIO_FORMAT, OpenAIRealtimeConnection
+from .openai_connection import AUDIO_FORMAT, OpenAIRealtimeConnection, closed_error
 from .provider_error import ProviderError
 
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -87,7 +87,10 @@ class OpenAIRealtime(BaseLlm):
             realtime, manual=_manual_turns(llm_request), played=played_audio.current_clock()
         )
         try:
-            await realtime.send(session_config(llm_request))  # type: ignore[arg-type]
+            try:
+                await realtime.send(session_config(llm_request))  # type: ignore[arg-type]
+            except ConnectionClosed as exc:  # a refused key: closed at once with 3000
+                raise closed_error(exc) from exc
             yield connection
         finally:
             await connection.close()
