@@ -197,33 +197,24 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         self._buffered_ms = 0.0
 
     # ------------------------------------------------------------ barge-in
-    def _speaking(self) -> _SpokenItem | None:
-        """The item the user hears now, with how much of it was played; None
-        if nothing of this turn is playing."""
-        if not self._items:
+    def _played_samples(self) -> int | None:
+        """Samples (24 kHz) of this turn the client has played; None when
+        nothing of it was generated or no pacer can tell."""
+        if not self._items or self._played is None:
             return None
-        if self._played is None:
-            # No pacer to ask (no live socket): whatever was generated is
-            # taken as heard.
-            return self._items[-1] if self._responding else None
-        played = round(self._played() * RATE)
-        if played >= self._turn_samples:
-            return None  # all of it played: the model is not speaking
-        for item in reversed(self._items):
-            if item.start <= played:
-                return item
-        return self._items[0]
+        return round(self._played() * RATE)
 
     async def _barge_in(self) -> LlmResponse | None:
-        """The user started speaking: truncate what is playing at the played
-        position and cancel the answer being generated. The response to
-        give ADK (``interrupted``), or None if the model was not speaking."""
-        item = self._speaking()
-        if item is None and not self._responding:
+        """The user started speaking: truncate the item being heard at the
+        played position and cancel the answer being generated. The response
+        to give ADK (``interrupted``), or None if the model was not speaking."""
+        played = self._played_samples()
+        speaking = played is not None and played < self._turn_samples
+        if not (speaking or self._responding):
             return None
-        if item is not None and self._played is not None:
-            played = round(self._played() * RATE) - item.start
-            heard = max(0, min(played, item.samples))
+        if played is not None and speaking:
+            item = next((i for i in reversed(self._items) if i.start <= played), self._items[0])
+            heard = max(0, min(played - item.start, item.samples))
             await self._send(
                 {
                     "type": "conversation.item.truncate",

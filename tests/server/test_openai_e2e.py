@@ -28,6 +28,7 @@ from scipy.signal import resample_poly
 from server_helpers import Collector, check_padded, serve_ws, stream_realtime
 from test_e2e import RATE, START_F32, aligned_correlation, connect, silence
 
+from server.pacer import OutputPacer
 from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
 from tests.openai_realtime.conversation import describe
 
@@ -241,8 +242,17 @@ def test_barge_in_truncates_the_spoken_item_at_the_played_position(
 ) -> None:
     """The user speaks over an answer that arrived whole (faster than real
     time) and is still playing: the endpoint is told to truncate that item
-    at no more than what the client received of it, and the client's turn
-    ends there with nothing more of its audio."""
+    at exactly the position the pacer says was played (read through a spy on
+    it), which is less than what the client received of it, and the
+    client's turn ends there with nothing more of its audio."""
+    positions: list[float] = []
+    played_seconds = OutputPacer.played_seconds
+
+    def spy(pacer: OutputPacer) -> float:
+        positions.append(played_seconds(pacer))
+        return positions[-1]
+
+    monkeypatch.setattr(OutputPacer, "played_seconds", spy)
     with LocalOpenAIRealtime(EndpointConfig(speed=1000.0), cert_dir=tmp_path / "cert") as endpoint:
         use_openai_key(monkeypatch, endpoint.api_key)
 
@@ -263,6 +273,8 @@ def test_barge_in_truncates_the_spoken_item_at_the_played_position(
         record = endpoint.records[0]
     ((item_id, end_ms),) = record.truncations
     (utterance,) = record.echoed
+    (played,) = positions  # asked once: at the barge-in (the first turn had no answer yet)
+    assert end_ms == round(played * 24000) * 1000 // 24000  # the only item: it starts at 0
     received_ms = b64_chars * 3 // 4 // 2 * 1000 // 24000  # base64 → bytes → samples → ms
     assert 0 < end_ms <= received_ms < len(utterance) // 2 * 1000 // 24000
     assert not record.errors  # the endpoint found the truncation valid
