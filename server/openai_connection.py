@@ -157,7 +157,7 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
             # One answer for the whole step, once every call has its output.
             await self._send({"type": "response.create"})
 
-    async def send_realtime(self, blob: RealtimeInput) -> None:  # type: ignore[override]
+    async def send_realtime(self, blob: RealtimeInput) -> None:
         if isinstance(blob, types.ActivityStart):
             if self._manual:
                 await self._barge_in()

@@ -144,7 +144,10 @@ def _parameters(decl: types.FunctionDeclaration) -> dict[str, Any]:
     if isinstance(decl.parameters_json_schema, dict):
         return decl.parameters_json_schema
     if decl.parameters is not None:
-        return _json_schema(decl.parameters.model_dump(mode="json", exclude_none=True))
+        schema: dict[str, Any] = _json_schema(
+            decl.parameters.model_dump(mode="json", exclude_none=True)
+        )
+        return schema
     return {"type": "object", "properties": {}}
 
 

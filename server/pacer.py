@@ -125,7 +125,7 @@ class OutputPacer:
         so it is done at ``_play_end``. Exact to the sample the pacer sent,
         which is what a provider that truncates its memory of an answer at
         the heard position needs (server/played_audio.py)."""
-        ahead = max(0.0, self._play_end - self._clock())
+        ahead = max(0.0, self._play_end - float(self._clock()))
         return max(0.0, self._jb.played / self._rate - ahead)
 
     def put_message_nowait(self, chunk: chunks.Chunk) -> bool:

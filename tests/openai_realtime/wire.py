@@ -63,7 +63,7 @@ _TURN_DETECTION_FIELDS = {
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
-class InvalidEvent(Exception):
+class InvalidEvent(ValueError):
     def __init__(
         self, message: str, *, code: str = "invalid_value", param: str | None = None
     ) -> None:
