@@ -439,24 +439,49 @@ def test_the_endpoint_dying_mid_turn_ends_the_socket(
     assert kinds[-1] == "error" and "data-interrupted" in kinds  # the turn ended first
 
 
-def test_session_expired_ends_the_socket_with_the_services_reason(
+def test_session_expired_ends_the_socket_and_the_next_one_replays_the_history(
     openai_server: str, endpoint: LocalOpenAIRealtime
 ) -> None:
-    async def scenario() -> Collector:
+    """At the service's time limit (error session_expired, close 1001) the
+    socket ends with the service's reason; the session is kept, and the
+    client's next socket opens a new realtime session seeded with the
+    history as text items, as OpenAI documents."""
+
+    async def scenario() -> tuple[Collector, Collector]:
         ws, col = await open_session(openai_server, endpoint)
-        await say(ws, "hello")
+        session_id = next(m for _, m in col.messages if m["type"] == "data-session")["data"]
+        await say(ws, "remember this")
         await col.wait_for("finish")
         endpoint.expire_sessions()
         await col.task
         assert ws.close_code == 1011
-        return col
+        ws, again = await open_session(openai_server, endpoint, sessionId=session_id["sessionId"])
+        await say(ws, "are you back?")
+        await again.wait_for("finish")
+        await again.close()
+        return col, again
 
-    col = asyncio.run(asyncio.wait_for(scenario(), 30))
+    col, again = asyncio.run(asyncio.wait_for(scenario(), 40))
     (error,) = errors(col)
     assert error.startswith(
         "the model service ended the live session: session_expired: Your session hit the "
         "maximum duration of 60 minutes."
     )
+    assert not errors(again) and said(again) == "You said: are you back?"
+    first, second = endpoint.records
+    assert first.errors[-1]["code"] == "session_expired"
+    replayed = [e["item"] for e in second.received if e["type"] == "conversation.item.create"]
+    assert replayed[:2] == [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]}
+        if role == "user"
+        else {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": t}],
+        }
+        for role, t in (("user", "remember this"), ("assistant", "You said: remember this"))
+    ]
+    assert not second.errors
 
 
 # ---------------------------------------------------------------- python -m server
