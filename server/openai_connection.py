@@ -89,6 +89,7 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         self._calls: list[types.FunctionCall] = []  # of the response being generated
         self._pending_calls: set[str] = set()  # issued, not yet answered
         self._buffered_ms = 0.0  # manual turns: audio appended since the last commit
+        self._user_speaking = False  # the service's VAD heard speech start and not stop
 
     # ------------------------------------------------------------ inputs
     async def _send(self, event: dict[str, Any]) -> None:
@@ -128,6 +129,10 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
                 items.append(_image(part.inline_data))
         if not items:
             return
+        if self._responding:
+            # A new turn while an answer is generated: that answer ends here
+            # (the service allows one response at a time).
+            await self._send({"type": "response.cancel"})
         await self._send(
             {
                 "type": "conversation.item.create",
@@ -183,8 +188,18 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
                         "item": {"type": "message", "role": "user", "content": [_image(blob)]},
                     }
                 )
-        # audio_stream_end: the service's VAD ends the turn on the silence that
-        # follows; without VAD the client's activity_end does.
+        elif (
+            isinstance(blob, types.LiveClientRealtimeInput)
+            and blob.audio_stream_end
+            and self._user_speaking
+            and not self._manual
+        ):
+            # The microphone is off mid-utterance: no silence will follow for
+            # the service's VAD to end the turn on, so end it here. (Without
+            # VAD the client's activity_end does.)
+            self._user_speaking = False
+            await self._send({"type": "input_audio_buffer.commit"})
+            await self._send({"type": "response.create"})
 
     async def _commit(self) -> None:
         # The service refuses a commit of less than 100 ms; a turn that short
@@ -230,6 +245,11 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         self._new_turn()
         return LlmResponse(interrupted=True)
 
+    def _in_turn(self) -> bool:
+        """The client is inside a turn that has not ended."""
+        spoken = bool(self._items) and not self._turn_over
+        return self._responding or bool(self._pending_calls) or spoken
+
     def _new_turn(self) -> None:
         self._items.clear()
         self._turn_samples = 0
@@ -247,7 +267,7 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
                     raw = await self._realtime.recv_bytes()
                 except ConnectionClosed as exc:
                     self._ended = True
-                    if self._responding or self._items:
+                    if self._in_turn():
                         yield LlmResponse(interrupted=True)  # the client's turn ends
                     if self._closed:
                         return
@@ -281,10 +301,12 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         if kind == "response.done":
             return self._response_done(event.get("response") or {})
         if kind == "input_audio_buffer.speech_started":
+            self._user_speaking = True
             interrupted = await self._barge_in()
             started = _voice_activity(types.VoiceActivityType.ACTIVITY_START)
             return [interrupted, started] if interrupted else [started]
         if kind == "input_audio_buffer.speech_stopped":
+            self._user_speaking = False
             return [_voice_activity(types.VoiceActivityType.ACTIVITY_END)]
         if kind == "error":
             return self._error(event.get("error") or {})

@@ -233,7 +233,10 @@ class _Session:
                     self._answer()
 
     async def _commit(self, event: Event) -> None:
-        pcm = b"".join(self.buffer)
+        if self.detector is not None:  # server VAD: the speech heard so far
+            pcm = self.detector.force_end() or b""
+        else:
+            pcm = b"".join(self.buffer)
         self.buffer.clear()
         if len(pcm) < RATE // 10 * 2:
             raise wire.InvalidEvent(

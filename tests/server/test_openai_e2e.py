@@ -237,6 +237,58 @@ def test_push_to_talk_commits_the_bracketed_audio_and_asks_for_the_answer(
     assert aligned_correlation(echo / 32768, reference) >= 0.99
 
 
+def test_the_mic_stopped_mid_utterance_ends_the_turn(
+    openai_server: str, endpoint: LocalOpenAIRealtime, speech_48k
+) -> None:
+    """No silence follows for the service's VAD: the server commits the
+    speech so far and asks for the answer."""
+    speech = speech_48k[: len(speech_48k) * 3 // 4]  # cut mid-word
+
+    async def scenario() -> Collector:
+        ws, col = await open_session(openai_server, endpoint)
+        await stream_realtime(ws, speech, RATE)
+        await ws.send(json.dumps({"type": "audio_control", "action": "stop"}))
+        await col.wait_for("finish", timeout=20)
+        await col.close()
+        return col
+
+    col = asyncio.run(scenario())
+    record = endpoint.records[0]
+    kinds = [k for k in record.received_types() if k != "input_audio_buffer.append"]
+    assert kinds == ["session.update", "input_audio_buffer.commit", "response.create"]
+    (utterance,) = record.echoed
+    assert check_padded(col.pcm(), len(utterance) // 2, FRAME_24K).tobytes() == utterance
+    assert not record.errors and not errors(col)
+
+
+def test_a_typed_turn_while_an_answer_is_generated_cancels_it_first(
+    tmp_path: Path, speech_48k, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One response at a time: the answer being generated is cancelled, then
+    the typed turn is answered (the endpoint refuses a second response)."""
+    with LocalOpenAIRealtime(EndpointConfig(speed=1.0), cert_dir=tmp_path / "cert") as endpoint:
+        use_openai_key(monkeypatch, endpoint.api_key)
+
+        async def scenario(url: str) -> Collector:
+            ws, col = await open_session(url, endpoint, turnDetection="manual")
+            await ws.send(json.dumps({"type": "activity_start"}))
+            await stream_realtime(ws, speech_48k, RATE)
+            await ws.send(json.dumps({"type": "activity_end"}))
+            await col.wait_for("data-pcm", timeout=20)  # the echo is being generated
+            await say(ws, "hello")
+            await col.wait_for("finish", count=2, timeout=20)
+            await col.close()
+            return col
+
+        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
+            col = asyncio.run(scenario(url))
+        record = endpoint.records[0]
+    kinds = [k for k in record.received_types() if k != "input_audio_buffer.append"]
+    assert kinds[-3:] == ["response.cancel", "conversation.item.create", "response.create"]
+    assert not record.errors and not errors(col)
+    assert said(col) == "You said: hello"
+
+
 def test_barge_in_truncates_the_spoken_item_at_the_played_position(
     tmp_path: Path, speech_48k, monkeypatch: pytest.MonkeyPatch
 ) -> None:
