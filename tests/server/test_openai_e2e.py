@@ -11,6 +11,7 @@ what the client and the endpoint have seen, never on sleeps.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import subprocess
 import sys
@@ -417,6 +418,97 @@ def test_two_calls_in_one_step_get_one_response_create(
     assert answered == {c["toolCallId"] for c in calls}
     assert col.types().count("finish") == 1 and not endpoint.records[0].errors
     assert "process_payment returned" in said(col) and "get_current_time returned" in said(col)
+
+
+def test_browser_tool_result_goes_back_as_function_call_output(
+    openai_server: str, endpoint: LocalOpenAIRealtime
+) -> None:
+    """change_bgm runs in the browser: the client's result is the output."""
+
+    async def scenario() -> Collector:
+        ws, col = await open_session(openai_server, endpoint)
+        await say(ws, "play jazz")
+        call = await col.wait_for("tool-input-available")
+        assert call["toolName"] == "change_bgm"
+        assert call["providerMetadata"] == {"audiocore": {"clientExecutes": True}}
+        result = {"playing": "jazz", "volume": 0.4}
+        await ws.send(
+            json.dumps({"type": "tool_result", "toolCallId": call["toolCallId"], "output": result})
+        )
+        await col.wait_for("finish")
+        await col.close()
+        return col
+
+    col = asyncio.run(scenario())
+    call = next(m for _, m in col.messages if m["type"] == "tool-input-available")
+    (output,) = [e["item"] for e in received(endpoint, "conversation.item.create")][1:]
+    assert output["call_id"] == call["toolCallId"]
+    assert json.loads(output["output"]) == {"playing": "jazz", "volume": 0.4}
+    assert said(col).startswith("change_bgm returned") and not endpoint.records[0].errors
+
+
+def test_an_image_goes_with_the_turn_as_an_input_image(
+    openai_server: str, endpoint: LocalOpenAIRealtime
+) -> None:
+    image = base64.b64encode(b"\xff\xd8\xff" + b"\x00" * 64).decode()
+
+    async def scenario() -> Collector:
+        ws, col = await open_session(openai_server, endpoint)
+        await ws.send(json.dumps({"type": "image", "mediaType": "image/jpeg", "data": image}))
+        await say(ws, "what do you see")
+        await col.wait_for("finish")
+        await col.close()
+        return col
+
+    col = asyncio.run(scenario())
+    items = [e["item"] for e in received(endpoint, "conversation.item.create")]
+    assert items == [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_image", "image_url": f"data:image/jpeg;base64,{image}"}],
+        },
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "what do you see"}],
+        },
+    ]
+    assert said(col) == "You said: what do you see" and not endpoint.records[0].errors
+
+
+def test_the_openai_path_remembers_and_is_told_at_connect(
+    openai_server: str, endpoint: LocalOpenAIRealtime
+) -> None:
+    """user_memory runs on this path unchanged; the next session's
+    session.update carries the fact in its instructions."""
+    key = "openai-user-key-0123456789"
+
+    async def scenario() -> list[Collector]:
+        cols = []
+        for text in (
+            'call user_memory {"action": "remember", "text": "my tea has no sugar"}',
+            'call user_memory {"action": "recall", "query": "tea"}',
+        ):
+            ws, col = await open_session(openai_server, endpoint, userKey=key)
+            await say(ws, text)
+            await col.wait_for("finish")
+            await col.close()
+            cols.append(col)
+        return cols
+
+    told, asked = asyncio.run(scenario())
+
+    def output(col: Collector) -> dict[str, Any]:
+        return next(m["output"] for _, m in col.messages if m["type"] == "tool-output-available")
+
+    fact = output(told)["remembered"]
+    assert [(m["id"], m["text"]) for m in output(asked)["memories"]] == [
+        (fact["id"], "my tea has no sugar")
+    ]
+    first, second = endpoint.records[0].updates[0], endpoint.records[-1].updates[0]
+    assert f"[{fact['id']}] my tea has no sugar" in second["instructions"]
+    assert "my tea has no sugar" not in first["instructions"]
 
 
 # ---------------------------------------------------------------- failures
