@@ -22,6 +22,7 @@ import base64
 import binascii
 import json
 import logging
+import re
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -40,13 +41,17 @@ AUDIO_FORMAT = {"type": "audio/pcm", "rate": RATE}
 AUDIO_MIME = f"audio/pcm;rate={RATE}"
 # The service's codes whose error ends the session (it closes right after).
 _FATAL_CODES = frozenset({"session_expired", "invalid_api_key"})
+# OpenAI's key-refusal messages quote the key, masked but for a few
+# characters ("Incorrect API key provided: sk-proj-****abcd."): none of it
+# goes to a client or a log.
+_KEY = re.compile(r"\bsk-[^\s.,;'\"]*")
 
 
 def closed_error(exc: ConnectionClosed) -> ProviderError:
     """The service closed the session: its code and reason (a refused key is
     3000 "invalid_request_error.invalid_api_key"), for the client."""
     code = exc.rcvd.code if exc.rcvd else 1006
-    reason = exc.rcvd.reason if exc.rcvd else "no close frame"
+    reason = _KEY.sub("sk-…", exc.rcvd.reason) if exc.rcvd else "no close frame"
     return ProviderError(f"the model service closed the live session: {code} {reason}".strip())
 
 
@@ -367,13 +372,13 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         return out
 
     def _error(self, error: dict[str, Any]) -> list[LlmResponse]:
-        code = error.get("code") or error.get("type") or "error"
-        message = error.get("message") or ""
+        code = str(error.get("code") or error.get("type") or "error")
+        message = _KEY.sub("sk-…", str(error.get("message") or ""))
         log.warning("OpenAI error %s: %s", code, message)
         if code in _FATAL_CODES:
             # The service closes next; the run ends with its reason.
             raise ProviderError(f"the model service ended the live session: {code}: {message}")
-        return [LlmResponse(error_code=str(code), error_message=str(message))]
+        return [LlmResponse(error_code=code, error_message=message)]
 
     async def close(self) -> None:
         if self._closed:
