@@ -511,6 +511,37 @@ def test_the_openai_path_remembers_and_is_told_at_connect(
     assert "my tea has no sugar" not in first["instructions"]
 
 
+def test_a_background_tasks_outcome_is_told_on_the_openai_path(
+    endpoint: LocalOpenAIRealtime, tmp_path: Path
+) -> None:
+    """start_task answers at once; the task runs on, and its outcome is
+    handed to the model as a turn of its own when the line is free."""
+    objective = "sum the amount column of sales.csv"
+
+    async def scenario(url: str) -> Collector:
+        ws, col = await open_session(url, endpoint)
+        await say(ws, f"start a task to {objective}")
+        await col.wait_for("finish")
+        await col.wait_for("finish", count=2, timeout=30)  # the outcome, told
+        await col.close()
+        return col
+
+    settings = openai_settings(endpoint, tmp_path / "data", task_offline_delay_s=0.0)
+    with serve_ws(settings) as url:
+        col = asyncio.run(scenario(url))
+    started = next(m for _, m in col.messages if m["type"] == "tool-output-available")["output"]
+    told = said(col, 1)
+    assert told.startswith(f"You said: [background task {started['taskId']} completed]")
+    texts = [
+        p["text"]
+        for e in received(endpoint, "conversation.item.create")
+        if e["item"]["type"] == "message"
+        for p in e["item"]["content"]
+    ]
+    assert texts[0] == f"start a task to {objective}" and objective in texts[1]
+    assert not errors(col) and not endpoint.records[0].errors
+
+
 # ---------------------------------------------------------------- failures
 
 
