@@ -98,7 +98,11 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
 
     # ------------------------------------------------------------ inputs
     async def _send(self, event: dict[str, Any]) -> None:
-        await self._realtime.send(event)
+        # send_raw, not send: send() runs each dict through the SDK's typed
+        # transform first (≈200 µs an event against ≈16 µs for the JSON
+        # alone, measured with 50 ms of audio); our events need no aliasing,
+        # and audio goes up twenty times a second per session.
+        await self._realtime.send_raw(json.dumps(event))
 
     async def send_history(self, history: list[types.Content]) -> None:
         """The session's earlier turns as text items (the service takes no

@@ -16,6 +16,7 @@ logged and never leaves for the browser (the SDK sends it only in the
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -88,7 +89,7 @@ class OpenAIRealtime(BaseLlm):
         )
         try:
             try:
-                await realtime.send(session_config(llm_request))  # type: ignore[arg-type]
+                await realtime.send_raw(json.dumps(session_config(llm_request)))
             except ConnectionClosed as exc:  # a refused key: closed at once with 3000
                 raise closed_error(exc) from exc
             yield connection

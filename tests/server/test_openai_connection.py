@@ -24,8 +24,8 @@ class FakeRealtime:
         self.sent: list[dict[str, Any]] = []
         self.incoming: asyncio.Queue[bytes] = asyncio.Queue()
 
-    async def send(self, event: dict[str, Any]) -> None:
-        self.sent.append(event)
+    async def send_raw(self, data: str) -> None:
+        self.sent.append(json.loads(data))
 
     async def recv_bytes(self) -> bytes:
         return await self.incoming.get()
