@@ -371,7 +371,7 @@ class LiveConnection:
         c = self.conversation
         assert c is not None
         agents = self.parts.agents
-        played_audio.bind(c.pacer.played_seconds)  # for the model's connection, opened below
+        played_audio.bind(c.playout.played)  # for the model's connection, opened below
         events = ModelEvents(
             agents.runner.run_live(
                 user_id=user_id,

@@ -18,12 +18,13 @@ is still playing is ``interrupted``.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
 import logging
 import re
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from google.adk.models.base_llm_connection import BaseLlmConnection, RealtimeInput
@@ -32,6 +33,7 @@ from google.genai import types
 from websockets.exceptions import ConnectionClosed
 
 from .events import audio_rate
+from .played_audio import PlayedAudio
 from .provider_error import ProviderError
 
 log = logging.getLogger(__name__)
@@ -77,11 +79,13 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         realtime: Any,  # the SDK's AsyncRealtimeConnection
         *,
         manual: bool,
-        played: Callable[[], float] | None,
+        played: PlayedAudio | None,
     ) -> None:
         self._realtime = realtime
         self._manual = manual  # no server VAD: the client's activity edges are the turns
-        self._played = played  # seconds of the current turn the client has played
+        self._played = played  # what the client has played of the current turn
+        self._stop_listening = played.on_user_stop(self._user_stopped) if played else None
+        self._sending: set[asyncio.Task[None]] = set()  # sends started from a callback
         self._closed = False
         self._ended = False  # receive() has seen the end of the connection
         self._items: list[_SpokenItem] = []  # this turn's audio items, in order
@@ -221,38 +225,59 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         self._buffered_ms = 0.0
 
     # ------------------------------------------------------------ barge-in
-    def _played_samples(self) -> int | None:
-        """Samples (24 kHz) of this turn the client has played; None when
-        nothing of it was generated or no pacer can tell."""
-        if not self._items or self._played is None:
+    def _truncation(self, played_s: float) -> dict[str, Any] | None:
+        """The truncation of the item being heard when ``played_s`` of this
+        turn has played; None if it all played (the model is not speaking)."""
+        played = round(played_s * RATE)
+        if not self._items or played >= self._turn_samples:
             return None
-        return round(self._played() * RATE)
+        item = next((i for i in reversed(self._items) if i.start <= played), self._items[0])
+        heard = max(0, min(played - item.start, item.samples))
+        return {
+            "type": "conversation.item.truncate",
+            "item_id": item.item_id,
+            "content_index": 0,
+            "audio_end_ms": heard * 1000 // RATE,
+        }
 
     async def _barge_in(self) -> LlmResponse | None:
         """The user started speaking: truncate the item being heard at the
         played position and cancel the answer being generated. The response
         to give ADK (``interrupted``), or None if the model was not speaking."""
-        played = self._played_samples()
-        speaking = played is not None and played < self._turn_samples
-        if not (speaking or self._responding):
+        truncation = None
+        if self._played is not None and self._items:
+            truncation = self._truncation(self._played.played_seconds())
+        if truncation is None and not self._responding:
             return None
-        if played is not None and speaking:
-            item = next((i for i in reversed(self._items) if i.start <= played), self._items[0])
-            heard = max(0, min(played - item.start, item.samples))
-            await self._send(
-                {
-                    "type": "conversation.item.truncate",
-                    "item_id": item.item_id,
-                    "content_index": 0,
-                    "audio_end_ms": heard * 1000 // RATE,
-                }
-            )
+        if truncation is not None:
+            await self._send(truncation)
         if self._responding and self._manual:
             # With server VAD the service cancels it itself (interrupt_response).
             await self._send({"type": "response.cancel"})
         self._interrupted = self._responding
         self._new_turn()
         return LlmResponse(interrupted=True)
+
+    def _user_stopped(self, played_s: float) -> None:
+        """The user stopped the answer on the client (its audio is dropped):
+        the service keeps only what was heard and stops generating. The turn
+        still ends as the service ends it (the cancelled ``response.done``),
+        so the client's turn finishes."""
+        events = [e for e in (self._truncation(played_s),) if e is not None]
+        if self._responding:
+            events.append({"type": "response.cancel"})
+        self._new_turn()
+        if events and not self._closed:
+            task = asyncio.get_running_loop().create_task(self._send_all(events))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _send_all(self, events: list[dict[str, Any]]) -> None:
+        try:
+            for event in events:
+                await self._send(event)
+        except ConnectionClosed:
+            pass  # the receiver reports the close
 
     def _in_turn(self) -> bool:
         """The client is inside a turn that has not ended."""
@@ -388,6 +413,8 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         if self._closed:
             return
         self._closed = True
+        if self._stop_listening is not None:
+            self._stop_listening()
         await self._realtime.close()
 
 

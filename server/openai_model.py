@@ -85,7 +85,7 @@ class OpenAIRealtime(BaseLlm):
             status = exc.response.status_code
             raise ProviderError(f"the model service refused the connection: HTTP {status}") from exc
         connection = OpenAIRealtimeConnection(
-            realtime, manual=_manual_turns(llm_request), played=played_audio.current_clock()
+            realtime, manual=_manual_turns(llm_request), played=played_audio.current()
         )
         try:
             try:

@@ -1,11 +1,13 @@
-"""How much of the model's current turn the client has played: the seam a
-live model connection reads to truncate what it said at what was heard.
+"""The playout as a live model connection sees it: how much of the model's
+current turn the client has played, and the moment the user stopped it on
+the client — so a provider that keeps a memory of what it said can cut it
+at what was heard.
 
-The connection's pump binds its pacer's clock (``OutputPacer.played_seconds``)
-before it starts ADK's live run; ADK opens the model's connection inside that
-run, in a context copied from the pump's, so ``played_seconds()`` there reads
-this socket's pacer and no other. Outside a live socket (``/run_live``, a
-test without one) nothing is bound and the position is unknown (None).
+``Playout`` owns one (``Playout.played``, over its pacer's clock). The
+connection's pump binds it before it starts ADK's live run; ADK opens the
+model's connection inside that run, in a context copied from the pump's, so
+``current()`` there is this socket's and no other's. Outside a live socket
+(``/run_live``, a test without one) nothing is bound (None).
 """
 
 from __future__ import annotations
@@ -13,18 +15,44 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable
 
-_CLOCK: contextvars.ContextVar[Callable[[], float] | None] = contextvars.ContextVar(
-    "played_audio_clock", default=None
+PositionListener = Callable[[float], None]
+
+
+class PlayedAudio:
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._listeners: list[PositionListener] = []
+
+    def played_seconds(self) -> float:
+        """Seconds of the model's current turn the client has played by now."""
+        return self._clock()
+
+    def on_user_stop(self, listener: PositionListener) -> Callable[[], None]:
+        """``listener(played_seconds)`` when the user stops the answer on the
+        client (called before the audio is dropped, so the position is what
+        was heard). Returns what removes it."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def user_stopped(self) -> None:
+        if self._listeners:
+            position = self._clock()
+            for listener in list(self._listeners):
+                listener(position)
+
+
+_CURRENT: contextvars.ContextVar[PlayedAudio | None] = contextvars.ContextVar(
+    "played_audio", default=None
 )
 
 
-def bind(clock: Callable[[], float]) -> None:
-    """From now on in this context (and the tasks it starts), ``clock`` tells
-    the seconds of the model's current turn the client has played."""
-    _CLOCK.set(clock)
+def bind(played: PlayedAudio) -> None:
+    """From now on in this context (and the tasks it starts), ``current()``
+    is ``played``."""
+    _CURRENT.set(played)
 
 
-def current_clock() -> Callable[[], float] | None:
-    """The clock bound in this context (None: none), read when a model
+def current() -> PlayedAudio | None:
+    """The playout bound in this context (None: none), read when a model
     connection opens and kept for its life."""
-    return _CLOCK.get()
+    return _CURRENT.get()

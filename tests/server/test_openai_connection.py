@@ -16,6 +16,7 @@ from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 
 from server.openai_connection import OpenAIRealtimeConnection
+from server.played_audio import PlayedAudio
 from server.provider_error import ProviderError
 
 
@@ -58,7 +59,9 @@ def test_barge_in_truncates_the_item_being_heard_at_its_own_offset() -> None:
 
     async def scenario() -> tuple[FakeRealtime, list[LlmResponse]]:
         fake = FakeRealtime()
-        connection = OpenAIRealtimeConnection(fake, manual=False, played=lambda: played[0])
+        connection = OpenAIRealtimeConnection(
+            fake, manual=False, played=PlayedAudio(lambda: played[0])
+        )
         stream = connection.receive()
         fake.push(type="response.created", response={"id": "r1"})
         fake.push(**audio("item_a", 24_000))  # 1 s
@@ -88,7 +91,9 @@ def test_the_second_item_of_a_turn_is_truncated_from_its_own_start() -> None:
 
     async def scenario() -> FakeRealtime:
         fake = FakeRealtime()
-        connection = OpenAIRealtimeConnection(fake, manual=True, played=lambda: played[0])
+        connection = OpenAIRealtimeConnection(
+            fake, manual=True, played=PlayedAudio(lambda: played[0])
+        )
         fake.push(type="response.created", response={"id": "r1"})
         fake.push(**audio("item_a", 24_000))  # 1 s: "let me check"
         fake.push(
@@ -121,6 +126,42 @@ def test_the_second_item_of_a_turn_is_truncated_from_its_own_start() -> None:
         {"type": "response.cancel"},  # manual turns: the answer being generated stops
         {"type": "input_audio_buffer.clear"},
     ]
+
+
+def test_the_users_stop_on_the_client_truncates_and_cancels_at_once() -> None:
+    """The page's Stop: the playout tells the position before it drops the
+    audio; the answer being generated is cancelled, and its cancelled
+    response.done still ends the client's turn."""
+    played = [0.0]
+    playout = PlayedAudio(lambda: played[0])
+
+    async def scenario() -> tuple[FakeRealtime, list[LlmResponse]]:
+        fake = FakeRealtime()
+        connection = OpenAIRealtimeConnection(fake, manual=False, played=playout)
+        stream = connection.receive()
+        fake.push(type="response.created", response={"id": "r1"})
+        fake.push(**audio("item_a", 12_000))
+        responses = await take(stream, 1)
+        played[0] = 0.2
+        playout.user_stopped()
+        await asyncio.sleep(0)  # the sends run in a task of their own
+        fake.push(type="response.done", response={"status": "cancelled"})
+        responses += await take(stream, 1)
+        await connection.close()
+        playout.user_stopped()  # after close: no listener left
+        return fake, responses
+
+    fake, responses = asyncio.run(scenario())
+    assert fake.sent == [
+        {
+            "type": "conversation.item.truncate",
+            "item_id": "item_a",
+            "content_index": 0,
+            "audio_end_ms": 200,
+        },
+        {"type": "response.cancel"},
+    ]
+    assert responses[-1].turn_complete
 
 
 def test_a_steps_calls_answered_in_two_contents_get_one_response_create() -> None:

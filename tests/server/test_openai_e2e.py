@@ -111,9 +111,7 @@ def test_spoken_turn_echo_transcripts_and_exact_samples(
     (utterance,) = record.echoed  # what the endpoint's VAD cut, at 24 kHz
     n = len(utterance) // 2
     heard = [m["data"] for _, m in col.messages if m["type"] == "data-transcript"]
-    assert heard[-1] == {"text": describe(utterance), "final": True} or (
-        heard[-1]["text"] == describe(utterance) and heard[-1]["final"]
-    )
+    assert heard[-1]["text"] == describe(utterance) and heard[-1]["final"]
     assert said(col) == f"I heard {n / 24000:.2f} seconds of audio. Here it is back."
     # Exactly the utterance back (24 kHz both ways: no resampling on the way
     # out), then silence to a whole frame.
@@ -334,6 +332,48 @@ def test_barge_in_truncates_the_spoken_item_at_the_played_position(
     interrupted = next(m for _, m in col.messages if m["type"] == "data-interrupted")
     assert interrupted["data"]["source"] == "model"
     assert "data-pcm" not in col.types()[col.types().index("data-interrupted") :]
+
+
+def test_the_users_stop_truncates_at_the_played_position_and_cancels(
+    tmp_path: Path, speech_48k, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's Stop (`interrupt`) while the answer is still generated (at
+    real time here): the endpoint gets the truncation at what the pacer says
+    was played at that moment, then response.cancel; the client's turn ends
+    with the cancelled response."""
+    positions: list[float] = []
+    played_seconds = OutputPacer.played_seconds
+
+    def spy(pacer: OutputPacer) -> float:
+        positions.append(played_seconds(pacer))
+        return positions[-1]
+
+    monkeypatch.setattr(OutputPacer, "played_seconds", spy)
+    with LocalOpenAIRealtime(EndpointConfig(speed=1.0), cert_dir=tmp_path / "cert") as endpoint:
+        use_openai_key(monkeypatch, endpoint.api_key)
+
+        async def scenario(url: str) -> Collector:
+            ws, col = await open_session(url, endpoint, turnDetection="manual")
+            await ws.send(json.dumps({"type": "activity_start"}))
+            await stream_realtime(ws, speech_48k, RATE)
+            await ws.send(json.dumps({"type": "activity_end"}))
+            await col.wait_for("data-pcm", count=5, timeout=20)
+            await ws.send(json.dumps({"type": "interrupt"}))
+            await col.wait_for("finish", timeout=20)
+            await col.close()
+            return col
+
+        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
+            col = asyncio.run(scenario(url))
+        record = endpoint.records[0]
+    (played,) = positions  # asked once: at the user's stop
+    ((item_id, end_ms),) = record.truncations
+    assert end_ms == round(played * 24000) * 1000 // 24000 > 0
+    kinds = [k for k in record.received_types() if k != "input_audio_buffer.append"]
+    assert kinds[-2:] == ["conversation.item.truncate", "response.cancel"]
+    assert "response.done" in record.sent and not record.errors
+    interrupted = next(m for _, m in col.messages if m["type"] == "data-interrupted")
+    assert interrupted["data"]["source"] == "client" and not errors(col)
 
 
 # ---------------------------------------------------------------- tools
