@@ -99,6 +99,9 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         self._pending_calls: set[str] = set()  # issued, not yet answered
         self._buffered_ms = 0.0  # manual turns: audio appended since the last commit
         self._user_speaking = False  # the service's VAD heard speech start and not stop
+        # Manual turns: the user spoke over the answer; ``interrupted`` goes
+        # to ADK when the service confirms (truncated, or the cancelled answer).
+        self._interrupt_pending = False
 
     # ------------------------------------------------------------ inputs
     async def _send(self, event: dict[str, Any]) -> None:
@@ -178,7 +181,8 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
     async def send_realtime(self, blob: RealtimeInput) -> None:
         if isinstance(blob, types.ActivityStart):
             if self._manual:
-                await self._barge_in()
+                if await self._barge_in() is not None:
+                    self._interrupt_pending = True
                 await self._send({"type": "input_audio_buffer.clear"})
                 self._buffered_ms = 0.0
         elif isinstance(blob, types.ActivityEnd):
@@ -257,6 +261,13 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         self._interrupted = self._responding
         self._new_turn()
         return LlmResponse(interrupted=True)
+
+    def _interruption(self) -> list[LlmResponse]:
+        """``interrupted`` for ADK, once, if a manual barge-in awaits it."""
+        if not self._interrupt_pending:
+            return []
+        self._interrupt_pending = False
+        return [LlmResponse(interrupted=True)]
 
     def _user_stopped(self, played_s: float) -> None:
         """The user stopped the answer on the client (its audio is dropped):
@@ -339,6 +350,8 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
             interrupted = await self._barge_in()
             started = _voice_activity(types.VoiceActivityType.ACTIVITY_START)
             return [interrupted, started] if interrupted else [started]
+        if kind == "conversation.item.truncated":
+            return self._interruption()
         if kind == "input_audio_buffer.speech_stopped":
             self._user_speaking = False
             return [_voice_activity(types.VoiceActivityType.ACTIVITY_END)]
@@ -390,7 +403,7 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
                 )
             ]
         if status == "cancelled" and self._interrupted:
-            return out  # told as interrupted when the user spoke
+            return out + self._interruption()  # told as interrupted when the user spoke
         done = LlmResponse(turn_complete=True, usage_metadata=_usage(response.get("usage")))
         if status == "incomplete":
             reason = (response.get("status_details") or {}).get("reason")

@@ -376,6 +376,47 @@ def test_the_users_stop_truncates_at_the_played_position_and_cancels(
     assert interrupted["data"]["source"] == "client" and not errors(col)
 
 
+def test_push_to_talk_over_the_answer_interrupts_it_at_the_played_position(
+    tmp_path: Path, speech_48k, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Manual turns: the next activity_start while the answer plays and is
+    still generated truncates it, cancels it, and the client's turn ends
+    (interrupted) once the service confirms; the next turn is answered."""
+    with LocalOpenAIRealtime(EndpointConfig(speed=1.0), cert_dir=tmp_path / "cert") as endpoint:
+        use_openai_key(monkeypatch, endpoint.api_key)
+
+        async def scenario(url: str) -> Collector:
+            ws, col = await open_session(url, endpoint, turnDetection="manual")
+            await ws.send(json.dumps({"type": "activity_start"}))
+            await stream_realtime(ws, speech_48k, RATE)
+            await ws.send(json.dumps({"type": "activity_end"}))
+            await col.wait_for("data-pcm", count=5, timeout=20)
+            await ws.send(json.dumps({"type": "activity_start"}))  # over the answer
+            await col.wait_for("data-interrupted", timeout=10)
+            await stream_realtime(ws, speech_48k[: RATE // 2], RATE)
+            await ws.send(json.dumps({"type": "activity_end"}))
+            await col.wait_for("finish", count=2, timeout=20)
+            await col.close()
+            return col
+
+        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
+            col = asyncio.run(scenario(url))
+        record = endpoint.records[0]
+    kinds = [k for k in record.received_types() if k != "input_audio_buffer.append"]
+    assert kinds[4:] == [
+        "conversation.item.truncate",
+        "response.cancel",
+        "input_audio_buffer.clear",
+        "input_audio_buffer.commit",
+        "response.create",
+    ]
+    ((item_id, end_ms),) = record.truncations
+    assert end_ms > 0 and not record.errors and not errors(col)
+    interrupted = next(m for _, m in col.messages if m["type"] == "data-interrupted")
+    assert interrupted["data"]["source"] == "model"
+    assert len(record.echoed) == 2  # the second turn was heard and answered
+
+
 # ---------------------------------------------------------------- tools
 
 
