@@ -131,6 +131,15 @@ OPTIONS = (
         "max_connections_per_client",
         "live sockets per client address (default 50)",
     ),
+    ("--task-backend", "task_backend", 'who does background tasks: "adk" (default) or "acp"'),
+    ("--acp-command", "acp_command", "the ACP agent's command line, with --task-backend acp"),
+    ("--acp-cwd", "acp_cwd", "the ACP agent's working directory (default: DATA_DIR/task_files)"),
+    ("--acp-fs", "acp_fs", "1: serve the ACP agent's file reads and writes inside --acp-cwd"),
+    (
+        "--acp-prompt-timeout-s",
+        "acp_prompt_timeout_s",
+        "a task whose ACP prompt has no answer by then fails (default 300)",
+    ),
 )
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 

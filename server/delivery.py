@@ -12,6 +12,11 @@ manager counts, so a result that cannot be presented gives up after a few
 tries instead of blocking the next ones. A connection that goes away
 postpones what it holds; the owner's next connection delivers it.
 
+A task's agent waiting on a permission (``tasks/acp_permissions.py``) is
+asked the same way, before any outcome: the question is handed to the model
+at a free line by one connection of the owner, and again later if that
+asking was interrupted or its connection went away.
+
 The connection says what happens (``wake``, ``turn_ended``,
 ``interrupted``) and answers one question, ``line_free_at``: None while
 the line is busy for an unknown time, else when it is (or was) free.
@@ -20,12 +25,14 @@ the line is busy for an unknown time, else when it is (or was) free.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 
 import anyio
 
 from .tasks import TaskManager, TaskRecord
+from .tasks.acp_permissions import PermissionRequest
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +77,7 @@ class TaskDelivery:
         self._answer_ended = False
         self._interrupted = False
         self._holding: TaskRecord | None = None
+        self._asking: PermissionRequest | None = None
         # (task id, seconds from the claim to the answer played)
         self.delivered: list[tuple[str, float]] = []
 
@@ -96,6 +104,17 @@ class TaskDelivery:
             await self._line_free()
             claimed_at = self._clock()
             changed = self._watch()
+            question = self._manager.permissions.next_untold(self._owner)
+            if question is not None:
+                # A task's agent waits on the user: asked before any outcome;
+                # asked again later if the asking was cut short.
+                self._asking = question
+                try:
+                    if not await self._speak(question.prompt(), None):
+                        self._manager.permissions.retell(question)
+                finally:
+                    self._asking = None
+                continue
             record = await self._manager.deliveries.claim(self._owner, self._claimant, CLAIM_TTL_S)
             if record is None:
                 await self._until(changed, None)
@@ -120,6 +139,8 @@ class TaskDelivery:
 
     async def close(self) -> None:
         """The connection ends: what it holds goes back for the next one."""
+        if self._asking is not None:
+            self._manager.permissions.retell(self._asking)
         record = self._holding
         if record is not None:
             with anyio.CancelScope(shield=True):
@@ -169,11 +190,16 @@ class TaskDelivery:
         """Hand the outcome to the model; True once its answer has played."""
         if not await self._hold_until_line_free(record):
             return False
+        return await self._speak(delivery_prompt(record), record)
+
+    async def _speak(self, prompt: str, claimed: TaskRecord | None) -> bool:
+        """Hand ``prompt`` to the model; True once its answer has played.
+        ``claimed``: the task whose claim is renewed meanwhile."""
         self._answer_ended = False
         self._interrupted = False
-        self._hand_to_model(delivery_prompt(record))
+        self._hand_to_model(prompt)
         deadline = self._clock() + ANSWER_TIMEOUT_S
-        renew_at = self._clock() + CLAIM_TTL_S / 3
+        renew_at = self._clock() + CLAIM_TTL_S / 3 if claimed is not None else math.inf
         while True:
             changed = self._watch()
             now = self._clock()
@@ -183,9 +209,9 @@ class TaskDelivery:
                 return True
             if not self._answer_ended and now >= deadline:
                 return False
-            if now >= renew_at:
+            if claimed is not None and now >= renew_at:
                 if not await self._manager.deliveries.renew(
-                    self._owner, record.id, self._claimant, CLAIM_TTL_S
+                    self._owner, claimed.id, self._claimant, CLAIM_TTL_S
                 ):
                     return False  # somebody else holds it now
                 renew_at = now + CLAIM_TTL_S / 3

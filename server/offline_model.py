@@ -24,7 +24,9 @@ speech. What it does, deterministically:
   ``start_task``, "what's the status of my task [task_…]" →
   ``get_task_status``, "cancel my task [task_…]" → ``cancel_task``;
   "call NAME {json}" calls any declared tool; the memory cues ("remember
-  that …", "what do you remember about …") are in ``offline_memory.py``.
+  that …", "what do you remember about …") are in ``offline_memory.py``,
+  a task agent's permission questions and their answers ("yes, always",
+  "no") in ``offline_permissions.py``.
   A request whose every clause is a cue of a different tool ("pay 5 EUR to
   Alice and where am I", clauses split at "and", commas, semicolons) calls
   them all in one response. The function responses of one content (also late ones, for
@@ -66,7 +68,7 @@ from google.genai import types
 
 import audiocore
 
-from . import offline_images, offline_memory
+from . import offline_images, offline_memory, offline_permissions
 from .offline_speech import INPUT_RATE, EnergySegmenter, describe_utterance
 from .voice import END_OF_SPEECH_S, VOICE_DBFS
 
@@ -468,6 +470,9 @@ def _answer_text(
         # some length (a second of tone), as a model reading it out would.
         task_id, state, result = outcome.groups()
         return _text_answer(f"Your background task {task_id} {state}: {result}", text, seconds=1.0)
+    asked = offline_permissions.told(text)
+    if asked is not None:
+        return _text_answer(asked, text)
     call = _CALL_TOOL.match(text)
     if call and call.group(1) in tools:
         try:
@@ -481,6 +486,9 @@ def _answer_text(
     memory_call = offline_memory.call_for(text, tools)
     if memory_call is not None:
         return [_function_call(offline_memory.TOOL, memory_call)]
+    decision = offline_permissions.call_for(text, tools)
+    if decision is not None:
+        return [_function_call(offline_permissions.TOOL, decision)]
     calls = _cued_calls(text, tools)
     if calls:
         return [_function_calls(calls)]

@@ -58,6 +58,7 @@ class Runtime:
 
     async def start(self) -> None:
         warm_up()  # before any socket: not in a conversation's way
+        self.agents.warm_up()
         await self.sessions.start()
         await self.tasks.start()
         self._expiry = asyncio.create_task(self.store_worker.expire_periodically())

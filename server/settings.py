@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,15 @@ class Settings:
     max_delivery_attempts: int = 3  # claims of one outcome before its delivery fails
     task_timeout_s: float = 600.0  # a backend run longer than this fails
     task_cancel_grace_s: float = 5.0  # an aborted run that has not stopped is cancelled
+    # Who does the tasks' work: "adk" (the backend agent in this server) or
+    # "acp" (an Agent Client Protocol agent the server runs, docs/acp.md).
+    task_backend: str = "adk"
+    acp_command: str | None = None  # the agent's command line (shlex-split)
+    acp_cwd: Path | None = None  # where it works; None: data_dir/task_files
+    acp_fs: bool = False  # serve its fs/read_text_file and fs/write_text_file (in acp_cwd)
+    acp_prompt_timeout_s: float = 300.0  # a prompt without an answer by then fails its task
+    acp_permission_timeout_s: float = 120.0  # an unanswered permission request is rejected
+    acp_restart_backoff_s: float = 1.0  # the first wait before restarting a dead agent
 
     # Long-term memory (server/memory_store.py, docs/memory.md), in
     # data_dir/memory.db. False: no user_memory tool, nothing stored.
@@ -314,6 +324,9 @@ class Settings:
                     "header_",
                     "task_timeout",
                     "task_cancel",
+                    "acp_prompt",
+                    "acp_permission",
+                    "acp_restart",
                 )
             )
             if limit and isinstance(value, (int, float)) and not value > 0:
@@ -337,6 +350,7 @@ class Settings:
             )
         if self.backend == "openai" and not self.live_model_name:
             found.append(f"model: expected {OPENAI_PREFIX}<model name>, got {self.model!r}")
+        found.extend(self._task_backend_problems())
         if self.api_key is not None and len(self.api_key) < 16:
             found.append("api_key: expected at least 16 characters")
         minutes = self.live_minutes_per_owner_per_day
@@ -357,6 +371,27 @@ class Settings:
         except OSError as exc:
             found.append(f"data_dir: {self.data_dir} is not a writable directory ({exc.strerror})")
         return found
+
+    def _task_backend_problems(self) -> list[str]:
+        if self.task_backend not in TASK_BACKENDS:
+            return [
+                f"task_backend: expected one of {', '.join(TASK_BACKENDS)}, "
+                f"got {self.task_backend!r}"
+            ]
+        if self.task_backend != "acp":
+            return []
+        try:
+            command = shlex.split(self.acp_command or "")
+        except ValueError as exc:
+            return [f"acp_command: cannot split {self.acp_command!r} ({exc})"]
+        if not command:
+            return ['acp_command: expected the ACP agent\'s command line with task_backend "acp"']
+        if self.acp_cwd is not None and not self.acp_cwd.is_dir():
+            return [f"acp_cwd: {self.acp_cwd} is not a directory"]
+        return []
+
+
+TASK_BACKENDS = ("adk", "acp")
 
 
 def is_local_host(host: str) -> bool:

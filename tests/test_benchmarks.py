@@ -65,6 +65,9 @@ SMOKE = {
     "bench_gemini_send.py": Smoke(["--seconds", "1", "--chunks", "20"], "20ms", SERVER),
     "bench_tokens.py": Smoke(["--smoke"], "| guard: request → principal |", ["starlette"]),
     "bench_delivery.py": Smoke(["--repeat", "1", "--work", "0.05"], "| case |", SERVER),
+    "bench_acp.py": Smoke(
+        ["--tasks", "1", "--work", "0.3"], "| answered → heard (first audio) |", [*SERVER, "acp"]
+    ),
     "bench_server.py": Smoke(
         # The local Gemini endpoint's start is bench_gemini_send.py's smoke;
         # the OpenAI one's is here (the last line: its barge-in).

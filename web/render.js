@@ -5,7 +5,8 @@
 
 import { TOOL_STATES } from "./conversation.js";
 import { imageElement } from "./images.js";
-import { TASK_STATES, taskCancellable, taskOffersCancel } from "./state.js";
+import { taskCancellable, taskOffersCancel } from "./state.js";
+import { taskCardText } from "./task-card.js";
 
 /** The page's painters over `ui` (its elements) and `state` (a PageState). */
 export function createView(ui, state) {
@@ -116,27 +117,17 @@ export function createView(ui, state) {
     }
   }
 
-  /** A card: the objective, the state, then progress, the result or the error. */
+  /** A card: the objective, the status and stage, an agent's permission
+   * question, then progress, the result or the error (task-card.js words it). */
   function paintTask(el, card, connected) {
-    const objective = document.createElement("span");
-    objective.className = "task-objective";
-    objective.textContent = card.objective;
-    const badge = document.createElement("span");
-    badge.className = "task-state";
-    badge.textContent = TASK_STATES[card.state] ?? card.state;
-    const parts = [objective, badge];
-    const detail =
-      card.state === "completed"
-        ? card.result
-        : card.state === "failed"
-          ? card.error
-          : card.progress && `${card.progress.tool} ${card.progress.detail ?? ""}`.trim();
-    if (detail) {
-      const line = document.createElement("span");
-      line.className = "task-detail";
-      line.textContent = detail;
-      parts.push(line);
-    }
+    const text = taskCardText(card);
+    const parts = [
+      textElement("span", "task-objective", card.objective),
+      textElement("span", "task-state", text.status),
+    ];
+    if (text.stage) parts.push(textElement("span", "task-stage", text.stage));
+    if (text.question) parts.push(textElement("strong", "task-permission", text.question));
+    if (text.detail) parts.push(textElement("span", "task-detail", text.detail));
     if (taskOffersCancel(card)) {
       const cancel = document.createElement("button");
       cancel.type = "button";
@@ -149,6 +140,15 @@ export function createView(ui, state) {
     }
     el.replaceChildren(...parts);
     el.dataset.state = card.state;
+    el.dataset.asking = String(!!text.question);
+  }
+
+  /** An element showing `text` as text, never as markup (it may come from an agent). */
+  function textElement(tag, className, text) {
+    const node = document.createElement(tag);
+    node.className = className;
+    node.textContent = text;
+    return node;
   }
 
 
@@ -244,5 +244,11 @@ export function createView(ui, state) {
     el.dataset.state = entry.state;
   }
 
-  return { render, renderEntry, renderLevelSoon };
+  /** The log emptied (the session forgotten): its entries and their elements. */
+  function clearEntries() {
+    entryElements.clear();
+    ui.log.replaceChildren();
+  }
+
+  return { render, renderEntry, renderLevelSoon, clearEntries };
 }

@@ -64,7 +64,8 @@ BACKEND_INSTRUCTION = (
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[str, str], Awaitable[None]]
+# (tool, detail, stage): stage is the finer state a card shows (None: none).
+Progress = Callable[[str, str, str | None], Awaitable[None]]
 
 
 # ---------------------------------------------------------------- the tools
@@ -378,8 +379,8 @@ class Backend:
 
         ``abort`` stops the run: ADK ends it and seals the session (every call
         it left unanswered gets an error response), so the next task starts
-        from a consistent history. ``on_progress(tool, detail)`` is awaited for
-        each tool call as it happens.
+        from a consistent history. ``on_progress(tool, detail, None)`` is
+        awaited for each tool call as it happens.
         """
         message = types.Content(
             role="user", parts=[types.Part(text=f"Task {record.id}: {record.objective}")]
@@ -402,7 +403,7 @@ class Backend:
                             str(args.get("reason") or "no reason given"), MAX_FAILURE_CHARS
                         )
                     detail = json.dumps(args, ensure_ascii=False, sort_keys=True, default=str)
-                    await on_progress(call.name or "?", clip(detail, MAX_PROGRESS_DETAIL))
+                    await on_progress(call.name or "?", clip(detail, MAX_PROGRESS_DETAIL), None)
                 if event.error_code and failure is None and not abort.is_set():
                     failure = clip(
                         f"the model reported an error ({event.error_code})", MAX_FAILURE_CHARS

@@ -18,8 +18,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from google.adk.events import Event
 from google.adk.tools.tool_context import ToolContext
 
+from ..demo_tools import TIME_ZONE_STATE_KEY
+from ..session_access import session_history
+from .acp_permissions import PROMPT_PREFIX
+from .envelope import SERVER_TURN_PREFIXES, voice_context
 from .records import TaskRecord
 
 if TYPE_CHECKING:
@@ -80,8 +85,14 @@ def build_live_tools(
           objective: What the task should do, in one or two plain sentences.
         """
         owner = owner_of(tool_context)
+        time_zone = tool_context.state.get(TIME_ZONE_STATE_KEY)
+        context = voice_context(
+            session_history(tool_context.session),
+            time_zone if isinstance(time_zone, str) else None,
+            manager.settings.language,
+        )
         try:
-            record = await manager.submit(owner, objective)
+            record = await manager.submit(owner, objective, context)
         except (TypeError, ValueError, RuntimeError) as exc:
             return {"error": str(exc)}
         found = describe(record, await manager.tasks(owner))
@@ -116,7 +127,47 @@ def build_live_tools(
         record = await manager.cancel(owner, task_id or None)
         return _found_or_error(record, task_id, await manager.tasks(owner))
 
-    return [start_task, get_task_status, cancel_task]
+    async def respond_agent_permission(decision: str, tool_context: ToolContext) -> dict[str, Any]:
+        """Answers the permission request a background task's agent asked,
+        with the user's own decision. Call it only when the user has just
+        answered that request, never on your own.
+
+        Args:
+          decision: "always" to allow it (for the rest of the task's session
+            when the agent offers that), or "reject".
+        """
+        owner = owner_of(tool_context)
+        events = tool_context.session.events
+        return manager.permissions.respond(
+            owner, decision, lambda request_id: heard_after(events, request_id)
+        )
+
+    tools: list[Callable[..., Any]] = [start_task, get_task_status, cancel_task]
+    if manager.settings.task_backend == "acp":
+        tools.append(respond_agent_permission)
+    return tools
+
+
+def heard_after(events: list[Event], request_id: str) -> bool:
+    """Whether the user typed or spoke in this session after the permission
+    request ``request_id`` was told in it, and last: the model may answer a
+    request only with the user's own words of the current turn."""
+    marker = f"{PROMPT_PREFIX}{request_id} "
+    told_at = last_user_at = None
+    for index, event in enumerate(events):
+        if event.partial:
+            continue
+        if event.input_transcription and event.input_transcription.text:
+            last_user_at = index
+            continue
+        if event.author != "user" or not event.content or not event.content.parts:
+            continue
+        text = "".join(p.text or "" for p in event.content.parts)
+        if text.startswith(marker):
+            told_at = index
+        elif text.strip() and not text.startswith(SERVER_TURN_PREFIXES):
+            last_user_at = index
+    return told_at is not None and last_user_at is not None and last_user_at > told_at
 
 
 def _found_or_error(

@@ -44,7 +44,8 @@ from google.adk.sessions import BaseSessionService
 
 from ..leases import LeaseStore
 from ..settings import Settings
-from .backend import Backend
+from .acp_permissions import PermissionDesk, PermissionRequest
+from .backends import build_backend
 from .delivery import DeliveryClaims
 from .records import DELIVERABLE_STATES, MAX_OWNER_CHARS, TaskRecord, TaskState, check_text
 from .store import Ledger, TaskStore
@@ -94,7 +95,11 @@ class TaskManager:
         self._leases = leases
         self._runner = leases.owner if leases is not None else None
         self.store = TaskStore(session_service, settings.app_name)
-        self.backend = Backend(settings, session_service)
+        # An external agent's permission requests, asked by voice.
+        self.permissions = PermissionDesk(
+            settings.acp_permission_timeout_s, self._permission_changed
+        )
+        self.backend = build_backend(settings, session_service, self.store, self.permissions)
         # Wall-clock seconds: timestamps and claim expiry outlive the process.
         self._clock = clock
         self._owners: dict[str, _Owner] = {}
@@ -231,8 +236,11 @@ class TaskManager:
 
     # ------------------------------------------------------------ tasks
 
-    async def submit(self, owner: str, objective: str) -> TaskRecord:
+    async def submit(
+        self, owner: str, objective: str, context: dict[str, Any] | None = None
+    ) -> TaskRecord:
         """Queue ``objective`` as a new task of ``owner``; returns at once.
+        ``context``: the conversation it comes from (``envelope.voice_context``).
 
         ``ValueError`` for an empty or too long objective, ``TooManyTasks``
         when ``max_queued_tasks`` already wait.
@@ -278,6 +286,7 @@ class TaskManager:
                 progress=None,
                 delivery="none",
                 seq=ledger.take_seq(),
+                context=context,
             )
             return ledger.put(record)
 
@@ -415,9 +424,9 @@ class TaskManager:
     async def _run_backend(self, run: _Run) -> tuple[TaskState, str | None, str | None]:
         """Run the backend for ``run``; its outcome: (state, result, error)."""
 
-        async def progress(tool: str, detail: str) -> None:
+        async def progress(tool: str, detail: str, stage: str | None) -> None:
             try:
-                await self._progress(run.record, tool, detail)
+                await self._progress(run.record, tool, detail, stage)
             except Exception:  # progress is a courtesy: never the run's failure
                 log.exception("could not record the progress of task %s", run.record.id)
 
@@ -460,14 +469,36 @@ class TaskManager:
             return "failed", None, outcome.failure
         return "completed", outcome.result, None
 
-    async def _progress(self, record: TaskRecord, tool: str, detail: str) -> None:
+    async def _progress(
+        self, record: TaskRecord, tool: str, detail: str, stage: str | None
+    ) -> None:
         def change(ledger: Ledger) -> None:
             current = ledger.get(record.id)
             if current is not None and current.state == "running":
-                ledger.put(dataclasses.replace(current, progress={"tool": tool, "detail": detail}))
+                ledger.put(
+                    dataclasses.replace(
+                        current, progress={"tool": tool, "detail": detail}, stage=stage
+                    )
+                )
 
         _, changed = await self.store.update(record.owner, change)
         self._notify(record.owner, changed)
+
+    async def _permission_changed(self, request: PermissionRequest, pending: bool) -> None:
+        """Show (or clear) the agent's permission request on its task's card."""
+
+        def change(ledger: Ledger) -> None:
+            current = ledger.get(request.task_id)
+            if current is None or current.final:
+                return
+            shown = current.permission is not None and current.permission.get("id") == request.id
+            if pending:
+                ledger.put(dataclasses.replace(current, permission=request.card()))
+            elif shown:
+                ledger.put(dataclasses.replace(current, permission=None))
+
+        _, changed = await self.store.update(request.owner, change)
+        self._notify(request.owner, changed)
 
     async def _finish(
         self, owner: str, task_id: str, outcome: TaskState, result: str | None, error: str | None
@@ -480,11 +511,14 @@ class TaskManager:
                 return
             if record.state == "cancelling" or outcome == "cancelled":
                 # Asked to cancel: whatever the run came to, it is cancelled.
-                ledger.put(dataclasses.replace(record, state="cancelled", finished_at=now))
+                ledger.put(
+                    dataclasses.replace(record, state="cancelled", finished_at=now, permission=None)
+                )
                 return
             ledger.put(
                 dataclasses.replace(
                     record,
+                    permission=None,
                     state=outcome,
                     result=result,
                     error=error,

@@ -79,6 +79,14 @@ class TaskRecord:
     # The server process running it (its lease owner id, ``leases.py``),
     # set when it starts: alive while that process's heartbeat is.
     runner: str | None = None
+    # The finer stage of a running task ("delegated": an external agent
+    # works on it; "finalizing": its answer is in), and the agent's
+    # permission request waiting for the user ({id, title}), if any.
+    stage: str | None = None
+    permission: dict[str, str] | None = None
+    # What the backend is told besides the objective (``envelope.py``):
+    # the recent voice turns, the user's time zone and language.
+    context: dict[str, Any] | None = None
 
     @property
     def final(self) -> bool:
@@ -89,6 +97,11 @@ class TaskRecord:
         return {
             "id": self.id,
             "state": self.state,
+            # One "processing" for queued and running (the finer stage in
+            # ``stage``); every other state as it is.
+            "status": "processing" if self.state in ("queued", "running") else self.state,
+            "stage": self.stage or ("queued" if self.state == "queued" else None),
+            "permission": dict(self.permission) if self.permission else None,
             "objective": self.objective,
             "progress": dict(self.progress) if self.progress else None,
             "result": self.result,
@@ -120,4 +133,8 @@ class TaskRecord:
             record = dataclasses.replace(
                 record, progress={str(k): str(v) for k, v in progress.items()}
             )
+        if record.permission is not None and not isinstance(record.permission, dict):
+            raise ValueError("task record: permission is not an object")
+        if record.context is not None and not isinstance(record.context, dict):
+            raise ValueError("task record: context is not an object")
         return record

@@ -39,6 +39,7 @@ BACKEND_PREFIX = "backend-"
 _RECORD_PREFIX = "task:"
 _OWNER_KEY = "owner"
 _SEQ_KEY = "next_seq"
+_ACP_SESSION_KEY = "acp_session"  # the owner's ACP session id (acp_backend.py)
 _STALE_RETRIES = 3
 _T = TypeVar("_T")
 
@@ -72,7 +73,9 @@ class Ledger:
     owner: str
     next_seq: int
     records: dict[str, TaskRecord]
+    acp_session: str | None = None
     _changed: dict[str, TaskRecord | None] = dataclasses.field(default_factory=dict)
+    _acp_session_changed: bool = False
 
     @classmethod
     def from_state(cls, owner: str, state: dict[str, Any]) -> Ledger:
@@ -89,7 +92,8 @@ class Ledger:
         next_seq = state.get(_SEQ_KEY)
         if not isinstance(next_seq, int):
             next_seq = max((r.seq for r in records.values()), default=-1) + 1
-        return cls(owner, next_seq, records)
+        acp_session = state.get(_ACP_SESSION_KEY)
+        return cls(owner, next_seq, records, acp_session if isinstance(acp_session, str) else None)
 
     def ordered(self) -> list[TaskRecord]:
         """Oldest first (submission order)."""
@@ -115,22 +119,30 @@ class Ledger:
         if self.records.pop(task_id, None) is not None:
             self._changed[task_id] = None
 
+    def set_acp_session(self, session_id: str) -> None:
+        self.acp_session = session_id
+        self._acp_session_changed = True
+
     @property
     def changed(self) -> list[TaskRecord]:
         return [r for r in self._changed.values() if r is not None]
 
     def delta(self) -> dict[str, Any]:
-        if not self._changed:
+        if not self._changed and not self._acp_session_changed:
             return {}
         delta: dict[str, Any] = {
             _RECORD_PREFIX + task_id: None if record is None else record.to_state()
             for task_id, record in self._changed.items()
         }
         delta[_SEQ_KEY] = self.next_seq
+        if self._acp_session_changed:
+            delta[_ACP_SESSION_KEY] = self.acp_session
         return delta
 
     def full_state(self) -> dict[str, Any]:
         state: dict[str, Any] = {_OWNER_KEY: self.owner, _SEQ_KEY: self.next_seq}
+        if self.acp_session is not None:
+            state[_ACP_SESSION_KEY] = self.acp_session
         for record in self.records.values():
             state[_RECORD_PREFIX + record.id] = record.to_state()
         return state
@@ -180,6 +192,10 @@ class TaskStore:
             f"the task ledger of {owner!r} kept changing under this writer "
             f"({_STALE_RETRIES} attempts): is another server process running its tasks?"
         )
+
+    async def set_acp_session(self, owner: str, session_id: str) -> None:
+        """Keep the owner's ACP session id (its later tasks load it)."""
+        await self.update(owner, lambda ledger: ledger.set_acp_session(session_id))
 
     async def owners(self) -> list[str]:
         """Every owner with a ledger."""

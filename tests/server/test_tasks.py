@@ -355,6 +355,9 @@ def test_status_of_the_latest_task_and_by_id(settings: Settings) -> None:
             assert done.chunk() == {
                 "id": first.id,
                 "state": "completed",
+                "status": "completed",
+                "stage": None,
+                "permission": None,
                 "objective": WORDS,
                 "progress": done.progress,
                 "result": done.result,

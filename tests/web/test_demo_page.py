@@ -289,6 +289,25 @@ def test_reconnect_resumes_the_session(open_page):
     check_no_page_errors(page)
 
 
+def test_forget_clears_the_log_and_the_next_connect_starts_over(open_page):
+    page = open_page("?mode=push-to-talk")
+    first = connect(page)
+    page.fill("#text", "forget me")
+    page.click("#send")
+    wait_for(page, "__demo.received.chunks.finish >= 1")
+    page.click("#disconnect")
+    wait_for(page, "__demo.state === 'idle'")
+    page.click("footer summary")  # the settings hold the button
+    page.click("#forget")
+    assert entries(page, "user") == [] and entries(page, "agent") == []
+    notice = "Session forgotten: the next Connect starts a new conversation."
+    assert entries(page, "notice") == [notice]
+    assert demo(page, "localStorage.getItem('audiocore.sessionId')") is None
+    second = connect(page)
+    assert second["resumed"] is False and second["sessionId"] != first["sessionId"]
+    check_no_page_errors(page)
+
+
 # ------------------------------------------------------------------ errors
 
 

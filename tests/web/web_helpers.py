@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import NoReturn
 
 import pytest
@@ -90,10 +90,15 @@ class ServerFailed(RuntimeError):
 
 @contextlib.contextmanager
 def run_server(
-    data_dir: pathlib.Path, *, timeout_s: float = 30, port: int | None = None
+    data_dir: pathlib.Path,
+    *,
+    timeout_s: float = 30,
+    port: int | None = None,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[str]:
     """``python -m server`` (offline model) on 127.0.0.1 and ``port`` (a free
-    one by default; a fixed one to start a server again where a page had it).
+    one by default; a fixed one to start a server again where a page had it),
+    with ``extra_args`` after the usual options.
 
     Yields the page's URL (http://127.0.0.1:PORT/) once /healthz answers.
     Google credentials are removed from its environment, so the offline model
@@ -107,7 +112,8 @@ def run_server(
             [sys.executable, "-m", "server", "--host", "127.0.0.1", "--port", str(port)]
             + ["--data-dir", str(data_dir), "--model", "offline", "--log-level", "warning"]
             # The insecure-page test reaches the server under another name.
-            + ["--allowed-hosts", INSECURE_HOST],
+            + ["--allowed-hosts", INSECURE_HOST]
+            + list(extra_args),
             cwd=ROOT,
             env=env,
             stdout=log,

@@ -13,15 +13,25 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import { after, test } from "node:test";
 
-import {
-  lastAssistantMessageIsCompleteWithApprovalResponses as approvalsDone,
-  lastAssistantMessageIsCompleteWithToolCalls as toolCallsDone,
-} from "ai";
+import { lastAssistantMessageIsCompleteWithApprovalResponses as approvalsDone } from "ai";
 
 import { AudiocoreChatTransport, withUserMessage } from "../../../../web/chat-transport.js";
 import { clientExecutes } from "../../../../web/session.js";
-import { dataUrl, described, halves, png } from "./png.mjs";
-import { Chat, MemoryState, SCHEMAS, describe, finished, text, toolPart, until, validated } from "./chat-helpers.mjs";
+import {
+  POSITION,
+  SCHEMAS,
+  answerCutAtTheLimit,
+  approvalsOrResults,
+  approvedLocation,
+  approvedPayment,
+  chatOn,
+  describe,
+  finished,
+  imagesBothWays,
+  text,
+  toolPart,
+  twoApprovalsInOneStep,
+} from "./chat-helpers.mjs";
 
 const URL = process.env.AUDIOCORE_WS_URL;
 if (!URL) throw new Error("AUDIOCORE_WS_URL is not set: run this file from pytest (tests/web/test_ai_sdk.py)");
@@ -43,8 +53,6 @@ const transports = [];
 /** A chat on its own transport; `options` go to the chat, `transportOptions` to the transport. */
 function newChat({ transportOptions = {}, ...options } = {}) {
   const sent = [];
-  const state = new MemoryState();
-  const finishes = [];
   let chat;
   const transport = new AudiocoreChatTransport({
     url: URL,
@@ -56,17 +64,9 @@ function newChat({ transportOptions = {}, ...options } = {}) {
     ...transportOptions,
   });
   transports.push(transport);
-  chat = new Chat({
-    state,
-    transport: validated(transport, everyChunk, invalidChunks),
-    onFinish: (event) => {
-      finishes.push(event);
-      state.changed();
-    },
-    ...options,
-  });
-  const waitFor = (predicate, what) => until(chat, state, predicate, what);
-  return { chat, transport, sent, finishes, until: waitFor };
+  const made = chatOn(transport, { seen: everyChunk, invalid: invalidChunks, ...options });
+  chat = made.chat;
+  return { ...made, transport, sent };
 }
 
 after(() => {
@@ -104,34 +104,13 @@ test("a typed turn: one user message, one assistant message, with the model's me
 });
 
 test("approve process_payment through addToolApprovalResponse", async () => {
-  const { chat, sent, finishes, until } = newChat({ sendAutomaticallyWhen: approvalsDone });
-  await chat.sendMessage({ text: "pay 5 EUR to Alice" });
-  const asked = toolPart(chat, "process_payment");
-  assert.equal(asked.part?.state, "approval-requested", JSON.stringify(describe(chat)));
-  assert.deepEqual(asked.part.input, { amount: 5, currency: "EUR", recipient: "Alice" });
-  await chat.addToolApprovalResponse({ id: asked.part.approval.id, approved: true, reason: "fine" });
-  await until(finished(chat, finishes, 1), "the answer after the approval");
-  const { message, part } = toolPart(chat, "process_payment");
-  assert.equal(message.id, asked.message.id, "the continuation keeps the assistant message");
-  assert.equal(chat.messages.length, 2);
-  assert.equal(part.state, "output-available");
-  assert.equal(part.output.success, true);
-  assert.match(part.output.transactionId, /^txn_[0-9a-f]{12}$/);
-  assert.deepEqual(
-    [part.output.amount, part.output.currency, part.output.recipient],
-    [5, "EUR", "Alice"],
-  );
-  assert.match(text(message), new RegExp(`process_payment returned .*${part.output.transactionId}`));
-  assert.deepEqual(
-    message.parts.map((p) => p.type),
-    ["step-start", "tool-process_payment", "step-start", "text"],
-  );
+  const { made, asked } = await approvedPayment(newChat);
   // Exactly one answer went out, with its reason.
   assert.deepEqual(
-    sent.filter((m) => m.type === "tool_approval"),
+    made.sent.filter((m) => m.type === "tool_approval"),
     [{ type: "tool_approval", approvalId: asked.part.approval.id, approved: true, reason: "fine" }],
   );
-  assert.equal(chat.status, "ready");
+  assert.equal(made.chat.status, "ready");
 });
 
 test("deny process_payment: the part ends output-denied and the model is told", async () => {
@@ -148,38 +127,8 @@ test("deny process_payment: the part ends output-denied and the model is told", 
   assert.match(text(message), /not today/);
 });
 
-// A browser tool that needs approval is answered twice: the approval (the part
-// becomes approval-responded: approvalsDone), then, once the server asks the
-// browser to run it, the result (the part becomes output-available: only
-// toolCallsDone sees that). So the chat continues when either holds.
-const approvalsOrResults = (options) => approvalsDone(options) || toolCallsDone(options);
-
 test("a browser tool: approved, run in onToolCall, answered through addToolOutput", async () => {
-  const position = { latitude: 48.8584, longitude: 2.2945, accuracy: 12 };
-  const runs = [];
-  let chat;
-  const made = newChat({
-    sendAutomaticallyWhen: approvalsOrResults,
-    onToolCall: ({ toolCall }) => {
-      if (!clientExecutes(toolCall)) return; // the server runs it, or asks first
-      runs.push(toolCall.toolName);
-      // No await: onToolCall runs inside the chat's job queue (AISDK_NOTES §8.6).
-      chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: position });
-    },
-  });
-  chat = made.chat;
-  await chat.sendMessage({ text: "where am I" });
-  const asked = toolPart(chat, "get_location").part;
-  assert.equal(asked.state, "approval-requested");
-  assert.deepEqual(runs, [], "nothing runs before the approval");
-  await chat.addToolApprovalResponse({ id: asked.approval.id, approved: true });
-  await made.until(finished(chat, made.finishes, 1), "the answer after the location");
-  const { message, part } = toolPart(chat, "get_location");
-  assert.deepEqual(runs, ["get_location"]);
-  assert.equal(part.state, "output-available");
-  assert.deepEqual(part.output, position);
-  assert.match(text(message), /get_location returned .*48\.8584/);
-  assert.equal(chat.messages.length, 2);
+  const { made, part } = await approvedLocation(newChat);
   assert.deepEqual(
     made.sent.filter((m) => m.type.startsWith("tool_")).map((m) => m.type),
     ["tool_approval", "tool_result"],
@@ -187,44 +136,16 @@ test("a browser tool: approved, run in onToolCall, answered through addToolOutpu
   assert.deepEqual(made.sent.find((m) => m.type === "tool_result"), {
     type: "tool_result",
     toolCallId: part.toolCallId,
-    output: position,
+    output: POSITION,
   });
 });
 
 test("two approvals in one step, answered in either order: each tool runs once, one answer", async () => {
-  const position = { latitude: 48.8584, longitude: 2.2945, accuracy: 12 };
-  for (const order of [["get_location", "process_payment"], ["process_payment", "get_location"]]) {
-    const runs = [];
-    let chat;
-    const made = newChat({
-      sendAutomaticallyWhen: approvalsOrResults,
-      onToolCall: ({ toolCall }) => {
-        if (!clientExecutes(toolCall)) return;
-        runs.push(toolCall.toolName);
-        chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: position });
-      },
-    });
-    chat = made.chat;
-    await chat.sendMessage({ text: "pay 5 EUR to Alice and where am I" });
-    for (const name of order) {
-      const asked = toolPart(chat, name).part;
-      assert.equal(asked.state, "approval-requested", JSON.stringify(describe(chat)));
-      await chat.addToolApprovalResponse({ id: asked.approval.id, approved: true });
-    }
-    await made.until(finished(chat, made.finishes, 1), "the one answer after both tools");
-    assert.deepEqual(runs, ["get_location"], "the browser ran its tool once");
+  await twoApprovalsInOneStep(newChat, (made) => {
     const sent = made.sent.filter((m) => m.type.startsWith("tool_"));
     assert.deepEqual(sent.map((m) => m.type).sort(), ["tool_approval", "tool_approval", "tool_result"]);
-    const { message, part } = toolPart(chat, "process_payment");
-    assert.equal(part.state, "output-available");
-    assert.equal(part.output.success, true);
-    assert.equal(toolPart(chat, "get_location").part.state, "output-available");
-    assert.equal(message.parts.filter((p) => p.type === "text").length, 1, "one answer");
-    assert.match(text(message), /process_payment returned .*"success": true/);
-    assert.match(text(message), /get_location returned .*48\.8584/);
-    assert.equal(chat.messages.length, 2);
     assert.equal(made.finishes.filter((f) => f.finishReason === "stop").length, 1);
-  }
+  });
 });
 
 test("a browser tool without approval that fails: output-error reaches the model", async () => {
@@ -490,36 +411,11 @@ test("a barge-in while an approval is pending: the rest of the turn arrives thro
   );
 });
 
-test("an answer cut at the model's output limit finishes with length", async () => {
-  const { chat, finishes } = newChat();
-  const words = Array.from({ length: 300 }, (_, i) => `w${i}`).join(" ");
-  await chat.sendMessage({ text: words });
-  assert.equal(chat.status, "ready", chat.error?.message);
-  assert.equal(finishes.at(-1).finishReason, "length");
-  const assistant = chat.messages.at(-1);
-  assert.equal(text(assistant).split(" ").length, 256);
-  assert.deepEqual(assistant.metadata.usage, { promptTokens: 300, completionTokens: 256, totalTokens: 556 });
-});
+test("an answer cut at the model's output limit finishes with length", () => answerCutAtTheLimit(newChat));
 
-test("an image both ways: a file part the model describes, a drawing back as a file part", async () => {
-  const { chat, sent } = newChat();
-  const image = { type: "file", mediaType: "image/png", url: dataUrl(png(4, 2, halves)) };
-  await chat.sendMessage({ text: "what is this", files: [image] });
-  assert.equal(chat.status, "ready", chat.error?.message);
-  assert.deepEqual(chat.messages[0].parts, [image, { type: "text", text: "what is this" }]);
-  assert.equal(text(chat.messages[1]), `I see an image: ${described(4, 2, halves)}. You said: what is this`);
-  const turn = sent.filter((m) => m.type === "message").at(-1);
-  assert.deepEqual(turn.messages[0].parts, [image, { type: "text", text: "what is this" }]);
-
-  await chat.sendMessage({ text: "draw me a red square" });
-  const drawn = chat.messages.at(-1);
-  assert.equal(text(drawn), "Here is a red square.");
-  const files = drawn.parts.filter((p) => p.type === "file");
-  assert.equal(files.length, 1);
-  assert.equal(files[0].mediaType, "image/png");
-  const bytes = Buffer.from(files[0].url.slice("data:image/png;base64,".length), "base64");
-  assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-});
+test("an image both ways: a file part the model describes, a drawing back as a file part", () =>
+  // The new message alone goes out, as an AI SDK `message`.
+  imagesBothWays(newChat, ({ sent }) => sent.filter((m) => m.type === "message").at(-1).messages[0].parts));
 
 test("every chunk handed to a chat is a valid UIMessageChunk, and no audio is among them", () => {
   assert.ok(everyChunk.length > 50, `only ${everyChunk.length} chunks`);

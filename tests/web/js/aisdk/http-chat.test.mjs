@@ -13,15 +13,19 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import {
-  DefaultChatTransport,
-  lastAssistantMessageIsCompleteWithApprovalResponses as approvalsDone,
-  lastAssistantMessageIsCompleteWithToolCalls as toolCallsDone,
-} from "ai";
+import { DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls as toolCallsDone } from "ai";
 
-import { clientExecutes } from "../../../../web/session.js";
-import { dataUrl, described, halves, png } from "./png.mjs";
-import { Chat, MemoryState, SCHEMAS, describe, finished, text, toolPart, until, validated } from "./chat-helpers.mjs";
+import {
+  POSITION,
+  SCHEMAS,
+  answerCutAtTheLimit,
+  approvedLocation,
+  approvedPayment,
+  chatOn,
+  imagesBothWays,
+  text,
+  twoApprovalsInOneStep,
+} from "./chat-helpers.mjs";
 
 const BASE = process.env.AUDIOCORE_HTTP_URL;
 if (!BASE) throw new Error("AUDIOCORE_HTTP_URL is not set: run this file from pytest (tests/web/test_ai_sdk.py)");
@@ -57,21 +61,14 @@ function recordingFetch(requests) {
 /** A chat on DefaultChatTransport; `transportOptions` go to the transport. */
 function newChat({ transportOptions = {}, ...options } = {}) {
   const requests = [];
-  const state = new MemoryState();
-  const finishes = [];
   const transport = new DefaultChatTransport({ api: API, fetch: recordingFetch(requests), ...transportOptions });
-  const chat = new Chat({
+  const made = chatOn(transport, {
     id: `http-chat-${process.pid}-${++chats}`,
-    state,
-    transport: validated(transport, everyChunk, invalidChunks),
-    onFinish: (event) => {
-      finishes.push(event);
-      state.changed();
-    },
+    seen: everyChunk,
+    invalid: invalidChunks,
     ...options,
   });
-  const waitFor = (predicate, what) => until(chat, state, predicate, what);
-  return { chat, requests, finishes, until: waitFor };
+  return { ...made, requests };
 }
 
 /** The tool parts of the last request's last message, as the server reads them. */
@@ -119,19 +116,14 @@ test("a text turn: the user's message posted, the assistant's echo streamed back
 });
 
 test("process_payment: the approval arrives, addToolApprovalResponse answers it in the next request", async () => {
-  const { chat, requests, finishes, until } = newChat({ sendAutomaticallyWhen: approvalsDone });
-  await chat.sendMessage({ text: "pay 5 EUR to Alice" });
-  const asked = toolPart(chat, "process_payment");
-  assert.equal(asked.part?.state, "approval-requested", JSON.stringify(describe(chat)));
-  assert.deepEqual(asked.part.input, { amount: 5, currency: "EUR", recipient: "Alice" });
-  assert.equal(asked.part.approval.id, `apr_${asked.part.toolCallId}`);
-  assert.equal(finishes.at(-1).finishReason, "tool-calls");
-  assert.equal(chat.status, "ready");
-
-  await chat.addToolApprovalResponse({ id: asked.part.approval.id, approved: true, reason: "fine" });
-  await until(finished(chat, finishes, 1), "the answer after the approval");
+  const { made, asked } = await approvedPayment(newChat, (ask, { chat, finishes }) => {
+    assert.equal(ask.part.approval.id, `apr_${ask.part.toolCallId}`);
+    assert.equal(finishes.at(-1).finishReason, "tool-calls");
+    assert.equal(chat.status, "ready");
+  });
   // The second request carries the answer in the tool part, and continues
-  // the assistant message.
+  // the assistant message; nothing more was sent.
+  const { requests } = made;
   assert.equal(requests.length, 2);
   const second = requests[1];
   assert.equal(second.body.trigger, "submit-message");
@@ -139,63 +131,21 @@ test("process_payment: the approval arrives, addToolApprovalResponse answers it 
   const answered = sentToolPart(second, "process_payment");
   assert.equal(answered.state, "approval-responded");
   assert.deepEqual(answered.approval, { id: asked.part.approval.id, approved: true, reason: "fine" });
-
-  const { message, part } = toolPart(chat, "process_payment");
-  assert.equal(message.id, asked.message.id, "the continuation keeps the assistant message");
-  assert.equal(chat.messages.length, 2);
-  assert.equal(part.state, "output-available");
-  assert.equal(part.output.success, true);
-  assert.match(part.output.transactionId, /^txn_[0-9a-f]{12}$/);
-  assert.deepEqual([part.output.amount, part.output.currency, part.output.recipient], [5, "EUR", "Alice"]);
-  assert.match(text(message), new RegExp(`process_payment returned .*${part.output.transactionId}`));
-  assert.deepEqual(
-    message.parts.map((p) => p.type),
-    ["step-start", "tool-process_payment", "step-start", "text"],
-  );
-  assert.equal(requests.length, 2, "nothing more was sent");
 });
 
-// A browser tool that needs approval is answered twice: the approval, then,
-// once the server asks the browser to run it (clientExecutes), the result.
-const approvalsOrResults = (options) => approvalsDone(options) || toolCallsDone(options);
-
 test("get_location: approved, run in onToolCall, answered with addToolOutput", async () => {
-  const position = { latitude: 48.8584, longitude: 2.2945, accuracy: 12 };
-  const runs = [];
-  let chat;
-  const made = newChat({
-    sendAutomaticallyWhen: approvalsOrResults,
-    onToolCall: ({ toolCall }) => {
-      if (!clientExecutes(toolCall)) return; // the server runs it, or asks first
-      runs.push(toolCall.toolName);
-      // No await: onToolCall runs inside the chat's job queue.
-      chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: position });
-    },
-  });
-  chat = made.chat;
-  const { requests, finishes, until } = made;
-  await chat.sendMessage({ text: "where am I" });
-  const asked = toolPart(chat, "get_location").part;
-  assert.equal(asked.state, "approval-requested");
-  assert.deepEqual(runs, [], "nothing runs before the approval");
-  await chat.addToolApprovalResponse({ id: asked.approval.id, approved: true });
-  await until(finished(chat, finishes, 1), "the answer after the location");
-  assert.deepEqual(runs, ["get_location"]);
+  const { made, message } = await approvedLocation(newChat);
+  const { chat, requests, finishes } = made;
   assert.deepEqual(
     finishes.map((f) => f.finishReason),
     ["tool-calls", "tool-calls", "stop"],
   );
-  // Three requests: the question, the approval, the output.
+  // Three requests: the question, the approval, the output; nothing more.
   assert.deepEqual(
     requests.map((r) => sentToolPart(r, "get_location")?.state),
     [undefined, "approval-responded", "output-available"],
   );
-  assert.deepEqual(sentToolPart(requests[2], "get_location").output, position);
-  const { message, part } = toolPart(chat, "get_location");
-  assert.equal(part.state, "output-available");
-  assert.deepEqual(part.output, position);
-  assert.match(text(message), /get_location returned .*48\.8584/);
-  assert.equal(chat.messages.length, 2);
+  assert.deepEqual(sentToolPart(requests[2], "get_location").output, POSITION);
   // The answer is a step of its own, so the chat does not take the answered
   // call for a new one and send again (as it did, for ever, before).
   assert.deepEqual(
@@ -203,48 +153,18 @@ test("get_location: approved, run in onToolCall, answered with addToolOutput", a
     ["step-start", "tool-get_location", "step-start", "text"],
   );
   assert.equal(toolCallsDone({ messages: chat.messages }), false);
-  assert.equal(requests.length, 3, "nothing more was sent");
 });
 
 test("two approvals in one step, answered in either order: each tool runs once, one answer", async () => {
-  const position = { latitude: 48.8584, longitude: 2.2945, accuracy: 12 };
-  for (const order of [["get_location", "process_payment"], ["process_payment", "get_location"]]) {
-    const runs = [];
-    let chat;
-    const made = newChat({
-      sendAutomaticallyWhen: approvalsOrResults,
-      onToolCall: ({ toolCall }) => {
-        if (!clientExecutes(toolCall)) return;
-        runs.push(toolCall.toolName);
-        chat.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: position });
-      },
-    });
-    chat = made.chat;
-    const { requests, finishes, until } = made;
-    await chat.sendMessage({ text: "pay 5 EUR to Alice and where am I" });
-    for (const name of order) {
-      const asked = toolPart(chat, name).part;
-      assert.equal(asked.state, "approval-requested", JSON.stringify(describe(chat)));
-      await chat.addToolApprovalResponse({ id: asked.approval.id, approved: true });
-    }
-    await until(finished(chat, finishes, 1), "the one answer after both tools");
-    assert.deepEqual(runs, ["get_location"], "the browser ran its tool once");
+  await twoApprovalsInOneStep(newChat, ({ requests, finishes }) => {
     // The question; both approvals at once (the SDK waits for the last);
     // the location's output. Only the last request brought an answer.
-    assert.equal(requests.length, 3, JSON.stringify(describe(chat)));
+    assert.equal(requests.length, 3);
     assert.deepEqual(
       finishes.map((f) => f.finishReason),
       ["tool-calls", "tool-calls", "stop"],
     );
-    const { message } = toolPart(chat, "process_payment");
-    assert.equal(toolPart(chat, "process_payment").part.state, "output-available");
-    assert.equal(toolPart(chat, "process_payment").part.output.success, true);
-    assert.equal(toolPart(chat, "get_location").part.state, "output-available");
-    assert.equal(message.parts.filter((p) => p.type === "text").length, 1, "one answer");
-    assert.match(text(message), /process_payment returned .*"success": true/);
-    assert.match(text(message), /get_location returned .*48\.8584/);
-    assert.equal(chat.messages.length, 2);
-  }
+  });
 });
 
 test("resumeStream asks GET /api/chat/{id}/stream; with no run in progress, 204 leaves the chat as it is", async () => {
@@ -315,35 +235,11 @@ test("the seed project's /stream, with its X-API-Key header", async () => {
   assert.equal(requests[0].status, 200);
 });
 
-test("an answer cut at the model's output limit finishes with length", async () => {
-  const { chat, finishes } = newChat();
-  const words = Array.from({ length: 300 }, (_, i) => `w${i}`).join(" ");
-  await chat.sendMessage({ text: words });
-  assert.equal(chat.status, "ready", chat.error?.message);
-  assert.equal(finishes.at(-1).finishReason, "length");
-  const assistant = chat.messages.at(-1);
-  assert.equal(text(assistant).split(" ").length, 256);
-  assert.deepEqual(assistant.metadata.usage, { promptTokens: 300, completionTokens: 256, totalTokens: 556 });
-});
+test("an answer cut at the model's output limit finishes with length", () => answerCutAtTheLimit(newChat));
 
-test("an image both ways: a file part the model describes, a drawing back as a file part", async () => {
-  const { chat, requests } = newChat();
-  const image = { type: "file", mediaType: "image/png", url: dataUrl(png(4, 2, halves)) };
-  await chat.sendMessage({ text: "what is this", files: [image] });
-  assert.equal(chat.status, "ready", chat.error?.message);
-  assert.deepEqual(chat.messages[0].parts, [image, { type: "text", text: "what is this" }]);
-  assert.equal(text(chat.messages[1]), `I see an image: ${described(4, 2, halves)}. You said: what is this`);
-  assert.deepEqual(requests[0].body.messages[0].parts, [image, { type: "text", text: "what is this" }]);
-
-  await chat.sendMessage({ text: "draw me a red square" });
-  const drawn = chat.messages.at(-1);
-  assert.equal(text(drawn), "Here is a red square.");
-  const files = drawn.parts.filter((p) => p.type === "file");
-  assert.equal(files.length, 1);
-  assert.equal(files[0].mediaType, "image/png");
-  const bytes = Buffer.from(files[0].url.slice("data:image/png;base64,".length), "base64");
-  assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-});
+test("an image both ways: a file part the model describes, a drawing back as a file part", () =>
+  // The SDK posts the whole history: the user's message is the last one.
+  imagesBothWays(newChat, ({ requests }) => requests.at(-1).body.messages.at(-1).parts));
 
 test("every chunk handed to a chat is a valid UIMessageChunk", () => {
   assert.ok(everyChunk.length > 30, `only ${everyChunk.length} chunks`);

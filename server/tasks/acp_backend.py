@@ -1,0 +1,379 @@
+"""Tasks done by an external ACP agent (``--task-backend acp``).
+
+The agent is a process the server runs (``--acp-command``), spoken to over
+its stdin/stdout with the Agent Client Protocol (the ``agent-client-protocol``
+package). ``AgentProcess`` starts it lazily, on the first task — no task, no
+process — initialises it once (protocol version and capabilities: fs only
+with ``--acp-fs``, never a terminal), logs its stderr, and after it dies
+starts a fresh one for the next task, waiting longer after each death in a
+row (``acp_restart_backoff_s``, doubled, at most ``MAX_BACKOFF_S``).
+
+``AcpBackend.run`` is ``Backend.run``'s twin: each owner has one ACP
+session, created once and its id kept in the owner's task ledger; a later
+task — or the same owner after a restart — continues it with
+``session/load`` when the agent can, else in a new session whose first
+prompt recalls the earlier results. The manager's FIFO already sends one
+prompt at a time per owner. A cancel sends ``session/cancel`` and waits
+(bounded) for the ``cancelled`` stop reason; a prompt with no answer within
+``acp_prompt_timeout_s`` fails its task; an agent that dies fails the task
+it was working on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shlex
+import time
+from pathlib import Path
+from typing import Any, cast
+
+from acp import PROTOCOL_VERSION, Client, RequestError, text_block
+from acp.client.connection import ClientSideConnection
+from acp.schema import (
+    AgentCapabilities,
+    ClientCapabilities,
+    FileSystemCapabilities,
+    Implementation,
+)
+from acp.stdio import spawn_agent_process
+
+from ..settings import Settings
+from .acp_client import AcpClient, AgentFiles, PromptRun
+from .acp_permissions import PermissionDesk
+from .backend import MAX_FAILURE_CHARS, TASK_FILES_DIR, BackendOutcome, Progress, TaskFiles
+from .envelope import envelope, split_answer
+from .records import MAX_PROGRESS_DETAIL, TaskRecord, clip
+from .redact import redact
+from .store import TaskStore
+
+MAX_BACKOFF_S = 30.0
+MAX_STDERR_LINE = 500  # characters of one stderr line in our log
+# One line of its stdout (a JSON-RPC message: a diff, a file) or stderr, at
+# most; asyncio's default of 64 KiB is too small for the first. A longer
+# stdout line ends the connection; a longer stderr line is skipped.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+INIT_TIMEOUT_S = 30.0
+EXIT_WAIT_S = 2.0  # after its stdout closed, how long the process has to be reaped
+MAX_KNOWN_SESSIONS = 10_000  # owners whose session the running process is known to hold
+
+log = logging.getLogger(__name__)
+
+
+class AgentUnavailable(RuntimeError):
+    """The agent could not be started or initialised (the message says why)."""
+
+
+class AgentProcess:
+    """The one agent process, started when first needed."""
+
+    def __init__(self, settings: Settings, client: AcpClient, cwd: Path) -> None:
+        assert settings.acp_command
+        self.command = shlex.split(settings.acp_command)
+        self.cwd = cwd
+        self._client = client
+        self._fs = settings.acp_fs
+        self._backoff_s = settings.acp_restart_backoff_s
+        self._init_timeout_s = min(INIT_TIMEOUT_S, settings.acp_prompt_timeout_s)
+        self._lock = asyncio.Lock()
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._watchers: list[asyncio.Task[None]] = []
+        self.conn: ClientSideConnection | None = None
+        self.capabilities = AgentCapabilities()
+        self.generation = 0  # one more for every process started
+        self._deaths = 0  # in a row, without an answered prompt between
+        self._died_at = 0.0
+        self._broken = False  # its connection failed: replaced, even if it runs
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
+    async def ensure(self) -> ClientSideConnection:
+        """The connection to a live, initialised agent; started if need be."""
+        async with self._lock:
+            if self.conn is not None:
+                if self.alive and not self._broken:
+                    return self.conn
+                self._died()  # since the last task: it counts for the backoff
+            await self._stop()
+            if self._deaths:
+                wait = min(MAX_BACKOFF_S, self._backoff_s * 2 ** (self._deaths - 1))
+                await asyncio.sleep(max(0.0, self._died_at + wait - time.monotonic()))
+            return await self._start()
+
+    def lost(self) -> None:
+        """Its connection failed (closed stdout, garbage): the next task
+        starts a fresh process, whether or not this one still runs."""
+        self._broken = True
+
+    def answered(self) -> None:
+        """A prompt was answered: the agent works, the backoff starts over."""
+        self._deaths = 0
+
+    async def exit_code(self) -> int | None:
+        """The code the process exited with (waited for briefly), None if it runs."""
+        process = self._process
+        if process is None:
+            return None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(process.wait(), EXIT_WAIT_S)
+        return process.returncode
+
+    async def _start(self) -> ClientSideConnection:
+        stack = contextlib.AsyncExitStack()
+        # Our own settings (an API key, token secrets) are not the agent's.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AUDIOCORE_")}
+        try:
+            conn, process = await stack.enter_async_context(
+                spawn_agent_process(
+                    # Not every method of the protocol: the terminal's are
+                    # missing on purpose, and answered "method not found".
+                    cast(Client, self._client),
+                    self.command[0],
+                    *self.command[1:],
+                    cwd=self.cwd,
+                    env=env,
+                    transport_kwargs={"limit": MAX_LINE_BYTES},
+                )
+            )
+        except OSError as exc:
+            await stack.aclose()
+            self._died()
+            raise AgentUnavailable(
+                f"the ACP agent {self.command[0]!r} could not be started ({exc.strerror or exc})"
+            ) from None
+        self._stack, self._process, self.conn = stack, process, conn
+        self._broken = False
+        self.generation += 1
+        if process.stderr is not None:
+            self._watchers.append(asyncio.create_task(self._log_stderr(process.stderr)))
+        self._watchers.append(asyncio.create_task(self._watch(process, self.generation)))
+        try:
+            response = await asyncio.wait_for(
+                conn.initialize(
+                    protocol_version=PROTOCOL_VERSION,
+                    client_capabilities=ClientCapabilities(
+                        fs=FileSystemCapabilities(
+                            read_text_file=self._fs, write_text_file=self._fs
+                        ),
+                        terminal=False,
+                    ),
+                    client_info=Implementation(name="audiocore", version="1"),
+                ),
+                self._init_timeout_s,
+            )
+        except (asyncio.TimeoutError, ConnectionError, RequestError) as exc:
+            await self._stop()
+            self._died()
+            why = (
+                f"no answer within {self._init_timeout_s:g} s"
+                if isinstance(exc, asyncio.TimeoutError)
+                else str(exc) or type(exc).__name__
+            )
+            raise AgentUnavailable(f"the ACP agent did not initialise ({why})") from None
+        if response.protocol_version != PROTOCOL_VERSION:
+            await self._stop()
+            self._died()
+            raise AgentUnavailable(
+                f"the ACP agent speaks protocol version {response.protocol_version}, "
+                f"this server {PROTOCOL_VERSION}"
+            )
+        self.capabilities = response.agent_capabilities or AgentCapabilities()
+        log.info(
+            "ACP agent started (pid %s, %s): loadSession %s",
+            process.pid,
+            shlex.join(self.command),
+            bool(self.capabilities.load_session),
+        )
+        return conn
+
+    def _died(self) -> None:
+        self._deaths += 1
+        self._died_at = time.monotonic()
+
+    async def _watch(self, process: asyncio.subprocess.Process, generation: int) -> None:
+        # Only told: the next ``ensure`` sees it dead, counts it and restarts.
+        code = await process.wait()
+        if generation == self.generation:
+            log.warning("the ACP agent (pid %s) exited with code %s", process.pid, code)
+
+    @staticmethod
+    async def _log_stderr(stream: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await stream.readline()
+            except ValueError:  # longer than the stream's limit: skipped
+                continue
+            if not line:
+                return
+            text = line.decode(errors="replace").rstrip()
+            if text:
+                log.info("ACP agent: %s", clip(text, MAX_STDERR_LINE))
+
+    async def _stop(self) -> None:
+        stack, self._stack = self._stack, None
+        self.conn = None
+        if stack is not None:
+            with contextlib.suppress(Exception):
+                await stack.aclose()  # stdin closed, then terminate, then kill
+        self._process = None
+        for watcher in self._watchers:
+            watcher.cancel()
+        await asyncio.gather(*self._watchers, return_exceptions=True)
+        self._watchers.clear()
+
+    async def close(self) -> None:
+        async with self._lock:
+            self.generation += 1  # its exit is ours: not a death
+            await self._stop()
+
+
+class AcpBackend:
+    def __init__(self, settings: Settings, store: TaskStore, permissions: PermissionDesk) -> None:
+        self.files = TaskFiles(settings.data_dir / TASK_FILES_DIR)
+        self.cwd = (settings.acp_cwd or self.files.directory).resolve()
+        self.store = store
+        self.permissions = permissions
+        self.client = AcpClient(AgentFiles(self.cwd, settings.acp_fs), permissions)
+        self.process = AgentProcess(settings, self.client, self.cwd)
+        self.prompt_timeout_s = settings.acp_prompt_timeout_s
+        # Within the manager's grace, so the run ends before it is cancelled.
+        self.cancel_wait_s = settings.task_cancel_grace_s / 2
+        self.max_result_chars = settings.max_task_result_chars
+        # owner -> (process generation, session id): sessions the process
+        # knows, the most recently used last (the oldest forgotten past
+        # MAX_KNOWN_SESSIONS: their owners' next task loads theirs again).
+        self._sessions: dict[str, tuple[int, str]] = {}
+
+    async def run(
+        self, record: TaskRecord, abort: asyncio.Event, on_progress: Progress
+    ) -> BackendOutcome:
+        """Prompt the owner's ACP session with ``record``'s envelope; the
+        agent's answer, or why there is none. ``abort``: cancel the prompt."""
+        try:
+            conn = await self.process.ensure()
+            session_id, earlier = await self._session(record.owner, conn)
+        except AgentUnavailable as exc:
+            return BackendOutcome(None, clip(str(exc), MAX_FAILURE_CHARS))
+        except (ConnectionError, RequestError) as exc:
+            return BackendOutcome(None, await self._lost(exc, "opening its session"))
+        run = PromptRun(record.owner, record.id, on_progress)
+        self.client.runs[session_id] = run
+        try:
+            await on_progress("agent", "handed to the ACP agent", "delegated")
+            prompt = asyncio.create_task(
+                conn.prompt(session_id=session_id, prompt=[text_block(envelope(record, earlier))])
+            )
+            aborted = asyncio.create_task(abort.wait())
+            try:
+                await asyncio.wait(
+                    {prompt, aborted},
+                    timeout=self.prompt_timeout_s,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                aborted.cancel()
+            if not prompt.done():
+                return await self._stop_prompt(conn, session_id, record, prompt, abort)
+            return await self._outcome(record, run, prompt, abort, on_progress)
+        finally:
+            self.client.runs.pop(session_id, None)
+            self.permissions.cancel_task(record.id)
+
+    async def _session(
+        self, owner: str, conn: ClientSideConnection
+    ) -> tuple[str, list[TaskRecord]]:
+        """The owner's session in the running process, and the earlier
+        results to recall in it (only when it is new)."""
+        generation = self.process.generation
+        known = self._sessions.pop(owner, None)
+        if known is not None and known[0] == generation:
+            self._sessions[owner] = known
+            return known[1], []
+        while len(self._sessions) >= MAX_KNOWN_SESSIONS:
+            del self._sessions[next(iter(self._sessions))]
+        ledger = await self.store.read(owner)
+        stored = ledger.acp_session
+        if stored and self.process.capabilities.load_session:
+            try:
+                await conn.load_session(cwd=str(self.cwd), session_id=stored, mcp_servers=[])
+            except RequestError as exc:
+                log.info("ACP session %s of %r not loaded (%s): a new one", stored, owner, exc)
+            else:
+                self._sessions[owner] = (generation, stored)
+                return stored, []
+        created = await conn.new_session(cwd=str(self.cwd), mcp_servers=[])
+        await self.store.set_acp_session(owner, created.session_id)
+        self._sessions[owner] = (generation, created.session_id)
+        earlier = [r for r in ledger.ordered() if r.state == "completed" and r.result]
+        return created.session_id, earlier
+
+    async def _stop_prompt(
+        self,
+        conn: ClientSideConnection,
+        session_id: str,
+        record: TaskRecord,
+        prompt: asyncio.Task[Any],
+        abort: asyncio.Event,
+    ) -> BackendOutcome:
+        """Cancelled or out of time: ``session/cancel``, then wait (bounded)
+        for the agent's ``cancelled``."""
+        self.permissions.cancel_task(record.id)
+        with contextlib.suppress(ConnectionError, RequestError):
+            await conn.cancel(session_id=session_id)
+        await asyncio.wait({prompt}, timeout=self.cancel_wait_s)
+        if not prompt.done():
+            prompt.cancel()
+            log.warning("task %s: the ACP agent did not confirm the cancel", record.id)
+        elif not prompt.cancelled() and prompt.exception() is None:
+            log.info("task %s: the ACP prompt stopped (%s)", record.id, prompt.result().stop_reason)
+        if abort.is_set():
+            return BackendOutcome(None, None)
+        return BackendOutcome(
+            None, f"the ACP agent did not answer within {self.prompt_timeout_s:g} seconds"
+        )
+
+    async def _outcome(
+        self,
+        record: TaskRecord,
+        run: PromptRun,
+        prompt: asyncio.Task[Any],
+        abort: asyncio.Event,
+        on_progress: Progress,
+    ) -> BackendOutcome:
+        error = prompt.exception()
+        if error is not None:
+            return BackendOutcome(None, await self._lost(error, "working on the task"))
+        self.process.answered()
+        reason = prompt.result().stop_reason
+        if reason == "cancelled":
+            return BackendOutcome(None, None if abort.is_set() else "the ACP agent cancelled it")
+        if reason == "refusal":
+            return BackendOutcome(None, "the ACP agent refused the task")
+        spoken, detail = split_answer(redact(run.text()))
+        if not spoken:
+            return BackendOutcome(None, f"the ACP agent stopped without an answer ({reason})")
+        if reason != "end_turn":  # max_tokens, max_turn_requests: cut short
+            spoken += f" (The agent stopped early: {reason}.)"
+        await on_progress(
+            "answer", clip(detail or "the agent answered", MAX_PROGRESS_DETAIL), "finalizing"
+        )
+        return BackendOutcome(clip(spoken, self.max_result_chars), None)
+
+    async def _lost(self, error: BaseException, doing: str) -> str:
+        if isinstance(error, ConnectionError):
+            self.process.lost()
+            code = await self.process.exit_code()
+            exited = f"exited with code {code}" if code is not None else "closed its connection"
+            return f"the ACP agent {exited} while {doing}"
+        if isinstance(error, RequestError):
+            return clip(f"the ACP agent refused ({error})", MAX_FAILURE_CHARS)
+        log.error("the ACP backend failed", exc_info=error)
+        return f"the ACP backend failed ({type(error).__name__})"
+
+    async def close(self) -> None:
+        await self.process.close()

@@ -1,0 +1,216 @@
+"""The client side of ACP: what the agent may ask of us while it works.
+
+``AcpClient`` is the object ``acp.stdio.spawn_agent_process`` calls back:
+
+* ``session_update`` — the agent's progress on a prompt: its message chunks
+  (collected as the answer), plan entries and tool calls become the task's
+  progress, bounded and redacted (``redact.py``). Updates of a session with
+  no prompt under way (the history a ``session/load`` replays) are ignored.
+* ``request_permission`` — handed to the permission desk
+  (``acp_permissions.py``), which asks the user by voice.
+* ``read_text_file`` / ``write_text_file`` — served inside one directory
+  only, and only when enabled (``AgentFiles``). Terminals are never offered,
+  so their methods are not implemented and the agent gets "method not found".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from acp import RequestError
+from acp.schema import (
+    AgentMessageChunk,
+    AgentPlanUpdate,
+    AllowedOutcome,
+    DeniedOutcome,
+    PermissionOption,
+    ReadTextFileResponse,
+    RequestPermissionResponse,
+    TextContentBlock,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallUpdate,
+    WriteTextFileResponse,
+)
+
+from .acp_permissions import Option, PermissionDesk
+from .records import MAX_PROGRESS_DETAIL, clip
+from .redact import redact
+
+MAX_READ_BYTES = 1024 * 1024  # a file the agent reads through us
+MAX_WRITE_CHARS = 1024 * 1024  # what it writes through us
+MAX_ANSWER_CHARS = 64_000  # the answer collected from its message chunks
+REDACT_MARGIN = 4  # times the text kept: what is redacted of a longer one
+MESSAGE_PROGRESS_EVERY_S = 0.5  # message chunks come by the hundred: one progress per this
+
+log = logging.getLogger(__name__)
+
+# (tool, detail, stage): the task's progress, already bounded and redacted.
+Progress = Callable[[str, str, str | None], Awaitable[None]]
+
+
+@dataclasses.dataclass(eq=False)
+class PromptRun:
+    """One prompt under way in a session: whose task, and what it collects."""
+
+    owner: str
+    task_id: str
+    progress: Progress
+    answer: list[str] = dataclasses.field(default_factory=list)
+    answer_chars: int = 0
+    message_progress_at: float = float("-inf")
+
+    def text(self) -> str:
+        return "".join(self.answer)
+
+
+class AgentFiles:
+    """The agent's file requests, inside ``root`` only."""
+
+    def __init__(self, root: Path, enabled: bool) -> None:
+        self.root = root
+        self.enabled = enabled
+
+    def resolve(self, path: str, *, must_exist: bool) -> Path:
+        """``path`` (absolute, or relative to the root) if it stays inside the
+        root once every symbolic link is followed; ``RequestError`` if not."""
+        if not self.enabled:
+            raise RequestError.method_not_found("fs (not enabled on this server)")
+        if not isinstance(path, str) or not path or "\x00" in path:
+            raise RequestError.invalid_params({"path": "expected a file path"})
+        given = Path(path)
+        if ".." in given.parts:
+            raise RequestError.invalid_params({"path": f"{path!r}: '..' is not allowed"})
+        root = self.root.resolve()
+        target = (given if given.is_absolute() else root / given).resolve()
+        if not target.is_relative_to(root):
+            raise RequestError.invalid_params(
+                {"path": f"{path!r} is outside the working directory {root}"}
+            )
+        if must_exist and not target.is_file():
+            raise RequestError.resource_not_found(str(path))
+        return target
+
+    def read(self, path: str, line: int | None, limit: int | None) -> str:
+        target = self.resolve(path, must_exist=True)
+        size = target.stat().st_size
+        if size > MAX_READ_BYTES:
+            raise RequestError.invalid_params(
+                {"path": f"{path!r} has {size} bytes, more than {MAX_READ_BYTES}"}
+            )
+        try:
+            text = target.read_bytes().decode()
+        except UnicodeDecodeError:
+            raise RequestError.invalid_params({"path": f"{path!r} is not UTF-8 text"}) from None
+        if line is None and limit is None:
+            return text
+        lines = text.splitlines(keepends=True)
+        start = max(0, (line or 1) - 1)
+        end = len(lines) if limit is None else start + max(0, limit)
+        return "".join(lines[start:end])
+
+    def write(self, path: str, content: str) -> None:
+        if not isinstance(content, str) or len(content) > MAX_WRITE_CHARS:
+            raise RequestError.invalid_params(
+                {"content": f"expected text of at most {MAX_WRITE_CHARS} characters"}
+            )
+        target = self.resolve(path, must_exist=False)
+        if not target.parent.is_dir():
+            raise RequestError.invalid_params({"path": f"{path!r}: no such directory"})
+        target.write_text(content)
+
+
+class AcpClient:
+    def __init__(self, files: AgentFiles, permissions: PermissionDesk) -> None:
+        self.files = files
+        self.permissions = permissions
+        self.runs: dict[str, PromptRun] = {}  # session id -> its prompt under way
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        run = self.runs.get(session_id)
+        if run is None:
+            return  # a replayed history, or an update after the prompt ended
+        if isinstance(update, AgentMessageChunk):
+            await self._message(run, update)
+        elif isinstance(update, AgentPlanUpdate):
+            steps = "; ".join(f"{e.content} ({e.status})" for e in update.entries[:10])
+            await self._progress(run, "plan", steps)
+        elif isinstance(update, (ToolCallStart, ToolCallProgress)):
+            title = update.title or f"tool call {update.tool_call_id}"
+            status = f" ({update.status})" if update.status else ""
+            await self._progress(run, update.kind or "tool", f"{title}{status}")
+        # Thoughts, commands, modes, usage…: nothing the user needs.
+
+    async def _message(self, run: PromptRun, update: AgentMessageChunk) -> None:
+        content = update.content
+        if not isinstance(content, TextContentBlock):
+            return
+        room = MAX_ANSWER_CHARS - run.answer_chars
+        if room > 0:
+            run.answer.append(content.text[:room])
+            run.answer_chars += min(room, len(content.text))
+        now = time.monotonic()
+        if now - run.message_progress_at >= MESSAGE_PROGRESS_EVERY_S:
+            run.message_progress_at = now
+            await self._progress(run, "message", run.text()[-MAX_PROGRESS_DETAIL:])
+
+    @staticmethod
+    async def _progress(run: PromptRun, tool: str, detail: str) -> None:
+        # Redacted with some text past what is kept, so a secret that starts
+        # in the kept part is whole when it is looked for.
+        seen = detail[: REDACT_MARGIN * MAX_PROGRESS_DETAIL]
+        safe = clip(redact(" ".join(seen.split())), MAX_PROGRESS_DETAIL)
+        await run.progress(clip(tool, 40), safe, "delegated")
+
+    async def request_permission(
+        self,
+        options: list[PermissionOption],
+        session_id: str,
+        tool_call: ToolCallUpdate,
+        **kwargs: Any,
+    ) -> RequestPermissionResponse:
+        run = self.runs.get(session_id)
+        if run is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        chosen = await self.permissions.ask(
+            run.owner,
+            run.task_id,
+            tool_call.title or f"run tool call {tool_call.tool_call_id}",
+            [Option(o.option_id, o.kind) for o in options],
+        )
+        if chosen is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=chosen)
+        )
+
+    async def read_text_file(
+        self,
+        path: str,
+        session_id: str,
+        limit: int | None = None,
+        line: int | None = None,
+        **kwargs: Any,
+    ) -> ReadTextFileResponse:
+        self._check_session(session_id)
+        content = await asyncio.to_thread(self.files.read, path, line, limit)
+        log.info("ACP agent read %s", path)
+        return ReadTextFileResponse(content=content)
+
+    async def write_text_file(
+        self, content: str, path: str, session_id: str, **kwargs: Any
+    ) -> WriteTextFileResponse:
+        self._check_session(session_id)
+        await asyncio.to_thread(self.files.write, path, content)
+        log.info("ACP agent wrote %s (%d characters)", path, len(content))
+        return WriteTextFileResponse()
+
+    def _check_session(self, session_id: str) -> None:
+        if session_id not in self.runs:
+            raise RequestError.invalid_params({"sessionId": "no prompt under way in this session"})

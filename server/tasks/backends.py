@@ -1,0 +1,46 @@
+"""Which backend does the tasks' work: the seam between the manager and them.
+
+``build_backend`` returns the ADK backend (``backend.py``, an agent inside
+this server: the default) or the ACP backend (``acp_backend.py``, an
+external agent process), as ``settings.task_backend`` says; the manager
+sees only ``TaskBackend``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from google.adk.sessions import BaseSessionService
+
+from ..settings import Settings
+from .acp_permissions import PermissionDesk
+from .backend import Backend, BackendOutcome, Progress, TaskFiles
+from .records import TaskRecord
+from .store import TaskStore
+
+
+class TaskBackend(Protocol):
+    """What the manager needs of a backend (``backend.py``, ``acp_backend.py``)."""
+
+    files: TaskFiles
+
+    async def run(
+        self, record: TaskRecord, abort: asyncio.Event, on_progress: Progress
+    ) -> BackendOutcome: ...
+
+    async def close(self) -> None: ...
+
+
+def build_backend(
+    settings: Settings,
+    session_service: BaseSessionService,
+    store: TaskStore,
+    permissions: PermissionDesk,
+) -> TaskBackend:
+    """The backend ``settings.task_backend`` names: ADK (in this server) or ACP."""
+    if settings.task_backend == "acp":
+        from .acp_backend import AcpBackend  # the agent-client-protocol package
+
+        return AcpBackend(settings, store, permissions)
+    return Backend(settings, session_service)

@@ -1,0 +1,78 @@
+"""The prompt a task's external agent is given: the envelope around the objective.
+
+It carries what the agent cannot see from where it runs: the objective, the
+last few turns of the voice conversation (taken from the live session when
+the task is started, ``voice_context``), the user's time zone and language,
+the earlier results when the agent could not keep its own history, and the
+shape of the answer we want back — a short answer that can be spoken, then
+optionally ``Detail:`` and the rest. Every part is bounded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .records import TaskRecord, clip
+
+MAX_CONTEXT_TURNS = 6
+MAX_TURN_CHARS = 300
+MAX_EARLIER_RESULTS = 3
+DETAIL_MARK = "Detail:"
+# The server's own turns in the live session (a task's outcome, a permission
+# question) are not the user's words.
+SERVER_TURN_PREFIXES = ("[background task ", "[agent permission request ")
+
+
+def voice_context(
+    history: list[dict[str, str]], time_zone: str | None, language: str | None
+) -> dict[str, Any]:
+    """What a task keeps of the conversation it was started in (bounded)."""
+    turns = [
+        {"role": t["role"], "text": clip(" ".join(t["text"].split()), MAX_TURN_CHARS)}
+        for t in history
+        if t.get("text") and not t["text"].startswith(SERVER_TURN_PREFIXES)
+    ]
+    return {
+        "turns": turns[-MAX_CONTEXT_TURNS:],
+        "timeZone": time_zone,
+        "language": language,
+    }
+
+
+def envelope(record: TaskRecord, earlier: list[TaskRecord]) -> str:
+    """The prompt for ``record``; ``earlier``: results to recall (the agent's
+    session is new and the owner had tasks before)."""
+    context = record.context or {}
+    lines = [f"Task {record.id} for a user talking to a voice assistant.", "", "Objective:"]
+    lines.append(record.objective)
+    turns = context.get("turns") or []
+    if turns:
+        lines += ["", "The last turns of the conversation (for context):"]
+        lines += [f"- {t.get('role', '?')}: {t.get('text', '')}" for t in turns]
+    prefs = [
+        f"time zone {context['timeZone']}" if context.get("timeZone") else "",
+        f"language {context['language']}" if context.get("language") else "",
+    ]
+    if any(prefs):
+        lines += ["", "The user's preferences: " + ", ".join(p for p in prefs if p) + "."]
+    if earlier:
+        lines += ["", "Earlier tasks of this user (your history of them was lost):"]
+        lines += [
+            f"- {clip(t.objective, MAX_TURN_CHARS)} -> {clip(t.result or '', MAX_TURN_CHARS)}"
+            for t in earlier[-MAX_EARLIER_RESULTS:]
+        ]
+    lines += [
+        "",
+        "Answer with one or two plain sentences that can be read aloud, then, if useful, "
+        f"a line starting with '{DETAIL_MARK}' and the details.",
+    ]
+    return "\n".join(lines)
+
+
+def split_answer(text: str) -> tuple[str, str | None]:
+    """The spoken answer and the detail of an agent's reply."""
+    spoken, mark, detail = text.partition(DETAIL_MARK)
+    spoken = spoken.strip()
+    if not mark:
+        return spoken, None
+    return spoken or detail.strip(), detail.strip() or None

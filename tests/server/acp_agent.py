@@ -1,0 +1,251 @@
+"""A real ACP agent for the tests, on the agent side of the same package.
+
+Run as ``python acp_agent.py [--load] [--state DIR]``; it speaks ACP on its
+stdin/stdout like any coding agent would. What it does with a prompt is
+chosen by cues in the task's objective (the line after "Objective:" of the
+envelope):
+
+* "leak secrets" — progress carrying fake secrets (a tool call, a plan, a
+  message), then an answer;
+* "ask permission" — asks to run a tool (allow_once, allow_always,
+  reject_once, reject_always), titled "run the tests" or what follows
+  "ask permission to", answers with the option kind chosen (or
+  "cancelled"); a session allowed "always" is not asked again;
+* "never answer" — sends one progress update and never answers, not even a
+  cancel;
+* "wait for cancel" — one progress update, then waits until cancelled and
+  stops with ``cancelled``;
+* "read file NAME" / "write file NAME" — through the client's fs methods;
+* "big answer" — one 200 000-character message chunk;
+* "show context" — answers with the envelope's voice turns and preferences;
+* "crash" — writes a 5000-character line to stderr and exits at once with
+  code 3 (``os._exit``);
+* "what did I ask" — lists the earlier objectives of this session, and the
+  earlier results the envelope recalls (a new session's);
+* anything else — answers "Done: <objective>.", then a "Detail:" line
+  (after N seconds with "work N seconds").
+
+``--load`` advertises ``loadSession``, with the sessions' histories kept in
+``--state DIR`` so a new process of the agent continues them. ``--times
+FILE`` appends, for each answer, the objective and the ``time.monotonic()``
+at which the answer left (``benchmarks/bench_acp.py`` reads it: one clock
+for every process of the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from acp import (
+    PROTOCOL_VERSION,
+    RequestError,
+    plan_entry,
+    run_agent,
+    start_tool_call,
+    update_agent_message_text,
+    update_plan,
+    update_tool_call,
+)
+from acp.schema import (
+    AgentCapabilities,
+    InitializeResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PermissionOption,
+    PromptResponse,
+    ToolCallUpdate,
+)
+
+FAKE_KEY = "sk-test0123456789abcdefghij"
+
+
+class TestAgent:
+    def __init__(self, load: bool, state: Path | None, times: Path | None = None) -> None:
+        self.load = load
+        self.state = state
+        self.times = times
+        self.conn: Any = None
+        self.histories: dict[str, list[str]] = {}
+        self.cancelled: dict[str, asyncio.Event] = {}
+        self.always_allowed: set[str] = set()
+
+    def on_connect(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+        print(f"initialize: client speaks version {protocol_version}", file=sys.stderr)
+        caps = kwargs.get("client_capabilities")
+        fs = caps.fs if caps is not None else None
+        print(
+            f"client capabilities: fs read {bool(fs and fs.read_text_file)}, "
+            f"terminal {bool(caps and caps.terminal)}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(load_session=self.load),
+        )
+
+    async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+        session_id = "sess_" + uuid.uuid4().hex[:12]
+        self.histories[session_id] = []
+        self._save()
+        return NewSessionResponse(session_id=session_id)
+
+    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
+        saved = self._read().get(session_id)
+        if saved is None:
+            raise RequestError.resource_not_found(session_id)
+        self.histories[session_id] = list(saved)
+        for objective in saved:  # the history replayed, as the protocol asks
+            await self.conn.session_update(
+                session_id=session_id, update=update_agent_message_text(f"(earlier) {objective}")
+            )
+        return LoadSessionResponse()
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        self.cancelled.setdefault(session_id, asyncio.Event()).set()
+
+    async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
+        text = "".join(getattr(block, "text", "") for block in prompt)
+        objective = text.split("Objective:\n", 1)[-1].split("\n", 1)[0]
+        history = self.histories.setdefault(session_id, [])
+        earlier = list(history)
+        history.append(objective)
+        self._save()
+        cancelled = self.cancelled[session_id] = asyncio.Event()
+        lowered = objective.lower()
+        say = self._say(session_id)
+        if "crash" in lowered:
+            print("x" * 5000, file=sys.stderr, flush=True)  # a last, long line
+            os._exit(3)
+        if "never answer" in lowered:
+            await self._tool(session_id, "thinking forever")
+            await asyncio.Event().wait()
+        if "wait for cancel" in lowered:
+            await self._tool(session_id, "waiting for a cancel")
+            await cancelled.wait()
+            return PromptResponse(stop_reason="cancelled")
+        if "leak secrets" in lowered:
+            await self._tool(session_id, f"export OPENAI_API_KEY={FAKE_KEY}")
+            await self.conn.session_update(
+                session_id=session_id,
+                update=update_plan([plan_entry("clone https://bob:hunter2@git.example.com/r")]),
+            )
+            await say(f"Using Authorization: Bearer {FAKE_KEY}. ")
+        if "ask permission" in lowered:
+            title = objective.partition("ask permission to ")[2].strip() or "run the tests"
+            return await self._ask(session_id, title, say)
+        if "read file" in lowered or "write file" in lowered:
+            return await self._file(session_id, objective, say)
+        if "big answer" in lowered:  # one message line of about 200 kB
+            await say("A" * 200_000)
+            return PromptResponse(stop_reason="end_turn")
+        if "show context" in lowered:
+            turns = text.partition("(for context):\n")[2].split("\n\n", 1)[0]
+            prefs = text.partition("The user's preferences: ")[2].split("\n", 1)[0]
+            await say(f"Context: {' | '.join(turns.splitlines())}. Preferences: {prefs}")
+            return PromptResponse(stop_reason="end_turn")
+        if "what did i ask" in lowered:
+            await say("Earlier in this session: " + ("; ".join(earlier) or "nothing") + ".")
+            recalled = text.partition("(your history of them was lost):\n")[2]
+            if recalled:
+                lines = recalled.split("\n\n", 1)[0].splitlines()
+                await say(" Recalled: " + "; ".join(line.lstrip("- ") for line in lines) + ".")
+            return PromptResponse(stop_reason="end_turn")
+        work = re.search(r"\bwork (\d+(?:\.\d+)?) seconds\b", lowered)
+        if work:  # the time real work would take
+            await asyncio.sleep(float(work[1]))
+        await say(f"Done: {objective}.")
+        await say("\nDetail: the test agent did it.")
+        if self.times is not None:
+            with self.times.open("a") as out:
+                out.write(json.dumps({"objective": objective, "at": time.monotonic()}) + "\n")
+        return PromptResponse(stop_reason="end_turn")
+
+    def _say(self, session_id: str) -> Any:
+        async def say(text: str) -> None:
+            await self.conn.session_update(
+                session_id=session_id, update=update_agent_message_text(text)
+            )
+
+        return say
+
+    async def _tool(self, session_id: str, title: str) -> None:
+        await self.conn.session_update(
+            session_id=session_id,
+            update=start_tool_call("call_1", title, kind="execute", status="in_progress"),
+        )
+
+    async def _ask(self, session_id: str, title: str, say: Any) -> PromptResponse:
+        if session_id in self.always_allowed:
+            await say("Ran the tool: allowed always earlier in this session.")
+            return PromptResponse(stop_reason="end_turn")
+        await self._tool(session_id, title)
+        kinds = ("allow_once", "allow_always", "reject_once", "reject_always")
+        response = await self.conn.request_permission(
+            session_id=session_id,
+            tool_call=ToolCallUpdate(tool_call_id="call_1", title=title),
+            options=[PermissionOption(option_id=f"opt-{k}", name=k, kind=k) for k in kinds],
+        )
+        outcome = response.outcome
+        if outcome.outcome == "cancelled":
+            await self.conn.session_update(
+                session_id=session_id,
+                update=update_tool_call("call_1", status="failed"),
+            )
+            return PromptResponse(stop_reason="cancelled")
+        kind = outcome.option_id.removeprefix("opt-")
+        if kind == "allow_always":
+            self.always_allowed.add(session_id)
+        await say(f"Permission: {kind}.")
+        return PromptResponse(stop_reason="end_turn")
+
+    async def _file(self, session_id: str, objective: str, say: Any) -> PromptResponse:
+        name = objective.split("file ", 1)[1].split()[0]
+        try:
+            if "write file" in objective:
+                await self.conn.write_text_file(
+                    session_id=session_id, path=name, content="written by the agent\n"
+                )
+                await say(f"Wrote {name}.")
+            else:
+                found = await self.conn.read_text_file(session_id=session_id, path=name)
+                await say(f"{name} says: {found.content.strip()}")
+        except RequestError as exc:
+            await say(f"Refused: {exc}")
+        return PromptResponse(stop_reason="end_turn")
+
+    def _read(self) -> dict[str, list[str]]:
+        if self.state is None or not (self.state / "sessions.json").exists():
+            return {}
+        return json.loads((self.state / "sessions.json").read_text())
+
+    def _save(self) -> None:
+        if self.state is not None:
+            saved = self._read()
+            saved.update(self.histories)
+            (self.state / "sessions.json").write_text(json.dumps(saved))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--load", action="store_true")
+    parser.add_argument("--state", type=Path)
+    parser.add_argument("--times", type=Path)
+    args = parser.parse_args()
+    asyncio.run(run_agent(TestAgent(args.load, args.state, args.times)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,573 @@
+"""Background tasks on an ACP agent (``--task-backend acp``).
+
+The agent is a real process speaking ACP on its stdio (``acp_agent.py``,
+built on the agent side of the same package): what it does is chosen by
+cues in the objective. The task manager, its ledger on a real SQLite file,
+the live conversation on the offline model, and the permission desk are the
+server's own. Tests wait on the manager's change notifications (``until``)
+and on the socket's chunks, never on time; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_helpers import receive_until, serve_ws, start
+from starlette.testclient import TestClient
+from test_tasks import all_final, running, until
+from websockets.sync.client import connect
+
+from server import Settings, create_app
+from server.offline_permissions import call_for, told
+from server.tasks import TaskManager, TaskRecord
+from server.tasks.acp_client import AgentFiles
+from server.tasks.acp_permissions import Option, choose
+from server.tasks.envelope import split_answer
+from server.tasks.live_tools import heard_after
+from server.tasks.redact import REDACTED, redact
+
+AGENT = Path(__file__).resolve().parent / "acp_agent.py"
+FAKE_KEY = "sk-test0123456789abcdefghij"
+
+
+def agent_command(*args: str) -> str:
+    return shlex.join([sys.executable, str(AGENT), *args])
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(
+        data_dir=tmp_path / "data",
+        model="offline",
+        hello_timeout_s=0.5,
+        allowed_hosts=("testserver",),
+        task_backend="acp",
+        acp_command=agent_command(),
+        acp_prompt_timeout_s=30.0,
+        acp_permission_timeout_s=30.0,
+        acp_restart_backoff_s=0.05,
+        task_cancel_grace_s=4.0,
+    )
+
+
+def finished(task_id: str) -> Any:
+    return all_final(task_id)
+
+
+async def run_one(manager: TaskManager, owner: str, objective: str) -> TaskRecord:
+    record = await manager.submit(owner, objective)
+    return (await until(manager, owner, finished(record.id)))[record.id]
+
+
+# ---------------------------------------------------------------- pure parts
+
+
+def test_redact_hides_what_looks_like_a_secret_and_keeps_the_rest() -> None:
+    cases = {
+        f"export OPENAI_API_KEY={FAKE_KEY} then": f"export OPENAI_API_KEY={REDACTED} then",
+        "Authorization: Bearer abcdefgh.ijklmnop": f"Authorization: Bearer {REDACTED}",
+        "git clone https://bob:hunter2@host/r.git": f"git clone https://bob:{REDACTED}@host/r.git",
+        'DB_PASSWORD="two words" next': f"DB_PASSWORD={REDACTED} next",
+        '{"access_token": "zz9"}': f'{{"access_token": {REDACTED}}}',
+        f"the key is {FAKE_KEY}.": f"the key is {REDACTED}.",
+        "AKIAABCDEFGHIJKLMNOP": REDACTED,
+        "sum the amount column of sales.csv": "sum the amount column of sales.csv",
+        "https://example.com/a?b=c": "https://example.com/a?b=c",
+    }
+    for text, expected in cases.items():
+        assert redact(text) == expected, text
+
+
+def test_decisions_pick_options_by_kind_never_by_name() -> None:
+    every = [Option("a", "allow_once"), Option("b", "allow_always"), Option("c", "reject_once")]
+    assert choose(every, "always") == Option("b", "allow_always")
+    assert choose(every[:1], "always") == Option("a", "allow_once")
+    assert choose(every, "reject") == Option("c", "reject_once")
+    assert choose([Option("d", "reject_always")], "reject") == Option("d", "reject_always")
+    assert choose(every[:2], "reject") is None
+
+
+def test_the_offline_model_s_permission_cues() -> None:
+    tools = {"respond_agent_permission"}
+    for text in ("yes, always", "Yes always.", "always allow", "allow it always"):
+        assert call_for(text, tools) == {"decision": "always"}, text
+    for text in ("no", "No.", "reject", "deny it", "no, reject"):
+        assert call_for(text, tools) == {"decision": "reject"}, text
+    for text in ("no idea what time it is", "always play jazz", "yes"):
+        assert call_for(text, tools) is None, text
+    assert call_for("yes, always", set()) is None  # not an ACP server
+    asked = told(
+        "[agent permission request perm_0a1b2c3d for task task_01234567] The agent working "
+        "on the task asks permission to: run the tests. Ask the user whether …"
+    )
+    assert asked is not None and "run the tests" in asked and "task_01234567" in asked
+
+
+def test_heard_after_needs_the_user_s_own_words_after_the_question() -> None:
+    from google.adk.events import Event
+    from google.genai import types
+
+    def user(text: str) -> Event:
+        return Event(
+            author="user", content=types.Content(role="user", parts=[types.Part(text=text)])
+        )
+
+    def spoken(text: str) -> Event:
+        return Event(author="user", input_transcription=types.Transcription(text=text))
+
+    def agent(text: str) -> Event:
+        return Event(
+            author="live", content=types.Content(role="model", parts=[types.Part(text=text)])
+        )
+
+    question = user("[agent permission request perm_0a1b2c3d for task task_1] The agent …")
+    outcome = user("[background task task_2 completed] Objective: x. Result: y. Tell …")
+    assert heard_after([question, user("yes, always")], "perm_0a1b2c3d")
+    assert heard_after([question, agent("Allow it?"), spoken("yes always")], "perm_0a1b2c3d")
+    assert not heard_after([user("yes, always"), question], "perm_0a1b2c3d")  # before it
+    assert not heard_after([question, agent("Allow it?")], "perm_0a1b2c3d")  # the model alone
+    assert not heard_after([question, outcome], "perm_0a1b2c3d")  # the server's own turn
+    assert not heard_after([question, user("yes, always")], "perm_99999999")  # another one
+    assert not heard_after([user("yes"), question, user("ok"), question], "perm_0a1b2c3d")
+
+
+def test_an_answer_s_spoken_part_and_its_detail() -> None:
+    assert split_answer("Done.\nDetail: more") == ("Done.", "more")
+    assert split_answer("Done.") == ("Done.", None)
+    assert split_answer("Detail: only this") == ("only this", "only this")
+
+
+def test_files_stay_inside_the_working_directory(tmp_path: Path) -> None:
+    from acp import RequestError
+
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "in.txt").write_text("inside\n")
+    (tmp_path / "secret.txt").write_text("outside\n")
+    (root / "link.txt").symlink_to(tmp_path / "secret.txt")
+    files = AgentFiles(root, enabled=True)
+    assert files.read("in.txt", None, None) == "inside\n"
+    assert files.read(str(root / "in.txt"), None, None) == "inside\n"
+    for path in ("../secret.txt", str(tmp_path / "secret.txt"), "link.txt", "a/../../x"):
+        with pytest.raises(RequestError):
+            files.read(path, None, None)
+    with pytest.raises(RequestError):
+        files.write("../escape.txt", "x")
+    assert not (tmp_path / "escape.txt").exists()
+    with pytest.raises(RequestError) as refused:
+        AgentFiles(root, enabled=False).read("in.txt", None, None)
+    assert refused.value.data == {"method": "fs (not enabled on this server)"}
+
+
+def test_settings_name_a_backend_and_its_command(tmp_path: Path) -> None:
+    base = Settings(data_dir=tmp_path)
+    assert base.problems() == []
+    assert (
+        Settings.from_env(
+            {"AUDIOCORE_TASK_BACKEND": "acp", "AUDIOCORE_ACP_COMMAND": "agent --acp"},
+            data_dir=tmp_path,
+        ).problems()
+        == []
+    )
+    bad = {
+        dataclasses.replace(base, task_backend="mcp"): "task_backend: expected one of adk, acp",
+        dataclasses.replace(base, task_backend="acp"): "acp_command: expected",
+        dataclasses.replace(base, task_backend="acp", acp_command="a 'b"): "acp_command: cannot",
+        dataclasses.replace(base, acp_prompt_timeout_s=0): "acp_prompt_timeout_s: expected more",
+    }
+    for settings, problem in bad.items():
+        assert any(p.startswith(problem) for p in settings.problems()), settings.problems()
+
+
+# ---------------------------------------------------------------- the agent behind the tasks
+
+
+def test_a_task_s_answer_progress_and_stages(settings: Settings) -> None:
+    async def scenario() -> None:
+        async with running(settings) as manager:
+            seen: list[dict[str, Any]] = []
+            manager.subscribe("alice", lambda r: seen.append(r.chunk()))
+            done = await run_one(manager, "alice", "tidy the notes")
+            assert done.state == "completed", done
+            assert done.result == "Done: tidy the notes."
+            assert done.progress == {"tool": "answer", "detail": "the test agent did it."}
+            processing = [c for c in seen if c["status"] == "processing"]
+            assert [c["stage"] for c in processing][:2] == ["queued", None]
+            assert {c["stage"] for c in processing} >= {"delegated", "finalizing"}
+            assert all(c["state"] in ("queued", "running") for c in processing)
+
+    asyncio.run(scenario())
+
+
+def test_a_large_message_is_read_and_the_answer_bounded(settings: Settings) -> None:
+    async def scenario() -> TaskRecord:
+        async with running(settings) as manager:
+            return await run_one(manager, "alice", "big answer")
+
+    done = asyncio.run(scenario())
+    assert done.state == "completed", done
+    assert done.result == "A" * (settings.max_task_result_chars - 1) + "…"
+    assert done.progress is not None and len(done.progress["detail"]) <= 160
+
+
+def test_progress_is_redacted(settings: Settings) -> None:
+    async def scenario() -> None:
+        async with running(settings) as manager:
+            details: list[str] = []
+            manager.subscribe("alice", lambda r: details.append(json.dumps(r.chunk())))
+            done = await run_one(manager, "alice", "leak secrets please")
+            assert done.state == "completed", done
+            shown = "\n".join(details)
+            assert FAKE_KEY not in shown and "hunter2" not in shown
+            assert f"OPENAI_API_KEY={REDACTED}" in shown  # the tool call's title
+            assert f"bob:{REDACTED}@git.example.com" in shown  # the plan
+            # The answer is the agent's own words: redacted too before it is spoken.
+            assert done.result is not None and FAKE_KEY not in done.result
+
+    asyncio.run(scenario())
+
+
+def test_a_second_task_continues_the_owner_s_session_and_owners_are_apart(
+    settings: Settings,
+) -> None:
+    async def scenario() -> None:
+        async with running(settings) as manager:
+            first = await asyncio.gather(
+                run_one(manager, "alice", "paint the fence"),
+                run_one(manager, "bob", "wash the car"),
+            )
+            assert [r.state for r in first] == ["completed", "completed"]
+            alice, bob = await asyncio.gather(
+                run_one(manager, "alice", "what did I ask before"),
+                run_one(manager, "bob", "what did I ask before"),
+            )
+            assert alice.result == "Earlier in this session: paint the fence."
+            assert bob.result == "Earlier in this session: wash the car."
+            ids = {(await manager.store.read(o)).acp_session for o in ("alice", "bob")}
+            assert len(ids) == 2 and None not in ids
+
+    asyncio.run(scenario())
+
+
+def test_after_a_restart_the_session_is_loaded_or_its_results_recalled(
+    settings: Settings, tmp_path: Path
+) -> None:
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    loading = dataclasses.replace(
+        settings, acp_command=agent_command("--load", "--state", str(state))
+    )
+
+    async def twice(settings: Settings) -> tuple[TaskRecord, TaskRecord, str | None, str | None]:
+        async with running(settings) as manager:
+            first = await run_one(manager, "alice", "paint the fence")
+            before = (await manager.store.read("alice")).acp_session
+        async with running(settings) as manager:  # a new server, a new agent process
+            second = await run_one(manager, "alice", "what did I ask before")
+            after = (await manager.store.read("alice")).acp_session
+        return first, second, before, after
+
+    first, second, before, after = asyncio.run(twice(loading))
+    assert first.state == "completed"
+    assert second.result == "Earlier in this session: paint the fence."
+    assert before == after  # session/load: the same session
+
+    fresh = dataclasses.replace(settings, data_dir=tmp_path / "other")
+    first, second, before, after = asyncio.run(twice(fresh))
+    # No loadSession: a new session, whose prompt recalls the earlier result.
+    assert before != after
+    assert second.result == (
+        "Earlier in this session: nothing. Recalled: paint the fence -> Done: paint the fence.."
+    )
+    assert second.state == "completed"
+
+
+def test_cancel_mid_prompt_waits_for_the_agent_s_cancelled(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> str:
+        async with running(settings) as manager:
+            record = await manager.submit("alice", "wait for cancel")
+            await until(
+                manager,
+                "alice",
+                lambda r: (
+                    r[record.id].stage == "delegated"
+                    and (r[record.id].progress or {}).get("tool") == "execute"
+                ),
+            )
+            cancelled = await manager.cancel("alice", record.id)
+            assert cancelled is not None and cancelled.state == "cancelled"
+            # The agent is free again: the next task is answered.
+            assert (await run_one(manager, "alice", "next")).result == "Done: next."
+            return record.id
+
+    with caplog.at_level(logging.INFO, logger="server.tasks.acp_backend"):
+        task_id = asyncio.run(scenario())
+    # The agent got session/cancel and stopped its prompt with "cancelled".
+    logged = [r.getMessage() for r in caplog.records]
+    assert f"task {task_id}: the ACP prompt stopped (cancelled)" in logged
+    assert not any("did not confirm the cancel" in m for m in logged)
+
+
+def test_an_agent_that_dies_fails_its_task_and_the_next_gets_a_fresh_one(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        async with running(settings) as manager:
+            crashed = await run_one(manager, "alice", "crash now")
+            assert crashed.state == "failed"
+            assert crashed.error == "the ACP agent exited with code 3 while working on the task"
+            after = await run_one(manager, "alice", "what did I ask before")
+            # A fresh process: a new session, the earlier (failed) task not in it.
+            assert (
+                after.state == "completed" and after.result == "Earlier in this session: nothing."
+            )
+
+    with caplog.at_level(logging.INFO, logger="server.tasks.acp_backend"):
+        asyncio.run(scenario())
+    stderr = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ACP agent:")]
+    # Its stderr reached our log, and it was never offered fs or a terminal.
+    assert "ACP agent: client capabilities: fs read False, terminal False" in stderr
+    assert "ACP agent: " + "x" * 499 + "…" in stderr  # a long line cut at 500
+
+
+def test_an_agent_that_cannot_start_or_initialise_fails_the_task_saying_so(
+    settings: Settings,
+) -> None:
+    missing = dataclasses.replace(settings, acp_command="/nonexistent/agent --acp")
+    silent = dataclasses.replace(
+        settings, acp_command=shlex.join([sys.executable, "-c", "import sys; sys.exit(5)"])
+    )
+
+    async def scenario(settings: Settings) -> str | None:
+        async with running(settings) as manager:
+            done = await run_one(manager, "alice", "tidy the notes")
+            assert done.state == "failed"
+            return done.error
+
+    assert asyncio.run(scenario(missing)) == (
+        "the ACP agent '/nonexistent/agent' could not be started (No such file or directory)"
+    )
+    assert asyncio.run(scenario(silent)) == ("the ACP agent did not initialise (Connection closed)")
+
+
+def test_an_agent_that_never_answers_fails_the_task_in_time(settings: Settings) -> None:
+    quick = dataclasses.replace(settings, acp_prompt_timeout_s=1.0)
+
+    async def scenario() -> None:
+        async with running(quick) as manager:
+            done = await run_one(manager, "alice", "never answer")
+            assert done.state == "failed"
+            assert done.error == "the ACP agent did not answer within 1 seconds"
+
+    asyncio.run(scenario())
+
+
+def test_files_through_the_agent_inside_and_outside(settings: Settings, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("hello from the notes\n")
+    (tmp_path / "secret.txt").write_text("top secret\n")
+    (work / "link.txt").symlink_to(tmp_path / "secret.txt")
+    enabled = dataclasses.replace(settings, acp_cwd=work, acp_fs=True)
+
+    async def scenario(settings: Settings) -> list[TaskRecord]:
+        async with running(settings) as manager:
+            return [
+                await run_one(manager, "alice", objective)
+                for objective in (
+                    "read file notes.txt",
+                    "read file ../secret.txt",
+                    "read file link.txt",
+                    "write file out.txt",
+                    "write file ../out.txt",
+                )
+            ]
+
+    inside, parent, link, wrote, escaped = asyncio.run(scenario(enabled))
+    assert inside.result == "notes.txt says: hello from the notes"
+    for refused in (parent, link, escaped):
+        assert refused.result is not None and refused.result.startswith("Refused:"), refused
+        assert "top secret" not in refused.result
+    assert wrote.result == "Wrote out.txt."
+    assert (work / "out.txt").read_text() == "written by the agent\n"
+    assert not (tmp_path / "out.txt").exists()
+
+    # Not enabled: the agent was not offered fs, and asking anyway is refused.
+    disabled = dataclasses.replace(settings, acp_cwd=work)
+    (off, *_) = asyncio.run(scenario(disabled))
+    assert off.result is not None and off.result.startswith("Refused:")
+    assert "hello from the notes" not in off.result
+
+
+# ---------------------------------------------------------------- by voice
+
+
+def ask(ws: Any, text: str) -> list[dict[str, Any]]:
+    ws.send_text(json.dumps({"type": "text", "text": text}))
+    return receive_until(ws, "finish")
+
+
+def said(turn: list[dict[str, Any]]) -> str:
+    return "".join(m["delta"] for m in turn if m["type"] == "text-delta")
+
+
+def next_turn_saying(ws: Any, words: str) -> list[dict[str, Any]]:
+    """The server's next turn whose words contain ``words`` (cards between)."""
+    for _ in range(10):
+        turn = receive_until(ws, "finish")
+        if words in said(turn):
+            return turn
+    raise AssertionError(f"no turn saying {words!r}")
+
+
+def tool_output(turn: list[dict[str, Any]], name: str) -> tuple[dict[str, Any], Any]:
+    call = next(m for m in turn if m["type"] == "tool-input-available")
+    assert call["toolName"] == name, call
+    output = next(m for m in turn if m["type"] == "tool-output-available")
+    return call["input"], output["output"]
+
+
+class Socket:
+    """A real client socket (websockets) with the TestClient calls the
+    helpers use; every message it read is kept in ``seen``."""
+
+    def __init__(self, url: str) -> None:
+        self.ws = connect(url, max_size=None)
+        self.seen: list[dict[str, Any]] = []
+
+    def send_text(self, text: str) -> None:
+        self.ws.send(text)
+
+    def receive_json(self) -> Any:
+        while True:
+            frame = self.ws.recv(timeout=60)
+            if isinstance(frame, str):  # binary frames: audio
+                self.seen.append(json.loads(frame))
+                return self.seen[-1]
+
+    def cards(self, task_id: str) -> list[dict[str, Any]]:
+        return [m["data"] for m in self.seen if m["type"] == "data-task" and m["id"] == task_id]
+
+
+def test_by_voice_an_answer_and_a_permission_allowed_always(settings: Settings) -> None:
+    """The whole path on a live /ws conversation (real uvicorn, a real
+    socket), driven by the offline model's cues: a task handed to the agent,
+    its answer told; a permission question on the card and told, "yes,
+    always" typed, the agent's allow_always chosen."""
+    with serve_ws(settings) as url:
+        ws = Socket(url)
+        session = start(ws, userKey="k" * 24, turnDetection="manual", timeZone="Europe/Paris")
+        assert "respond_agent_permission" in [t["name"] for t in session["data"]["tools"]]
+
+        # The envelope carries the conversation's last turns and the time zone.
+        ask(ws, "hello there")
+        _, shown = tool_output(ask(ws, "start a task to show context"), "start_task")
+        told_context = said(next_turn_saying(ws, f"task {shown['taskId']} completed"))
+        assert (
+            "Context: - user: hello there | - assistant: You said: hello there "
+            "| - user: start a task to show context." in told_context
+        )
+        assert "Preferences: time zone Europe/Paris." in told_context
+
+        _, started = tool_output(ask(ws, "start a task to tidy the notes"), "start_task")
+        told_answer = next_turn_saying(ws, f"Your background task {started['taskId']} completed")
+        assert "Done: tidy the notes." in said(told_answer)
+        cards = ws.cards(started["taskId"])
+        assert [c["status"] for c in cards][0] == "processing"
+        assert "delegated" in [c["stage"] for c in cards]
+
+        _, refused = tool_output(ask(ws, "yes, always"), "respond_agent_permission")
+        assert refused == {"error": "no permission request is waiting for an answer"}
+
+        _, asked = tool_output(ask(ws, "start a task to ask permission"), "start_task")
+        question = next_turn_saying(ws, "asks permission to run the tests")
+        assert asked["taskId"] in said(question)
+        shown_permissions = [c["permission"] for c in ws.cards(asked["taskId"]) if c["permission"]]
+        assert shown_permissions and shown_permissions[-1]["title"] == "run the tests"
+
+        args, answered = tool_output(ask(ws, "yes, always"), "respond_agent_permission")
+        assert args == {"decision": "always"}
+        assert answered["decision"] == "always" and answered["taskId"] == asked["taskId"]
+        outcome = next_turn_saying(ws, f"Your background task {asked['taskId']} completed")
+        assert "Permission: allow_always." in said(outcome)
+        last = ws.cards(asked["taskId"])[-1]
+        assert last["state"] == "completed" and last["permission"] is None
+
+        # Allowed always, in the owner's one ACP session: not asked again.
+        _, again = tool_output(ask(ws, "start a task to ask permission"), "start_task")
+        outcome = next_turn_saying(ws, f"Your background task {again['taskId']} completed")
+        assert "allowed always earlier in this session" in said(outcome)
+        ws.ws.close()
+
+
+def test_the_adk_backend_has_no_permission_tool(tmp_path: Path) -> None:
+    default = Settings(data_dir=tmp_path, model="offline", allowed_hosts=("testserver",))
+    with TestClient(create_app(default)) as client, client.websocket_connect("/ws") as ws:
+        tools = [t["name"] for t in start(ws, turnDetection="manual")["data"]["tools"]]
+        assert "start_task" in tools and "respond_agent_permission" not in tools
+
+
+def test_by_voice_a_permission_rejected_and_one_left_to_time_out(settings: Settings) -> None:
+    quick = dataclasses.replace(settings, acp_permission_timeout_s=3.0)
+    with TestClient(create_app(settings)) as client, client.websocket_connect("/ws") as ws:
+        tasks: TaskManager = client.app.state.runtime.tasks  # type: ignore[attr-defined]
+        start(ws, userKey="r" * 24, turnDetection="manual")
+        _, asked = tool_output(ask(ws, "start a task to ask permission"), "start_task")
+        next_turn_saying(ws, "asks permission to run the tests")
+        args, answered = tool_output(ask(ws, "no"), "respond_agent_permission")
+        assert args == {"decision": "reject"} and answered["decision"] == "reject"
+        outcome = next_turn_saying(ws, f"Your background task {asked['taskId']} completed")
+        assert "Permission: reject_once." in said(outcome)
+        assert tasks.permissions.pending("key:" + "r" * 24) == []
+
+    with TestClient(create_app(quick)) as client, client.websocket_connect("/ws") as ws:
+        start(ws, userKey="t" * 24, turnDetection="manual")
+        _, asked = tool_output(ask(ws, "start a task to ask permission"), "start_task")
+        next_turn_saying(ws, "asks permission to run the tests")
+        # Nobody answers: rejected when its time is up.
+        outcome = next_turn_saying(ws, f"Your background task {asked['taskId']} completed")
+        assert "Permission: reject_once." in said(outcome)
+
+
+def test_a_permission_is_answered_only_after_the_user_was_asked(settings: Settings) -> None:
+    """The model calling the tool on its own (no user words after the
+    question) is refused, and so is another owner; a question is told by
+    one connection at a time, and again when its telling was cut short."""
+    with TestClient(create_app(settings)) as client:
+        tasks: TaskManager = client.app.state.runtime.tasks  # type: ignore[attr-defined]
+        portal = client.portal
+        assert portal is not None
+        record = portal.call(tasks.submit, "key:" + "o" * 24, "ask permission")
+        portal.call(until, tasks, "key:" + "o" * 24, lambda r: r[record.id].permission)
+        (request,) = tasks.permissions.pending("key:" + "o" * 24)
+        assert not request.told
+        # Not told yet: nothing to answer, whatever the user said.
+        refusal = tasks.permissions.respond("key:" + "o" * 24, "always", lambda _: True)
+        assert refusal == {"error": "no permission request is waiting for an answer"}
+        # Told by a connection (as the delivery does), then cut short: told
+        # again later, and meanwhile it may be answered (it was asked).
+        assert tasks.permissions.next_untold("key:" + "o" * 24) is request
+        assert tasks.permissions.next_untold("key:" + "o" * 24) is None  # not twice
+        tasks.permissions.retell(request)
+        assert tasks.permissions.next_untold("key:" + "o" * 24) is request
+        unheard = tasks.permissions.respond("key:" + "o" * 24, "always", lambda _: False)
+        assert unheard["error"].startswith("the user has not answered this request yet")
+        other = tasks.permissions.respond("key:" + "x" * 24, "always", lambda _: True)
+        assert other == {"error": "no permission request is waiting for an answer"}
+        bad = tasks.permissions.respond("key:" + "o" * 24, "sometimes", lambda _: True)
+        assert bad == {"error": "decision: expected 'always' or 'reject', got 'sometimes'"}
+        # Cancelling the task answers its request "cancelled".
+        cancelled = portal.call(tasks.cancel, "key:" + "o" * 24, record.id)
+        assert cancelled is not None and cancelled.state == "cancelled"
+        assert cancelled.permission is None
+        assert tasks.permissions.pending("key:" + "o" * 24) == []
