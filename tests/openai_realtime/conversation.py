@@ -142,13 +142,14 @@ class _Session:
     async def run(self) -> None:
         await self.send({"type": "session.created", "session": self.config})
         async for message in self.ws:
+            event: Any = None
             try:
-                event = wire.check_event(json.loads(message))
-                await self.on_event(event)
+                event = json.loads(message)
+                await self.on_event(wire.check_event(event))
             except ValueError as exc:  # not JSON, or a wire.InvalidEvent
                 code = getattr(exc, "code", "invalid_json")
                 param = getattr(exc, "param", None)
-                event_id = event.get("event_id") if "event" in locals() else None
+                event_id = event.get("event_id") if isinstance(event, dict) else None
                 await self.error(str(exc), code, param, event_id)
 
     async def on_event(self, event: Event) -> None:
