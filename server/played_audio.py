@@ -6,8 +6,9 @@ at what was heard.
 ``Playout`` owns one (``Playout.played``, over its pacer's clock). The
 connection's pump binds it before it starts ADK's live run; ADK opens the
 model's connection inside that run, in a context copied from the pump's, so
-``current()`` there is this socket's and no other's. Outside a live socket
-(``/run_live``, a test without one) nothing is bound (None).
+``current()`` there is this socket's and no other's, on every live surface
+(``/ws``, ``/live``, ``/run_live``). Outside a live socket (a runner driven
+directly) nothing is bound (None).
 """
 
 from __future__ import annotations
