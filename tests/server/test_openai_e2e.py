@@ -16,9 +16,11 @@ import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import websockets
 from openai_helpers import (
     MODEL,
     errors,
@@ -33,12 +35,17 @@ from openai_helpers import (
 from scipy.signal import resample_poly
 from server_helpers import Collector, check_padded, serve_ws, stream_realtime
 from test_e2e import RATE, aligned_correlation, silence
+from test_run_live import APP, audio_of, blob, create_session, live_url, read_turn, texts
 
 from server.pacer import OutputPacer
 from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
 from tests.openai_realtime.conversation import describe
 
 FRAME_24K = 960  # the pacer's 40 ms frames at the default output rate
+# A 300 Hz tone at −10 dBFS for 0.8 s, 16 kHz PCM16: ADK's clients' rate.
+TONE_16K = (
+    (0.3 * np.sin(2 * np.pi * 300 * np.arange(12_800) / 16_000) * 32767).astype("<i2").tobytes()
+)
 
 
 @pytest.fixture
@@ -382,3 +389,37 @@ def test_push_to_talk_over_the_answer_interrupts_it_at_the_played_position(
     interrupted = next(m for _, m in col.messages if m["type"] == "data-interrupted")
     assert interrupted["data"]["source"] == "model"
     assert len(record.echoed) == 2  # the second turn was heard and answered
+
+
+def test_adks_run_live_surface_runs_on_the_openai_path(
+    endpoint: LocalOpenAIRealtime, tmp_path: Path
+) -> None:
+    """ADK's own /run_live protocol, unchanged: a typed turn and a spoken one
+    (16 kHz blobs between activity signals, converted to 24 kHz; /run_live
+    takes the server's default turn detection, here push-to-talk)."""
+    settings = openai_settings(endpoint, tmp_path / "data", app_name=APP, push_to_talk=True)
+
+    async def scenario(base: str) -> dict[str, list[dict[str, Any]]]:
+        create_session(base, "u1", "s1")
+        turns = {}
+        url = live_url(base, "u1", "s1")
+        async with websockets.connect(url, max_size=None) as ws:
+            await ws.send(json.dumps({"content": {"role": "user", "parts": [{"text": "hi"}]}}))
+            turns["typed"] = await read_turn(ws)
+            await ws.send(json.dumps({"activity_start": {}}))
+            for i in range(0, len(TONE_16K), 640):
+                await ws.send(blob(TONE_16K[i : i + 640], 16_000))
+            await ws.send(json.dumps({"activity_end": {}}))
+            turns["spoken"] = await read_turn(ws)
+            await ws.send(json.dumps({"close": True}))
+        return turns
+
+    with serve_ws(settings) as url:
+        base = url.removesuffix("/ws").replace("ws://", "http://")
+        turns = asyncio.run(scenario(base))
+    record = endpoint.records[0]
+    assert record.session["audio"]["input"]["turn_detection"] is None
+    assert "outputTranscription:You said: hi" in "".join(texts(turns["typed"]))
+    (utterance,) = record.echoed
+    assert audio_of(turns["spoken"]) == utterance  # 24 kHz back, as ADK's events carry it
+    assert not record.errors
