@@ -6,13 +6,18 @@ production model path side by side, in the same run.
     python benchmarks/bench_server.py --stagger 4     # starts spread over a turn
     python benchmarks/bench_server.py --workers 2     # python -m server --workers 2
     python benchmarks/bench_server.py --models offline  # the offline model only
+    python benchmarks/bench_server.py --sessions 1,10,25,50 --models offline,gemini,openai
 
 Models: "offline" is the embedded offline model; "gemini" is the production
 path — ADK's Gemini model and google-genai's live client over TLS, JSON and
 base64 both ways — against the local Gemini Live endpoint
 (tests/gemini_live, in a process of its own whose CPU is reported apart:
-it stands in for Google's servers). The endpoint answers with the same
-exact echo, streamed in 200 ms bursts at twice real time.
+it stands in for Google's servers); "openai" is the OpenAI Realtime path —
+our ``OpenAIRealtime`` model and the ``openai`` package's realtime client
+over TLS, audio at 24 kHz both ways — against the local OpenAI Realtime
+endpoint (tests/openai_realtime, likewise in its own process). Both
+endpoints answer with the same exact echo, streamed in 200 ms bursts at
+twice real time.
 
 What it measures, with `python -m server` in its own process and the clients
 in this one (both on this machine's cores):
@@ -57,6 +62,7 @@ from bench_server_client import (
     OUT_FRAME,
     cpu_seconds,
     local_gemini,
+    local_openai,
     our_server,
     our_session,
     paced_frames,
@@ -221,7 +227,9 @@ def main() -> None:
         "--workers", type=int, default=1, help="start the server with this many worker processes"
     )
     parser.add_argument(
-        "--models", default="offline,gemini", help="offline, gemini (the local endpoint), or both"
+        "--models",
+        default="offline,gemini,openai",
+        help="comma-separated: offline, gemini, openai (the last two: their local endpoints)",
     )
     parser.add_argument(
         "--barge-ins", type=int, default=5, help="interrupted turns per model (1: a smoke run)"
@@ -234,8 +242,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    if not set(models) <= {"offline", "gemini"}:
-        parser.error(f"--models: expected offline and/or gemini, got {args.models!r}")
+    if not models or not set(models) <= {"offline", "gemini", "openai"}:
+        parser.error(f"--models: expected some of offline, gemini, openai, got {args.models!r}")
     speech = speech_48k()
     print(
         f"speech: {len(speech) / 48000:.2f} s per turn; turns per session: {args.turns}; "
@@ -243,7 +251,16 @@ def main() -> None:
     )
     with contextlib.ExitStack() as stack:
         gemini = stack.enter_context(local_gemini()) if "gemini" in models else None
-        envs = {"offline": {}, "gemini": gemini.server_env() if gemini else {}}
+        openai = stack.enter_context(local_openai()) if "openai" in models else None
+        envs = {
+            "offline": {},
+            "gemini": gemini.server_env() if gemini else {},
+            "openai": openai.server_env() if openai else {},
+        }
+        endpoints = {
+            "gemini": gemini.proc.pid if gemini else None,
+            "openai": openai.proc.pid if openai else None,
+        }
         header = (
             f"{'N':>4} {'model':>7} {'cpu%':>6} {'client%':>7} {'endpt%':>6} "
             f"{'in p50/p99 µs':>15} {'out p50/p99 µs':>16} {'first audio p50/p99 ms':>23} "
@@ -252,7 +269,7 @@ def main() -> None:
         print(header)
         for n in (int(v) for v in args.sessions.split(",")):
             for model in models:
-                pid = gemini.proc.pid if model == "gemini" and gemini else None
+                pid = endpoints.get(model)
                 profile = args.py_spy / f"{model}-{n}.txt" if args.py_spy else None
                 r = run(
                     n, args.turns, speech, args.stagger, args.workers, envs[model], pid, profile

@@ -144,6 +144,47 @@ def local_gemini(*args: str) -> Iterator[LocalGemini]:
         proc.wait(30)
 
 
+@dataclasses.dataclass(frozen=True)
+class LocalOpenAI:
+    """The local OpenAI Realtime endpoint (tests/openai_realtime) in its own process."""
+
+    base_url: str
+    ca_file: str
+    api_key: str
+    proc: subprocess.Popen
+
+    def server_env(self, model: str = "gpt-realtime-2") -> dict[str, str]:
+        """What makes ``python -m server`` run the OpenAI path against it."""
+        return {
+            "AUDIOCORE_MODEL": f"openai:{model}",
+            "AUDIOCORE_OPENAI_BASE_URL": self.base_url,
+            "AUDIOCORE_OPENAI_CA_FILE": self.ca_file,
+            "OPENAI_API_KEY": self.api_key,
+            "NO_PROXY": "127.0.0.1,localhost",
+        }
+
+
+@contextlib.contextmanager
+def local_openai(*args: str) -> Iterator[LocalOpenAI]:
+    """``python -m tests.openai_realtime`` (extra command-line ``args``), until the block ends."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.openai_realtime", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # one JSON line once it listens
+        if not line:
+            raise RuntimeError("the local OpenAI Realtime endpoint did not start")
+        info = json.loads(line)
+        yield LocalOpenAI(info["baseUrl"], info["caFile"], info["apiKey"], proc)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+
+
 @contextlib.contextmanager
 def our_server(stats_path: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
     port = free_port()

@@ -79,7 +79,12 @@ OPTIONS = (
         "worker processes sharing the port (default 1); sessions move between them "
         "through a lease in the data directory (or the database)",
     ),
-    ("--model", "model", '"offline", or a Gemini Live model name (default: Gemini with a key)'),
+    (
+        "--model",
+        "model",
+        '"offline", "openai:<name>" (OpenAI Realtime), or a Gemini Live model name '
+        "(default: Gemini with a key)",
+    ),
     ("--chat-model", "chat_model", "the HTTP chat's Gemini text model"),
     (
         "--gemini-base-url",
@@ -88,6 +93,13 @@ OPTIONS = (
         "https://127.0.0.1:PORT for the local endpoint (docs/gemini-live.md)",
     ),
     ("--gemini-ca-file", "gemini_ca_file", "PEM file of the CAs to trust for --gemini-base-url"),
+    (
+        "--openai-base-url",
+        "openai_base_url",
+        "where --model openai:… reaches OpenAI's Realtime API: https://host:port/v1 "
+        "(docs/providers.md)",
+    ),
+    ("--openai-ca-file", "openai_ca_file", "PEM file of the CAs to trust for --openai-base-url"),
     ("--voice", "voice", 'the model\'s prebuilt voice, e.g. "Kore"'),
     ("--language", "language", 'the model\'s language (BCP-47), e.g. "en-US"'),
     ("--data-dir", "data_dir", "where the SQLite session and lease files live (default ./data)"),
@@ -157,6 +169,10 @@ def main(argv: list[str] | None = None) -> None:
     problems = settings.problems()
     if problems:
         parser.exit(2, "".join(f"python -m server: error: {p}\n" for p in problems))
+    if settings.backend == "openai" and not os.environ.get("OPENAI_API_KEY"):
+        parser.exit(
+            2, f"python -m server: error: --model {settings.model}: expected OPENAI_API_KEY\n"
+        )
     if settings.model not in (None, OFFLINE_MODEL) and settings.backend == "offline":
         # Without credentials the server would quietly run the offline model.
         parser.exit(

@@ -12,6 +12,7 @@ from google.genai import types
 
 from .gemini_model import LiveGemini, gemini_client_kwargs
 from .offline_model import OfflineLiveModel
+from .openai_model import OpenAIRealtime
 from .protocol import TurnDetection
 from .settings import Settings
 from .tools import ToolSpec, adk_tool
@@ -19,7 +20,13 @@ from .tools import ToolSpec, adk_tool
 
 def build_model(settings: Settings, *, chat: bool = False) -> BaseLlm:
     """The live model, or with ``chat`` the text model of the HTTP chat."""
-    if settings.backend == "offline":
+    if settings.backend == "openai" and not chat:
+        return OpenAIRealtime(
+            model=settings.live_model_name,
+            base_url=settings.openai_base_url,
+            ca_file=str(settings.openai_ca_file) if settings.openai_ca_file else None,
+        )
+    if (settings.text_backend if chat else settings.backend) == "offline":
         return OfflineLiveModel()
     if chat:  # the HTTP chat's text model, reached the same way
         return Gemini(
@@ -57,7 +64,7 @@ def build_run_config(settings: Settings, turn_detection: TurnDetection = "server
         realtime_input = types.RealtimeInputConfig(
             automatic_activity_detection=types.AutomaticActivityDetection(disabled=True)
         )
-    google = settings.backend != "offline"
+    google = settings.backend in ("gemini-api", "vertex")
     return RunConfig(
         response_modalities=[types.Modality.AUDIO],
         input_audio_transcription=types.AudioTranscriptionConfig(),

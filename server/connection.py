@@ -42,7 +42,7 @@ from starlette.websockets import (
     WebSocketState,
 )
 
-from . import chat_messages, chunks, fields, large_json, protocol
+from . import chat_messages, chunks, fields, large_json, played_audio, protocol
 from .claims import SessionBusy
 from .conversation import Conversation, LiveParts, assemble, welcome
 from .dialects import Dialect, Opening
@@ -371,6 +371,7 @@ class LiveConnection:
         c = self.conversation
         assert c is not None
         agents = self.parts.agents
+        played_audio.bind(c.playout.played)  # for the model's connection, opened below
         events = ModelEvents(
             agents.runner.run_live(
                 user_id=user_id,

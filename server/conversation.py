@@ -159,7 +159,7 @@ def assemble(
 
     mic = MicPath(
         queue,
-        model_rate=settings.model_input_rate,
+        model_rate=settings.model_audio_rate,
         chunk_ms=settings.model_input_chunk_ms,
         report=report,
     )

@@ -118,6 +118,16 @@ class OutputPacer:
             else self._play_end
         )
 
+    def played_seconds(self) -> float:
+        """How much of the model's current turn (the latest that started
+        playing) the client has played by now: the audio released of it,
+        less what the client still holds — it plays the frames back to back,
+        so it is done at ``_play_end``. Exact to the sample the pacer sent,
+        which is what a provider that truncates its memory of an answer at
+        the heard position needs (server/played_audio.py)."""
+        ahead = max(0.0, self._play_end - float(self._clock()))
+        return max(0.0, self._jb.played / self._rate - ahead)
+
     def put_message_nowait(self, chunk: chunks.Chunk) -> bool:
         """Queue a chunk after the audio queued so far; False (dropped) if
         ``max_messages`` are already waiting."""

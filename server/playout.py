@@ -6,7 +6,9 @@ as they are, the model's audio converted (``OutputAudio``), a turn's end as
 the pacer's turn end, and the event's delegated tool calls handed to the
 session's delegations, whose questions to the client end the step (and the
 client's stream). ``barge_in`` drops the audio not yet sent, tells the
-client how much, and cancels the calls waiting for the user.
+client how much, and cancels the calls waiting for the user; ``played``
+tells the model's connection what the client played
+(``server/played_audio.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .audio import OutputAudio
 from .delegation import SessionDelegations
 from .events import ModelAudio, Translator, TurnEnd
 from .pacer import OutputPacer
+from .played_audio import PlayedAudio
 from .tool_calls import delegated_calls
 from .tools import ToolSpec
 
@@ -46,6 +49,7 @@ class Playout:
         self._on_turn_end = on_turn_end
         self._on_barge_in = on_barge_in
         self._clock = clock
+        self.played = PlayedAudio(pacer.played_seconds)  # for the model's connection
 
     async def on_event(self, event: Event) -> None:
         received = self._clock()
@@ -85,6 +89,8 @@ class Playout:
 
     def barge_in(self, source: chunks.InterruptSource) -> None:
         pacer = self._pacer
+        if source == "client":
+            self.played.user_stopped()  # before the flush: what was heard
         dropped_ms = round(pacer.buffered_seconds * 1000)
         pacer.flush(chunks.Interrupted(source, dropped_ms))
         self._audio.end_turn(discard=True)

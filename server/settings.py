@@ -27,6 +27,10 @@ CHAT_MODEL = "gemini-2.5-flash"
 # The background tasks' backend agent: a text model too.
 TASK_MODEL = CHAT_MODEL
 OFFLINE_MODEL = "offline"
+# ``--model openai:<name>`` selects OpenAI's Realtime API (docs/providers.md).
+OPENAI_PREFIX = "openai:"
+# OpenAI's realtime models take and give PCM16 at this rate only.
+OPENAI_AUDIO_RATE = 24_000
 
 
 def _truthy(value: str | None) -> bool:
@@ -50,7 +54,8 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = 8000
     workers: int = 1  # uvicorn worker processes (python -m server only)
-    # "offline" selects the embedded offline model; anything else is a Gemini
+    # "offline" selects the embedded offline model; "openai:<name>" an OpenAI
+    # Realtime model (key from OPENAI_API_KEY); anything else is a Gemini
     # Live model name. None: Gemini when credentials are present, else offline.
     model: str | None = None
     chat_model: str | None = None  # the HTTP chat's text model; None: CHAT_MODEL
@@ -88,6 +93,10 @@ class Settings:
     # A PEM file of the CAs to trust on that connection (instead of the
     # system's and certifi's), e.g. a local endpoint's self-signed cert.
     gemini_ca_file: Path | None = None
+    # The same two for OpenAI's Realtime API (--model openai:<name>): None is
+    # OpenAI's own endpoint; else "https://host:port/v1" (wss is derived).
+    openai_base_url: str | None = None
+    openai_ca_file: Path | None = None
     # The model's voice (a prebuilt voice name such as "Kore") and language
     # (BCP-47, e.g. "en-US"); None: the model's defaults.
     voice: str | None = None
@@ -200,9 +209,11 @@ class Settings:
 
     @property
     def backend(self) -> str:
-        """ "offline", "gemini-api" or "vertex"."""
+        """ "offline", "openai", "gemini-api" or "vertex"."""
         if self.model == OFFLINE_MODEL:
             return "offline"
+        if self.model and self.model.startswith(OPENAI_PREFIX):
+            return "openai"
         found = google_backend(os.environ)
         if found is None:
             return "offline"
@@ -213,21 +224,37 @@ class Settings:
         backend = self.backend
         if backend == "offline":
             return OFFLINE_MODEL
+        if backend == "openai":
+            return (self.model or "").removeprefix(OPENAI_PREFIX)
         if self.model:
             return self.model
         return VERTEX_LIVE_MODEL if backend == "vertex" else GEMINI_API_LIVE_MODEL
 
     @property
+    def text_backend(self) -> str:
+        """Where the HTTP chat and the background tasks' text model runs: as
+        the live model, but Gemini or offline beside an OpenAI live model."""
+        if self.backend == "openai":
+            return google_backend(os.environ) or "offline"
+        return self.backend
+
+    @property
     def chat_model_name(self) -> str:
-        if self.backend == "offline":
+        if self.text_backend == "offline":
             return OFFLINE_MODEL
         return self.chat_model or CHAT_MODEL
 
     @property
     def task_model_name(self) -> str:
-        if self.backend == "offline":
+        if self.text_backend == "offline":
             return OFFLINE_MODEL
         return self.task_model or TASK_MODEL
+
+    @property
+    def model_audio_rate(self) -> int:
+        """The rate of the audio the model is sent (the mic path converts the
+        client's rate to it in one pass)."""
+        return OPENAI_AUDIO_RATE if self.backend == "openai" else self.model_input_rate
 
     @property
     def model_input_chunk_ms(self) -> int:
@@ -321,6 +348,8 @@ class Settings:
             found.append(
                 f"task_offline_delay_s: expected 0 or more, got {self.task_offline_delay_s}"
             )
+        if self.backend == "openai" and not self.live_model_name:
+            found.append(f"model: expected {OPENAI_PREFIX}<model name>, got {self.model!r}")
         found.extend(self._task_backend_problems())
         if self.api_key is not None and len(self.api_key) < 16:
             found.append("api_key: expected at least 16 characters")

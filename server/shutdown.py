@@ -14,6 +14,7 @@ import sys
 
 from . import chunks, protocol
 from .gemini_model import describe_model_failure
+from .provider_error import ProviderError
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,11 @@ def internal_error(session_id: str | None, error: BaseException | None = None) -
     )
     # The class only: an exception's text may hold anything. A model
     # service's refusal says what to fix (a bad key, an unknown model).
-    what = describe_model_failure(error) or f"the live session failed: {type(error).__name__}"
+    what = (
+        str(error)
+        if isinstance(error, ProviderError)
+        else describe_model_failure(error) or f"the live session failed: {type(error).__name__}"
+    )
     return Shutdown(
         protocol.CLOSE_INTERNAL_ERROR,
         "internal error",

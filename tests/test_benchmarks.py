@@ -69,10 +69,11 @@ SMOKE = {
         ["--tasks", "1", "--work", "0.3"], "| answered → heard (first audio) |", [*SERVER, "acp"]
     ),
     "bench_server.py": Smoke(
-        # The local Gemini endpoint's start is bench_gemini_send.py's smoke.
-        ["--sessions", "1", "--turns", "1", "--barge-ins", "1", "--models", "offline"],
-        "barge-in, offline",
-        SERVER,
+        # The local Gemini endpoint's start is bench_gemini_send.py's smoke;
+        # the OpenAI one's is here (the last line: its barge-in).
+        ["--sessions", "1", "--turns", "1", "--barge-ins", "1", "--models", "offline,openai"],
+        "barge-in, openai",
+        [*SERVER, "openai"],
         SPEECH,
     ),
     "bench_server_adk.py": Smoke(

@@ -221,7 +221,19 @@ int ac_jb_push(ac_jb *jb, const void *pcm, int64_t n, int64_t seq, int64_t times
 
 int ac_jb_end_turn(ac_jb *jb)
 {
-    return ac_ring_end_turn(&jb->src);
+    int64_t len;
+    int r = ac_ring_end_turn(&jb->src);
+    /* Every sample of the turn has already been popped (it ended on a frame
+     * boundary, after its last frame left): it is over now, as at the end of
+     * pop().  Left in place, its end at the read position would hold the
+     * next turn's audio behind it (frames_ready 0), and a consumer that pops
+     * only ready frames would wait for ever. */
+    if (r == 0 && jb->playing && !jb->dsp.active &&
+        ac_ring_probe(&jb->src, &len) == AC_SRC_END) {
+        ac_ring_pop_bound(&jb->src);
+        end_playing(jb);
+    }
+    return r;
 }
 
 void ac_jb_flush(ac_jb *jb, int64_t fade)

@@ -337,7 +337,7 @@ def _call(name: str, args: dict[str, Any]) -> LlmResponse:
 
 
 def build_backend_model(settings: Settings) -> BaseLlm:
-    if settings.backend == "offline":
+    if settings.text_backend == "offline":
         return OfflineTaskModel(step_delay_s=settings.task_offline_delay_s)
     return Gemini(
         model=settings.task_model_name,

@@ -413,6 +413,28 @@ def test_generator_turn_ending_on_a_frame_boundary_frees_the_next_at_once(rng):
     assert not out[len(second) :].any()
 
 
+def test_generator_turn_ended_after_its_last_frame_left_frees_the_next(rng):
+    """The turn's end comes after all of it was popped (a model's turn
+    complete after its audio played out, the audio a whole number of
+    frames): the next turn's audio is ready at once. It once stayed behind
+    the old end for good (frames_ready 0), and a paced consumer that pops
+    only ready frames never played it."""
+    first, second = noise(rng, 3 * FRAME), noise(rng, 2 * FRAME + 37)
+    jb = JitterBuffer(RATE)
+    jb.push(first, turn=1)
+    played = [jb.pop() for _ in range(jb.frames_ready)]
+    assert b"".join(played) == first.astype("<i2").tobytes() and jb.playing
+    jb.end_turn()
+    assert not jb.playing
+    jb.push(second, turn=2)
+    assert jb.frames_ready == 2
+    jb.end_turn()
+    assert jb.frames_ready == 3
+    out = np.frombuffer(b"".join(jb.pop() for _ in range(3)), "<i2")
+    np.testing.assert_array_equal(out[: len(second)], second[:, 0])
+    assert not out[len(second) :].any()
+
+
 def test_generator_backpressure_before_the_turn_ends_run_out(rng):
     """Each ended turn keeps its end until played; a producer that waits on
     backpressure can always end the turn it pushes."""

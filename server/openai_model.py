@@ -1,0 +1,184 @@
+"""OpenAI's Realtime API as an ADK model: ``--model openai:<name>``.
+
+``OpenAIRealtime`` is a ``BaseLlm`` whose live connection (``connect``) is
+opened with the official ``openai`` package's realtime client
+(``AsyncOpenAI(...).realtime.connect(model=…)``), so ADK's runner, sessions,
+tools, approvals, delegation, tasks and memory run on it unchanged — the
+seam the offline model uses. This module opens the connection and says what
+the session is (``session_config``: ADK's live request → the GA
+``session.update``); ``openai_connection.py`` translates the events both ways.
+
+The key comes from ``OPENAI_API_KEY`` when a connection opens; it is never
+logged and never leaves for the browser (the SDK sends it only in the
+``Authorization`` header of the handshake). docs/providers.md has the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import ssl
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.base_llm_connection import BaseLlmConnection
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.genai import types
+from openai import AsyncOpenAI
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from . import played_audio
+from .openai_connection import AUDIO_FORMAT, OpenAIRealtimeConnection, closed_error
+from .provider_error import ProviderError
+
+API_KEY_ENV = "OPENAI_API_KEY"
+# Input transcription is off on the service unless a model is named; this
+# one is among those the GA session accepts (docs/providers.md).
+TRANSCRIPTION_MODEL = "gpt-4o-mini-transcribe"
+
+
+class OpenAIRealtime(BaseLlm):
+    """An OpenAI realtime model (``model`` is its name, e.g. "gpt-realtime-2")."""
+
+    base_url: str | None = None  # None: OpenAI's own (https://api.openai.com/v1)
+    ca_file: str | None = None  # PEM of the CAs to trust instead of the system's
+
+    @classmethod
+    def supported_models(cls) -> list[str]:
+        return [r"gpt-.*realtime.*", r"gpt-audio.*"]
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        raise NotImplementedError(
+            "an OpenAI realtime model answers live connections only; the HTTP chat and the "
+            "background tasks run on Gemini or the offline model (docs/providers.md)"
+        )
+        yield  # pragma: no cover - makes this an async generator, as the base declares
+
+    def connect(
+        self, llm_request: LlmRequest
+    ) -> contextlib.AbstractAsyncContextManager[BaseLlmConnection]:
+        return self._connect(llm_request)
+
+    @contextlib.asynccontextmanager
+    async def _connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:
+        key = os.environ.get(API_KEY_ENV)
+        if not key:
+            raise ProviderError(f"no OpenAI API key: set {API_KEY_ENV}")
+        client = AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0)
+        options: dict[str, Any] = {}
+        if self.ca_file is not None:
+            # The realtime socket is websockets', not httpx's: its TLS comes
+            # from these options (the TypedDict does not declare "ssl").
+            options["ssl"] = ssl.create_default_context(cafile=self.ca_file)
+        manager = client.realtime.connect(
+            model=self.model,
+            websocket_connection_options=options,  # type: ignore[arg-type]
+        )
+        try:
+            realtime = await manager.enter()
+        except InvalidStatus as exc:
+            status = exc.response.status_code
+            raise ProviderError(f"the model service refused the connection: HTTP {status}") from exc
+        connection = OpenAIRealtimeConnection(
+            realtime, manual=_manual_turns(llm_request), played=played_audio.current()
+        )
+        try:
+            try:
+                await realtime.send_raw(json.dumps(session_config(llm_request)))
+            except ConnectionClosed as exc:  # a refused key: closed at once with 3000
+                raise closed_error(exc) from exc
+            yield connection
+        finally:
+            await connection.close()
+            await client.close()
+
+
+def session_config(llm_request: LlmRequest) -> dict[str, Any]:
+    """The ``session.update`` for ADK's live request: audio at 24 kHz both
+    ways, the agent's instruction and tools, the turn detection."""
+    live = llm_request.live_connect_config
+    audio_in: dict[str, Any] = {
+        "format": AUDIO_FORMAT,
+        # null: manual turns — the client commits and asks for each answer.
+        "turn_detection": None
+        if _manual_turns(llm_request)
+        else {"type": "server_vad", "create_response": True, "interrupt_response": True},
+    }
+    if live.input_audio_transcription is not None:
+        audio_in["transcription"] = {"model": TRANSCRIPTION_MODEL}
+    audio_out: dict[str, Any] = {"format": AUDIO_FORMAT}
+    voice = _voice(live.speech_config)
+    if voice is not None:
+        audio_out["voice"] = voice
+    session: dict[str, Any] = {
+        "type": "realtime",
+        "output_modalities": ["audio"],
+        "instructions": _instruction(llm_request),
+        "audio": {"input": audio_in, "output": audio_out},
+        "tools": function_tools(llm_request),
+    }
+    return {"type": "session.update", "session": session}
+
+
+def function_tools(llm_request: LlmRequest) -> list[dict[str, Any]]:
+    """ADK's function declarations as Realtime function tools."""
+    tools = []
+    for tool in (llm_request.config.tools or []) if llm_request.config else []:
+        for decl in getattr(tool, "function_declarations", None) or []:
+            tools.append(
+                {
+                    "type": "function",
+                    "name": decl.name,
+                    "description": decl.description or "",
+                    "parameters": _parameters(decl),
+                }
+            )
+    return tools
+
+
+def _parameters(decl: types.FunctionDeclaration) -> dict[str, Any]:
+    if isinstance(decl.parameters_json_schema, dict):
+        return decl.parameters_json_schema
+    if decl.parameters is not None:
+        schema: dict[str, Any] = _json_schema(
+            decl.parameters.model_dump(mode="json", exclude_none=True)
+        )
+        return schema
+    return {"type": "object", "properties": {}}
+
+
+def _json_schema(schema: Any) -> Any:
+    """genai's ``Schema`` (types in capitals: "OBJECT") as JSON Schema."""
+    if isinstance(schema, list):
+        return [_json_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {
+        key: value.lower() if key == "type" and isinstance(value, str) else _json_schema(value)
+        for key, value in schema.items()
+    }
+
+
+def _manual_turns(llm_request: LlmRequest) -> bool:
+    realtime = llm_request.live_connect_config.realtime_input_config
+    detection = realtime.automatic_activity_detection if realtime else None
+    return bool(detection and detection.disabled)
+
+
+def _instruction(llm_request: LlmRequest) -> str:
+    given = llm_request.config.system_instruction if llm_request.config else None
+    if isinstance(given, str):
+        return given
+    if isinstance(given, types.Content):
+        return "\n".join(p.text for p in given.parts or [] if p.text)
+    return ""
+
+
+def _voice(speech: types.SpeechConfig | None) -> str | None:
+    prebuilt = speech.voice_config.prebuilt_voice_config if speech and speech.voice_config else None
+    return prebuilt.voice_name.lower() if prebuilt and prebuilt.voice_name else None

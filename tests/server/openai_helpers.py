@@ -1,0 +1,87 @@
+"""The server on the OpenAI Realtime path, pointed at the local endpoint
+(tests/openai_realtime): real uvicorn, ADK's runner, our ``OpenAIRealtime``
+model and the ``openai`` package's realtime client over TLS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gemini_helpers import GOOGLE_ENV
+from server_helpers import Collector
+from test_e2e import START_F32, connect
+
+from server import Settings
+from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
+
+MODEL = "gpt-realtime-2"
+
+
+def use_openai_key(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    """The environment a user has: only an OpenAI key (no Google credentials,
+    no CA bundle of their own, no proxy for loopback)."""
+    for name in (*GOOGLE_ENV, "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+def openai_settings(endpoint: LocalOpenAIRealtime, data_dir: Path, **overrides: object) -> Settings:
+    values: dict[str, object] = {
+        "data_dir": data_dir,
+        "model": f"openai:{MODEL}",
+        "openai_base_url": endpoint.base_url,
+        "openai_ca_file": endpoint.ca_file,
+        "hello_timeout_s": 0.5,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def fast_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalOpenAIRealtime]:
+    """The endpoint with its key in the environment, answering at once: a
+    sample-exact echo must not depend on how fast this machine relays a
+    real-time stream. (Each test module's ``endpoint`` fixture.)"""
+    with LocalOpenAIRealtime(EndpointConfig(speed=1000.0), cert_dir=tmp_path / "cert") as live:
+        use_openai_key(monkeypatch, live.api_key)
+        yield live
+
+
+async def open_session(
+    url: str, endpoint: LocalOpenAIRealtime, **start: Any
+) -> tuple[Any, Collector]:
+    """A client session whose realtime session is configured (so no audio
+    waits for it)."""
+    before = len(endpoint.records)
+    ws, col, _ = await connect(url, {**START_F32, **start})
+    await endpoint.wait_for_async(lambda rs: len(rs) > before and rs[-1].updates)
+    return ws, col
+
+
+async def say(ws: Any, text: str) -> None:
+    await ws.send(json.dumps({"type": "text", "text": text}))
+
+
+def said(col: Collector, turn: int = -1) -> str:
+    """The agent's words in a turn (its text deltas)."""
+    turns: list[list[str]] = [[]]
+    for _, m in col.messages:
+        if m["type"] == "text-delta":
+            turns[-1].append(m["delta"])
+        elif m["type"] == "finish":
+            turns.append([])
+    return "".join([t for t in turns if t][turn])
+
+
+def errors(col: Collector) -> list[str]:
+    return [m["errorText"] for _, m in col.messages if m["type"] == "error"]
+
+
+def received(endpoint: LocalOpenAIRealtime, kind: str, index: int = 0) -> list[dict[str, Any]]:
+    return [e for e in endpoint.records[index].received if e["type"] == kind]

@@ -1,0 +1,258 @@
+"""The OpenAI connection's translation without a network: a stand-in for the
+SDK's connection records what is sent and plays back server events, so the
+cases the local endpoint does not produce are pinned here — several audio
+items in one turn (the truncation finds the one being heard), a step's calls
+answered in two contents, and a key quoted in a service message."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from typing import Any
+
+import pytest
+from google.adk.models.llm_response import LlmResponse
+from google.genai import types
+
+from server.openai_connection import OpenAIRealtimeConnection
+from server.played_audio import PlayedAudio
+from server.provider_error import ProviderError
+
+
+class FakeRealtime:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.incoming: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def send_raw(self, data: str) -> None:
+        self.sent.append(json.loads(data))
+
+    async def recv_bytes(self) -> bytes:
+        return await self.incoming.get()
+
+    async def close(self) -> None:
+        pass
+
+    def push(self, **event: Any) -> None:
+        self.incoming.put_nowait(json.dumps(event).encode())
+
+
+async def take(responses: Any, count: int) -> list[LlmResponse]:
+    """The next ``count`` of the connection's one ``receive()`` (``responses``)."""
+    return [await asyncio.wait_for(anext(responses), 5) for _ in range(count)]
+
+
+def audio(item_id: str, samples: int) -> dict[str, Any]:
+    pcm = b"\x01\x00" * samples
+    return {
+        "type": "response.output_audio.delta",
+        "item_id": item_id,
+        "delta": base64.b64encode(pcm).decode(),
+    }
+
+
+def test_barge_in_truncates_the_item_being_heard_at_its_own_offset() -> None:
+    """Two audio items in one turn (words before a tool call, then the
+    answer): 1.5 s played of the turn is 0.5 s into the second item."""
+    played = [0.0]
+
+    async def scenario() -> tuple[FakeRealtime, list[LlmResponse]]:
+        fake = FakeRealtime()
+        connection = OpenAIRealtimeConnection(
+            fake, manual=False, played=PlayedAudio(lambda: played[0])
+        )
+        stream = connection.receive()
+        fake.push(type="response.created", response={"id": "r1"})
+        fake.push(**audio("item_a", 24_000))  # 1 s
+        fake.push(type="response.done", response={"status": "completed", "output": []})
+        responses = await take(stream, 2)  # audio, turn_complete
+        assert responses[-1].turn_complete
+        # The answer came whole and is still playing when the user speaks.
+        played[0] = 0.75
+        fake.push(type="input_audio_buffer.speech_started", audio_start_ms=0, item_id="u1")
+        responses += await take(stream, 2)
+        return fake, responses
+
+    fake, responses = asyncio.run(scenario())
+    assert responses[2].interrupted
+    assert fake.sent == [
+        {
+            "type": "conversation.item.truncate",
+            "item_id": "item_a",
+            "content_index": 0,
+            "audio_end_ms": 750,
+        }
+    ]
+
+
+def test_the_second_item_of_a_turn_is_truncated_from_its_own_start() -> None:
+    played = [0.0]
+
+    async def scenario() -> FakeRealtime:
+        fake = FakeRealtime()
+        connection = OpenAIRealtimeConnection(
+            fake, manual=True, played=PlayedAudio(lambda: played[0])
+        )
+        fake.push(type="response.created", response={"id": "r1"})
+        fake.push(**audio("item_a", 24_000))  # 1 s: "let me check"
+        fake.push(
+            type="response.function_call_arguments.done",
+            call_id="c1",
+            name="get_current_time",
+            arguments="{}",
+        )
+        fake.push(type="response.done", response={"status": "completed"})
+        fake.push(type="response.created", response={"id": "r2"})
+        fake.push(**audio("item_b", 48_000))  # 2 s: the answer
+        responses = await take(connection.receive(), 3)
+        assert [bool(r.content and r.content.parts[0].function_call) for r in responses] == [
+            False,
+            True,
+            False,
+        ]
+        played[0] = 1.5
+        await connection.send_realtime(types.ActivityStart())
+        return fake
+
+    fake = asyncio.run(scenario())
+    assert fake.sent == [
+        {
+            "type": "conversation.item.truncate",
+            "item_id": "item_b",
+            "content_index": 0,
+            "audio_end_ms": 500,
+        },
+        {"type": "response.cancel"},  # manual turns: the answer being generated stops
+        {"type": "input_audio_buffer.clear"},
+    ]
+
+
+def test_the_users_stop_on_the_client_truncates_and_cancels_at_once() -> None:
+    """The page's Stop: the playout tells the position before it drops the
+    audio; the answer being generated is cancelled, and its cancelled
+    response.done still ends the client's turn."""
+    played = [0.0]
+    playout = PlayedAudio(lambda: played[0])
+
+    async def scenario() -> tuple[FakeRealtime, list[LlmResponse]]:
+        fake = FakeRealtime()
+        connection = OpenAIRealtimeConnection(fake, manual=False, played=playout)
+        stream = connection.receive()
+        fake.push(type="response.created", response={"id": "r1"})
+        fake.push(**audio("item_a", 12_000))
+        responses = await take(stream, 1)
+        played[0] = 0.2
+        playout.user_stopped()
+        await asyncio.sleep(0)  # the sends run in a task of their own
+        fake.push(type="response.done", response={"status": "cancelled"})
+        responses += await take(stream, 1)
+        await connection.close()
+        playout.user_stopped()  # after close: no listener left
+        return fake, responses
+
+    fake, responses = asyncio.run(scenario())
+    assert fake.sent == [
+        {
+            "type": "conversation.item.truncate",
+            "item_id": "item_a",
+            "content_index": 0,
+            "audio_end_ms": 200,
+        },
+        {"type": "response.cancel"},
+    ]
+    assert responses[-1].turn_complete
+
+
+def test_a_steps_calls_answered_in_two_contents_get_one_response_create() -> None:
+    async def scenario() -> tuple[FakeRealtime, list[LlmResponse]]:
+        fake = FakeRealtime()
+        connection = OpenAIRealtimeConnection(fake, manual=False, played=None)
+        fake.push(type="response.created", response={"id": "r1"})
+        for call_id, name in (("c1", "get_weather"), ("c2", "get_location")):
+            fake.push(
+                type="response.function_call_arguments.done",
+                call_id=call_id,
+                name=name,
+                arguments=json.dumps({"location": "Paris"} if name == "get_weather" else {}),
+            )
+        fake.push(type="response.done", response={"status": "completed"})
+        responses = await take(connection.receive(), 1)
+        for call_id, name in (("c1", "get_weather"), ("c2", "get_location")):
+            answer = types.FunctionResponse(id=call_id, name=name, response={"ok": call_id})
+            await connection.send_content(
+                types.Content(role="user", parts=[types.Part(function_response=answer)])
+            )
+            if call_id == "c1":
+                assert [e["type"] for e in fake.sent] == ["conversation.item.create"]
+        return fake, responses
+
+    fake, responses = asyncio.run(scenario())
+    (step,) = responses
+    calls = [p.function_call for p in step.content.parts]
+    assert [(c.id, c.name, c.args) for c in calls] == [
+        ("c1", "get_weather", {"location": "Paris"}),
+        ("c2", "get_location", {}),
+    ]
+    assert not step.turn_complete  # the turn goes on after the tools
+    assert [e["type"] for e in fake.sent] == [
+        "conversation.item.create",
+        "conversation.item.create",
+        "response.create",
+    ]
+    assert [json.loads(e["item"]["output"]) for e in fake.sent[:2]] == [{"ok": "c1"}, {"ok": "c2"}]
+
+
+def test_a_quoted_key_never_reaches_the_client() -> None:
+    async def scenario() -> list[LlmResponse]:
+        fake = FakeRealtime()
+        connection = OpenAIRealtimeConnection(fake, manual=False, played=None)
+        fake.push(
+            type="error",
+            error={
+                "type": "invalid_request_error",
+                "code": "model_not_found",
+                "message": "Project of key sk-proj-****abcd has no access to model x.",
+            },
+        )
+        fake.push(
+            type="error",
+            error={"code": "invalid_api_key", "message": "Incorrect API key provided: sk-a***z."},
+        )
+        return await take(connection.receive(), 2)
+
+    with pytest.raises(ProviderError) as ended:
+        asyncio.run(scenario())
+    assert str(ended.value) == (
+        "the model service ended the live session: invalid_api_key: "
+        "Incorrect API key provided: sk-…."
+    )
+
+
+def test_a_service_error_is_an_error_response_with_its_reason() -> None:
+    async def scenario() -> list[LlmResponse]:
+        fake = FakeRealtime()
+        connection = OpenAIRealtimeConnection(fake, manual=False, played=None)
+        fake.push(
+            type="error",
+            error={
+                "type": "invalid_request_error",
+                "code": "model_not_found",
+                "message": "Project of key sk-proj-****abcd has no access to model x.",
+            },
+        )
+        return await take(connection.receive(), 1)
+
+    (response,) = asyncio.run(scenario())
+    assert response.error_code == "model_not_found"
+    assert response.error_message == "Project of key sk-… has no access to model x."
+
+
+def test_audio_at_another_rate_is_refused() -> None:
+    async def scenario() -> None:
+        connection = OpenAIRealtimeConnection(FakeRealtime(), manual=False, played=None)
+        blob = types.Blob(mime_type="audio/pcm;rate=16000", data=b"\0\0")
+        await connection.send_realtime(blob)
+
+    with pytest.raises(ValueError, match="expected audio at 24000 Hz for OpenAI"):
+        asyncio.run(scenario())

@@ -1,0 +1,213 @@
+"""End to end on the OpenAI Realtime path — what fails: a refused key, a
+rate limit, the endpoint dying mid-turn, the session's time limit; and
+``python -m server`` on the path (see test_openai_e2e.py for the setup)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from gemini_helpers import clean_env, free_port
+from openai_helpers import (
+    MODEL,
+    errors,
+    fast_endpoint,
+    open_session,
+    openai_settings,
+    said,
+    say,
+    use_openai_key,
+)
+from server_helpers import Collector, serve_ws, stream_realtime
+from test_e2e import RATE, START_F32, connect
+
+from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalOpenAIRealtime]:
+    with fast_endpoint(tmp_path, monkeypatch) as live:
+        yield live
+
+
+@pytest.fixture
+def openai_server(endpoint: LocalOpenAIRealtime, tmp_path: Path) -> Iterator[str]:
+    with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
+        yield url
+
+
+# ---------------------------------------------------------------- failures
+
+
+@pytest.mark.parametrize("refuse_with", ["http", "close"])
+def test_a_refused_key_is_a_clear_error_without_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refuse_with: str
+) -> None:
+    config = EndpointConfig(refuse_with=refuse_with)
+    with LocalOpenAIRealtime(config, cert_dir=tmp_path / "cert") as endpoint:
+        wrong = "sk-not-the-key-0123456789"
+        use_openai_key(monkeypatch, wrong)
+
+        async def scenario(url: str) -> Collector:
+            ws, col, _ = await connect(url, START_F32)
+            await say(ws, "hello")
+            await col.task  # the server closes the socket
+            assert ws.close_code == 1011
+            return col
+
+        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
+            col = asyncio.run(asyncio.wait_for(scenario(url), 30))
+    (error,) = errors(col)
+    expected = {
+        "http": "the model service refused the connection: HTTP 401",
+        "close": "the model service closed the live session: 3000 "
+        "invalid_request_error.invalid_api_key",
+    }[refuse_with]
+    assert error.startswith(expected), error
+    assert wrong not in json.dumps(col.messages)
+
+
+def test_a_rate_limit_is_an_error_with_the_reason_and_the_next_turn_works(
+    openai_server: str, endpoint: LocalOpenAIRealtime
+) -> None:
+    async def scenario() -> Collector:
+        ws, col = await open_session(openai_server, endpoint)
+        endpoint.rate_limited_answers = 1
+        await say(ws, "hello")
+        await col.wait_for("error")
+        await say(ws, "hello again")
+        await col.wait_for("finish")
+        await col.close()
+        return col
+
+    col = asyncio.run(scenario())
+    (error,) = errors(col)
+    assert error.startswith("model error rate_limit_exceeded: Rate limit reached for requests")
+    assert said(col) == "You said: hello again"
+    # The failed answer never started a turn: the error alone, then the next turn.
+    assert col.types()[:3] == ["data-session", "error", "start"]
+
+
+def test_the_endpoint_dying_mid_turn_ends_the_socket(
+    openai_server: str, endpoint: LocalOpenAIRealtime, speech_48k
+) -> None:
+    async def scenario() -> Collector:
+        ws, col = await open_session(openai_server, endpoint, turnDetection="manual")
+        endpoint.drop_next_answer = True
+        await ws.send(json.dumps({"type": "activity_start"}))
+        await stream_realtime(ws, speech_48k, RATE)
+        await ws.send(json.dumps({"type": "activity_end"}))
+        await col.task  # the model is gone: the server ends the socket
+        assert ws.close_code == 1011
+        return col
+
+    col = asyncio.run(asyncio.wait_for(scenario(), 40))
+    (error,) = errors(col)
+    assert error.startswith("the model service closed the live session: 1006"), error
+    kinds = col.types()
+    assert kinds[-1] == "error" and "data-interrupted" in kinds  # the turn ended first
+
+
+def test_session_expired_ends_the_socket_and_the_next_one_replays_the_history(
+    openai_server: str, endpoint: LocalOpenAIRealtime
+) -> None:
+    """At the service's time limit (error session_expired, close 1001) the
+    socket ends with the service's reason; the session is kept, and the
+    client's next socket opens a new realtime session seeded with the
+    history as text items, as OpenAI documents."""
+
+    async def scenario() -> tuple[Collector, Collector]:
+        ws, col = await open_session(openai_server, endpoint)
+        session_id = next(m for _, m in col.messages if m["type"] == "data-session")["data"]
+        await say(ws, "remember this")
+        await col.wait_for("finish")
+        endpoint.expire_sessions()
+        await col.task
+        assert ws.close_code == 1011
+        ws, again = await open_session(openai_server, endpoint, sessionId=session_id["sessionId"])
+        await say(ws, "are you back?")
+        await again.wait_for("finish")
+        await again.close()
+        return col, again
+
+    col, again = asyncio.run(asyncio.wait_for(scenario(), 40))
+    (error,) = errors(col)
+    assert error.startswith(
+        "the model service ended the live session: session_expired: Your session hit the "
+        "maximum duration of 60 minutes."
+    )
+    assert not errors(again) and said(again) == "You said: are you back?"
+    first, second = endpoint.records
+    assert first.errors[-1]["code"] == "session_expired"
+    replayed = [e["item"] for e in second.received if e["type"] == "conversation.item.create"]
+    assert replayed[:2] == [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]}
+        if role == "user"
+        else {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": t}],
+        }
+        for role, t in (("user", "remember this"), ("assistant", "You said: remember this"))
+    ]
+    assert not second.errors
+
+
+# ---------------------------------------------------------------- python -m server
+
+
+def test_python_m_server_runs_the_openai_path(
+    endpoint: LocalOpenAIRealtime, tmp_path: Path
+) -> None:
+    """Exactly what a user runs, with the endpoint's key and CA."""
+    port = free_port()
+    env = {**clean_env(), "OPENAI_API_KEY": endpoint.api_key, "NO_PROXY": "127.0.0.1,localhost"}
+    command = [
+        sys.executable, "-m", "server", "--port", str(port), "--data-dir", str(tmp_path),
+        "--model", f"openai:{MODEL}", "--openai-base-url", endpoint.base_url,
+        "--openai-ca-file", str(endpoint.ca_file), "--voice", "Marin",
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        health = None
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+                    health = json.loads(r.read())
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                threading.Event().wait(0.1)  # polling for the port, bounded
+        assert health == {"status": "ok", "model": MODEL, "connections": 0, "liveRuns": 0}
+
+        async def scenario() -> Collector:
+            ws, col = await open_session(f"ws://127.0.0.1:{port}/ws", endpoint)
+            await say(ws, "hello")
+            await col.wait_for("finish")
+            await col.close()
+            return col
+
+        col = asyncio.run(scenario())
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=10)
+    assert said(col) == "You said: hello"
+    assert endpoint.records[0].session["audio"]["output"]["voice"] == "marin"
+    assert endpoint.api_key not in stderr  # the key is never logged
+
+
+def test_python_m_server_refuses_the_openai_path_without_a_key(tmp_path: Path) -> None:
+    env = {k: v for k, v in clean_env().items() if k != "OPENAI_API_KEY"}
+    command = [sys.executable, "-m", "server", "--data-dir", str(tmp_path), "--model", "openai:x"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--model openai:x: expected OPENAI_API_KEY" in done.stderr
