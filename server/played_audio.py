@@ -14,6 +14,7 @@ directly) nothing is bound (None).
 from __future__ import annotations
 
 import contextvars
+import weakref
 from collections.abc import Callable
 
 PositionListener = Callable[[float], None]
@@ -42,18 +43,23 @@ class PlayedAudio:
                 listener(position)
 
 
-_CURRENT: contextvars.ContextVar[PlayedAudio | None] = contextvars.ContextVar(
+# A weak reference: every task and timer started in the pump's context
+# copies the context, and one that outlives the socket (a worker the
+# connection happened to start) would otherwise keep its playout, pacer and
+# all, alive for good.
+_CURRENT: contextvars.ContextVar[weakref.ref[PlayedAudio] | None] = contextvars.ContextVar(
     "played_audio", default=None
 )
 
 
 def bind(played: PlayedAudio) -> None:
     """From now on in this context (and the tasks it starts), ``current()``
-    is ``played``."""
-    _CURRENT.set(played)
+    is ``played`` while it lives."""
+    _CURRENT.set(weakref.ref(played))
 
 
 def current() -> PlayedAudio | None:
-    """The playout bound in this context (None: none), read when a model
-    connection opens and kept for its life."""
-    return _CURRENT.get()
+    """The playout bound in this context (None: none, or gone), read when a
+    model connection opens and kept for its life."""
+    ref = _CURRENT.get()
+    return ref() if ref is not None else None

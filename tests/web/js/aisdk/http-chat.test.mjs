@@ -22,8 +22,10 @@ import {
   approvedLocation,
   approvedPayment,
   chatOn,
+  describe,
   imagesBothWays,
   text,
+  toolPart,
   twoApprovalsInOneStep,
 } from "./chat-helpers.mjs";
 
