@@ -5,16 +5,14 @@ model and the ``openai`` package's realtime client over TLS.
 
 from __future__ import annotations
 
-import contextlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from gemini_helpers import GOOGLE_ENV
-from server_helpers import Collector
-from test_e2e import START_F32, connect
+from live_helpers import open_ready_session
+from server_helpers import Collector, serve_ws
 
 from server import Settings
 from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
@@ -43,14 +41,23 @@ def openai_settings(endpoint: LocalOpenAIRealtime, data_dir: Path, **overrides: 
     return Settings(**values)  # type: ignore[arg-type]
 
 
-@contextlib.contextmanager
-def fast_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalOpenAIRealtime]:
+@pytest.fixture(name="endpoint")
+def openai_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[LocalOpenAIRealtime]:
     """The endpoint with its key in the environment, answering at once: a
     sample-exact echo must not depend on how fast this machine relays a
-    real-time stream. (Each test module's ``endpoint`` fixture.)"""
+    real-time stream. (Each test_openai_* module imports it, and ``serve_openai``.)"""
     with LocalOpenAIRealtime(EndpointConfig(speed=1000.0), cert_dir=tmp_path / "cert") as live:
         use_openai_key(monkeypatch, live.api_key)
         yield live
+
+
+@pytest.fixture(name="openai_server")
+def serve_openai(endpoint: LocalOpenAIRealtime, tmp_path: Path) -> Iterator[str]:
+    """The server on the OpenAI path at ``endpoint``; yields its ws:// base URL."""
+    with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
+        yield url
 
 
 async def open_session(
@@ -58,29 +65,7 @@ async def open_session(
 ) -> tuple[Any, Collector]:
     """A client session whose realtime session is configured (so no audio
     waits for it)."""
-    before = len(endpoint.records)
-    ws, col, _ = await connect(url, {**START_F32, **start})
-    await endpoint.wait_for_async(lambda rs: len(rs) > before and rs[-1].updates)
-    return ws, col
-
-
-async def say(ws: Any, text: str) -> None:
-    await ws.send(json.dumps({"type": "text", "text": text}))
-
-
-def said(col: Collector, turn: int = -1) -> str:
-    """The agent's words in a turn (its text deltas)."""
-    turns: list[list[str]] = [[]]
-    for _, m in col.messages:
-        if m["type"] == "text-delta":
-            turns[-1].append(m["delta"])
-        elif m["type"] == "finish":
-            turns.append([])
-    return "".join([t for t in turns if t][turn])
-
-
-def errors(col: Collector) -> list[str]:
-    return [m["errorText"] for _, m in col.messages if m["type"] == "error"]
+    return await open_ready_session(url, endpoint, lambda record: record.updates, **start)
 
 
 def received(endpoint: LocalOpenAIRealtime, kind: str, index: int = 0) -> list[dict[str, Any]]:

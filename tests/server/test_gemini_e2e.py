@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 from gemini_helpers import clean_env, free_port, gemini_settings, use_endpoint_key
+from live_helpers import errors, open_ready_session, said, say
 from scipy.signal import resample_poly
 from server_helpers import Collector, check_padded, serve_ws, stream_realtime
 from test_e2e import RATE, START_F32, aligned_correlation, connect, silence
@@ -57,29 +58,7 @@ def gemini_server(endpoint: LocalGeminiLive, tmp_path: Path) -> Iterator[str]:
 async def open_session(url: str, endpoint: LocalGeminiLive, **start: Any) -> tuple[Any, Collector]:
     """A client session whose live connection to the endpoint is up (so no
     audio waits for it)."""
-    before = len(endpoint.records)
-    ws, col, session = await connect(url, {**START_F32, **start})
-    await endpoint.wait_for_async(lambda rs: len(rs) > before and rs[-1].parsed)
-    return ws, col
-
-
-async def say(ws: Any, text: str) -> None:
-    await ws.send(json.dumps({"type": "text", "text": text}))
-
-
-def said(col: Collector, turn: int = -1) -> str:
-    """The agent's words in a turn (its text deltas)."""
-    turns: list[list[str]] = [[]]
-    for _, m in col.messages:
-        if m["type"] == "text-delta":
-            turns[-1].append(m["delta"])
-        elif m["type"] == "finish":
-            turns.append([])
-    return "".join([t for t in turns if t][turn])
-
-
-def errors(col: Collector) -> list[str]:
-    return [m["errorText"] for _, m in col.messages if m["type"] == "error"]
+    return await open_ready_session(url, endpoint, lambda record: record.parsed, **start)
 
 
 # ---------------------------------------------------------------- turns

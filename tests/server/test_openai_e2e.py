@@ -14,22 +14,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import websockets
-from openai_helpers import (
+from live_helpers import errors, said, say
+from openai_helpers import (  # noqa: F401 (fixtures)
     MODEL,
-    errors,
-    fast_endpoint,
     open_session,
+    openai_endpoint,
     openai_settings,
     received,
-    said,
-    say,
+    serve_openai,
     use_openai_key,
 )
 from scipy.signal import resample_poly
@@ -46,18 +44,6 @@ FRAME_24K = 960  # the pacer's 40 ms frames at the default output rate
 TONE_16K = (
     (0.3 * np.sin(2 * np.pi * 300 * np.arange(12_800) / 16_000) * 32767).astype("<i2").tobytes()
 )
-
-
-@pytest.fixture
-def endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalOpenAIRealtime]:
-    with fast_endpoint(tmp_path, monkeypatch) as live:
-        yield live
-
-
-@pytest.fixture
-def openai_server(endpoint: LocalOpenAIRealtime, tmp_path: Path) -> Iterator[str]:
-    with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-        yield url
 
 
 # ---------------------------------------------------------------- turns

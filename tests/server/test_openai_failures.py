@@ -10,19 +10,17 @@ import subprocess
 import sys
 import threading
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from gemini_helpers import clean_env, free_port
-from openai_helpers import (
+from live_helpers import errors, said, say
+from openai_helpers import (  # noqa: F401 (fixtures)
     MODEL,
-    errors,
-    fast_endpoint,
     open_session,
+    openai_endpoint,
     openai_settings,
-    said,
-    say,
+    serve_openai,
     use_openai_key,
 )
 from server_helpers import Collector, serve_ws, stream_realtime
@@ -31,18 +29,6 @@ from test_e2e import RATE, START_F32, connect
 from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalOpenAIRealtime]:
-    with fast_endpoint(tmp_path, monkeypatch) as live:
-        yield live
-
-
-@pytest.fixture
-def openai_server(endpoint: LocalOpenAIRealtime, tmp_path: Path) -> Iterator[str]:
-    with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-        yield url
 
 
 # ---------------------------------------------------------------- failures
