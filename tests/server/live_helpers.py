@@ -1,16 +1,25 @@
 """What the provider paths' end-to-end tests (test_gemini_*, test_openai_*)
 share: a client session on /ws that waits until its provider connection is
-ready, and reading the agent's words and errors off a ``Collector``.
+ready, reading the agent's words and errors off a ``Collector``, and a typed
+turn through ``python -m server`` exactly as a user runs it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
-from server_helpers import Collector
+from server_helpers import Collector, free_port
 from test_e2e import START_F32, connect
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 async def open_ready_session(
@@ -41,3 +50,39 @@ def said(col: Collector, turn: int = -1) -> str:
 
 def errors(col: Collector) -> list[str]:
     return [m["errorText"] for _, m in col.messages if m["type"] == "error"]
+
+
+def python_m_server_hello(
+    args: list[str], env: dict[str, str], open_session: Callable[[str], Awaitable[tuple[Any, Any]]]
+) -> tuple[dict[str, Any], Collector, str]:
+    """``python -m server --port <free> *args`` with exactly ``env``: waits
+    for /healthz, says "hello" in a session from ``open_session(ws_url)``
+    until its finish, then stops the server. Returns the health answer, the
+    session's ``Collector`` and the server's stderr."""
+    port = free_port()
+    command = [sys.executable, "-m", "server", "--port", str(port), *args]
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        health = None
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+                    health = json.loads(r.read())
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                threading.Event().wait(0.1)  # polling for the port, bounded
+        assert health is not None, "python -m server did not answer /healthz"
+
+        async def scenario() -> Collector:
+            ws, col = await open_session(f"ws://127.0.0.1:{port}/ws")
+            await say(ws, "hello")
+            await col.wait_for("finish")
+            await col.close()
+            return col
+
+        col = asyncio.run(scenario())
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=10)
+    return health, col, stderr

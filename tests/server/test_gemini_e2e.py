@@ -14,18 +14,14 @@ import asyncio
 import json
 import os
 import re
-import subprocess
-import sys
-import threading
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from gemini_helpers import clean_env, free_port, gemini_settings, use_endpoint_key
-from live_helpers import errors, open_ready_session, said, say
+from gemini_helpers import clean_env, gemini_settings, use_endpoint_key
+from live_helpers import errors, open_ready_session, python_m_server_hello, said, say
 from scipy.signal import resample_poly
 from server_helpers import Collector, check_padded, serve_ws, stream_realtime
 from test_e2e import RATE, START_F32, aligned_correlation, connect, silence
@@ -453,41 +449,17 @@ def test_the_endpoint_dying_mid_turn_keeps_the_session(
 
 def test_python_m_server_runs_the_gemini_path(endpoint: LocalGeminiLive, tmp_path: Path) -> None:
     """Exactly what a user runs, with a dummy key and the endpoint's CA."""
-    port = free_port()
     env = {**clean_env(), "GOOGLE_API_KEY": endpoint.api_key, "NO_PROXY": "127.0.0.1,localhost"}
-    command = [
-        sys.executable, "-m", "server", "--port", str(port), "--data-dir", str(tmp_path),
-        "--model", GEMINI_3, "--gemini-base-url", endpoint.url,
+    args = [
+        "--data-dir", str(tmp_path), "--model", GEMINI_3, "--gemini-base-url", endpoint.url,
         "--gemini-ca-file", str(endpoint.ca_file), "--voice", "Kore", "--language", "en-US",
     ]  # fmt: skip
-    proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        health = None
-        for _ in range(300):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-                    health = json.loads(r.read())
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                threading.Event().wait(0.1)  # polling for the port, bounded
-        assert health == {"status": "ok", "model": GEMINI_3, "connections": 0, "liveRuns": 0}
-
-        async def scenario() -> Collector:
-            ws, col = await open_session(f"ws://127.0.0.1:{port}/ws", endpoint)
-            await say(ws, "hello")
-            await col.wait_for("finish")
-            await col.close()
-            return col
-
-        col = asyncio.run(scenario())
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=10)  # also closes its stderr pipe
+    health, col, _ = python_m_server_hello(args, env, lambda url: open_session(url, endpoint))
+    assert health == {"status": "ok", "model": GEMINI_3, "connections": 0, "liveRuns": 0}
     assert said(col) == "You said: hello"
     setup = endpoint.records[0].parsed
     assert (setup.voice, setup.language) == ("Kore", "en-US")
-    assert os.fspath(endpoint.ca_file) in command
+    assert os.fspath(endpoint.ca_file) in args
 
 
 def test_the_gemini_path_remembers_and_is_told_at_connect(

@@ -8,13 +8,11 @@ import asyncio
 import json
 import subprocess
 import sys
-import threading
-import urllib.request
 from pathlib import Path
 
 import pytest
-from gemini_helpers import clean_env, free_port
-from live_helpers import errors, said, say
+from gemini_helpers import clean_env
+from live_helpers import errors, python_m_server_hello, said, say
 from openai_helpers import (  # noqa: F401 (fixtures)
     MODEL,
     open_session,
@@ -155,37 +153,14 @@ def test_python_m_server_runs_the_openai_path(
     endpoint: LocalOpenAIRealtime, tmp_path: Path
 ) -> None:
     """Exactly what a user runs, with the endpoint's key and CA."""
-    port = free_port()
     env = {**clean_env(), "OPENAI_API_KEY": endpoint.api_key, "NO_PROXY": "127.0.0.1,localhost"}
-    command = [
-        sys.executable, "-m", "server", "--port", str(port), "--data-dir", str(tmp_path),
-        "--model", f"openai:{MODEL}", "--openai-base-url", endpoint.base_url,
-        "--openai-ca-file", str(endpoint.ca_file), "--voice", "Marin",
+    args = [
+        "--data-dir", str(tmp_path), "--model", f"openai:{MODEL}",
+        "--openai-base-url", endpoint.base_url, "--openai-ca-file", str(endpoint.ca_file),
+        "--voice", "Marin",
     ]  # fmt: skip
-    proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        health = None
-        for _ in range(300):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-                    health = json.loads(r.read())
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                threading.Event().wait(0.1)  # polling for the port, bounded
-        assert health == {"status": "ok", "model": MODEL, "connections": 0, "liveRuns": 0}
-
-        async def scenario() -> Collector:
-            ws, col = await open_session(f"ws://127.0.0.1:{port}/ws", endpoint)
-            await say(ws, "hello")
-            await col.wait_for("finish")
-            await col.close()
-            return col
-
-        col = asyncio.run(scenario())
-    finally:
-        proc.terminate()
-        _, stderr = proc.communicate(timeout=10)
+    health, col, stderr = python_m_server_hello(args, env, lambda url: open_session(url, endpoint))
+    assert health == {"status": "ok", "model": MODEL, "connections": 0, "liveRuns": 0}
     assert said(col) == "You said: hello"
     assert endpoint.records[0].session["audio"]["output"]["voice"] == "marin"
     assert endpoint.api_key not in stderr  # the key is never logged
