@@ -5,6 +5,7 @@ model and the ``openai`` package's realtime client over TLS.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,15 +42,24 @@ def openai_settings(endpoint: LocalOpenAIRealtime, data_dir: Path, **overrides: 
     return Settings(**values)  # type: ignore[arg-type]
 
 
+@contextlib.contextmanager
+def keyed_endpoint(
+    config: EndpointConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[LocalOpenAIRealtime]:
+    """The endpoint with ``config``, its key in the environment."""
+    with LocalOpenAIRealtime(config, cert_dir=tmp_path / "cert") as live:
+        use_openai_key(monkeypatch, live.api_key)
+        yield live
+
+
 @pytest.fixture(name="endpoint")
 def openai_endpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[LocalOpenAIRealtime]:
-    """The endpoint with its key in the environment, answering at once: a
-    sample-exact echo must not depend on how fast this machine relays a
-    real-time stream. (Each test_openai_* module imports it, and ``serve_openai``.)"""
-    with LocalOpenAIRealtime(EndpointConfig(speed=1000.0), cert_dir=tmp_path / "cert") as live:
-        use_openai_key(monkeypatch, live.api_key)
+    """The endpoint answering at once: a sample-exact echo must not depend on
+    how fast this machine relays a real-time stream. (Each test_openai_*
+    module imports it, and ``serve_openai``.)"""
+    with keyed_endpoint(EndpointConfig(speed=1000.0), tmp_path, monkeypatch) as live:
         yield live
 
 

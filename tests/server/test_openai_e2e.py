@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 import websockets
 from live_helpers import errors, said, say
-from openai_helpers import (  # noqa: F401 (fixtures)
+from openai_helpers import (
     MODEL,
+    keyed_endpoint,
     open_session,
-    openai_endpoint,
+    openai_endpoint,  # noqa: F401 (a fixture)
     openai_settings,
     received,
-    serve_openai,
-    use_openai_key,
+    serve_openai,  # noqa: F401 (a fixture)
 )
 from scipy.signal import resample_poly
 from server_helpers import Collector, check_padded, serve_ws, stream_realtime
@@ -44,6 +44,19 @@ FRAME_24K = 960  # the pacer's 40 ms frames at the default output rate
 TONE_16K = (
     (0.3 * np.sin(2 * np.pi * 300 * np.arange(12_800) / 16_000) * 32767).astype("<i2").tobytes()
 )
+
+
+def spy_on_played_seconds(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every position the pacer says was played, as it is asked, in order."""
+    positions: list[float] = []
+    played_seconds = OutputPacer.played_seconds
+
+    def spy(pacer: OutputPacer) -> float:
+        positions.append(played_seconds(pacer))
+        return positions[-1]
+
+    monkeypatch.setattr(OutputPacer, "played_seconds", spy)
+    return positions
 
 
 # ---------------------------------------------------------------- turns
@@ -122,8 +135,7 @@ def test_answers_in_bursts_faster_than_real_time_arrive_whole(
     """The endpoint's default delivery (200 ms bursts at twice real time):
     everything arrives. On a starved machine the pacer may conceal a stall
     with silence, so only "nothing missing" is asserted."""
-    with LocalOpenAIRealtime(EndpointConfig(), cert_dir=tmp_path / "cert") as endpoint:
-        use_openai_key(monkeypatch, endpoint.api_key)
+    with keyed_endpoint(EndpointConfig(), tmp_path, monkeypatch) as endpoint:
 
         async def scenario(url: str) -> Collector:
             ws, col = await open_session(url, endpoint)
@@ -225,8 +237,7 @@ def test_a_typed_turn_while_an_answer_is_generated_cancels_it_first(
 ) -> None:
     """One response at a time: the answer being generated is cancelled, then
     the typed turn is answered (the endpoint refuses a second response)."""
-    with LocalOpenAIRealtime(EndpointConfig(speed=1.0), cert_dir=tmp_path / "cert") as endpoint:
-        use_openai_key(monkeypatch, endpoint.api_key)
+    with keyed_endpoint(EndpointConfig(speed=1.0), tmp_path, monkeypatch) as endpoint:
 
         async def scenario(url: str) -> Collector:
             ws, col = await open_session(url, endpoint, turnDetection="manual")
@@ -256,16 +267,8 @@ def test_barge_in_truncates_the_spoken_item_at_the_played_position(
     at exactly the position the pacer says was played (read through a spy on
     it), which is less than what the client received of it, and the
     client's turn ends there with nothing more of its audio."""
-    positions: list[float] = []
-    played_seconds = OutputPacer.played_seconds
-
-    def spy(pacer: OutputPacer) -> float:
-        positions.append(played_seconds(pacer))
-        return positions[-1]
-
-    monkeypatch.setattr(OutputPacer, "played_seconds", spy)
-    with LocalOpenAIRealtime(EndpointConfig(speed=1000.0), cert_dir=tmp_path / "cert") as endpoint:
-        use_openai_key(monkeypatch, endpoint.api_key)
+    positions = spy_on_played_seconds(monkeypatch)
+    with keyed_endpoint(EndpointConfig(speed=1000.0), tmp_path, monkeypatch) as endpoint:
 
         async def scenario(url: str) -> tuple[Collector, int]:
             ws, col = await open_session(url, endpoint)
@@ -301,16 +304,8 @@ def test_the_users_stop_truncates_at_the_played_position_and_cancels(
     real time here): the endpoint gets the truncation at what the pacer says
     was played at that moment, then response.cancel; the client's turn ends
     with the cancelled response."""
-    positions: list[float] = []
-    played_seconds = OutputPacer.played_seconds
-
-    def spy(pacer: OutputPacer) -> float:
-        positions.append(played_seconds(pacer))
-        return positions[-1]
-
-    monkeypatch.setattr(OutputPacer, "played_seconds", spy)
-    with LocalOpenAIRealtime(EndpointConfig(speed=1.0), cert_dir=tmp_path / "cert") as endpoint:
-        use_openai_key(monkeypatch, endpoint.api_key)
+    positions = spy_on_played_seconds(monkeypatch)
+    with keyed_endpoint(EndpointConfig(speed=1.0), tmp_path, monkeypatch) as endpoint:
 
         async def scenario(url: str) -> Collector:
             ws, col = await open_session(url, endpoint, turnDetection="manual")
@@ -342,8 +337,7 @@ def test_push_to_talk_over_the_answer_interrupts_it_at_the_played_position(
     """Manual turns: the next activity_start while the answer plays and is
     still generated truncates it, cancels it, and the client's turn ends
     (interrupted) once the service confirms; the next turn is answered."""
-    with LocalOpenAIRealtime(EndpointConfig(speed=1.0), cert_dir=tmp_path / "cert") as endpoint:
-        use_openai_key(monkeypatch, endpoint.api_key)
+    with keyed_endpoint(EndpointConfig(speed=1.0), tmp_path, monkeypatch) as endpoint:
 
         async def scenario(url: str) -> Collector:
             ws, col = await open_session(url, endpoint, turnDetection="manual")

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from gemini_helpers import clean_env
 from live_helpers import errors, python_m_server_hello, said, say
-from openai_helpers import (  # noqa: F401 (fixtures)
+from openai_helpers import (
     MODEL,
     open_session,
-    openai_endpoint,
+    openai_endpoint,  # noqa: F401 (a fixture)
     openai_settings,
-    serve_openai,
+    serve_openai,  # noqa: F401 (a fixture)
     use_openai_key,
 )
 from server_helpers import Collector, serve_ws, stream_realtime

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from live_helpers import errors, said, say
-from openai_helpers import (  # noqa: F401 (fixtures)
+from openai_helpers import (
     open_session,
-    openai_endpoint,
+    openai_endpoint,  # noqa: F401 (a fixture)
     openai_settings,
     received,
-    serve_openai,
+    serve_openai,  # noqa: F401 (a fixture)
 )
 from server_helpers import Collector, serve_ws
 
