@@ -12,14 +12,26 @@ import subprocess
 import sys
 import threading
 import urllib.request
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from server_helpers import Collector, free_port
 from test_e2e import START_F32, connect
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def use_only_key(
+    monkeypatch: pytest.MonkeyPatch, variable: str, key: str, cleared: Iterable[str]
+) -> None:
+    """The environment a user has: ``variable`` set to ``key``, none of
+    ``cleared`` (other credentials, base URLs, CA bundles), no proxy for loopback."""
+    for name in cleared:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, key)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
 
 
 async def open_ready_session(

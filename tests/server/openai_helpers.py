@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from gemini_helpers import GOOGLE_ENV
-from live_helpers import open_ready_session
+from live_helpers import open_ready_session, use_only_key
 from server_helpers import Collector, serve_ws
 
 from server import Settings
@@ -24,10 +24,8 @@ MODEL = "gpt-realtime-2"
 def use_openai_key(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
     """The environment a user has: only an OpenAI key (no Google credentials,
     no CA bundle of their own, no proxy for loopback)."""
-    for name in (*GOOGLE_ENV, "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", key)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    cleared = (*GOOGLE_ENV, "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID")
+    use_only_key(monkeypatch, "OPENAI_API_KEY", key, cleared)
 
 
 def openai_settings(endpoint: LocalOpenAIRealtime, data_dir: Path, **overrides: object) -> Settings:
