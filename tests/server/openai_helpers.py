@@ -5,10 +5,11 @@ model and the ``openai`` package's realtime client over TLS.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from gemini_helpers import GOOGLE_ENV
@@ -19,6 +20,7 @@ from server import Settings
 from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
 
 MODEL = "gpt-realtime-2"
+T = TypeVar("T")
 
 
 def use_openai_key(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
@@ -66,6 +68,15 @@ def serve_openai(endpoint: LocalOpenAIRealtime, tmp_path: Path) -> Iterator[str]
     """The server on the OpenAI path at ``endpoint``; yields its ws:// base URL."""
     with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
         yield url
+
+
+def run_on_server(
+    endpoint: LocalOpenAIRealtime, data_dir: Path, scenario: Callable[[str], Awaitable[T]]
+) -> T:
+    """``scenario(ws_base_url)`` against the server on the OpenAI path at
+    ``endpoint`` (its data in ``data_dir``); returns what it returns."""
+    with serve_ws(openai_settings(endpoint, data_dir)) as url:
+        return asyncio.run(scenario(url))
 
 
 async def open_session(

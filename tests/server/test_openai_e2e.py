@@ -28,6 +28,7 @@ from openai_helpers import (
     openai_endpoint,  # noqa: F401 (a fixture)
     openai_settings,
     received,
+    run_on_server,
     serve_openai,  # noqa: F401 (a fixture)
 )
 from scipy.signal import resample_poly
@@ -144,8 +145,7 @@ def test_answers_in_bursts_faster_than_real_time_arrive_whole(
             await col.close()
             return col
 
-        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-            col = asyncio.run(scenario(url))
+        col = run_on_server(endpoint, tmp_path / "data", scenario)
         record = endpoint.records[0]
     (utterance,) = record.echoed
     n = len(utterance) // 2
@@ -250,8 +250,7 @@ def test_a_typed_turn_while_an_answer_is_generated_cancels_it_first(
             await col.close()
             return col
 
-        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-            col = asyncio.run(scenario(url))
+        col = run_on_server(endpoint, tmp_path / "data", scenario)
         record = endpoint.records[0]
     kinds = [k for k in record.received_types() if k != "input_audio_buffer.append"]
     assert kinds[-3:] == ["response.cancel", "conversation.item.create", "response.create"]
@@ -282,8 +281,7 @@ def test_barge_in_truncates_the_spoken_item_at_the_played_position(
             before = col.messages[: kinds.index("data-interrupted")]
             return col, sum(len(m["data"]["content"]) for _, m in before if m["type"] == "data-pcm")
 
-        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-            col, b64_chars = asyncio.run(scenario(url))
+        col, b64_chars = run_on_server(endpoint, tmp_path / "data", scenario)
         record = endpoint.records[0]
     ((item_id, end_ms),) = record.truncations
     (utterance,) = record.echoed
@@ -318,8 +316,7 @@ def test_the_users_stop_truncates_at_the_played_position_and_cancels(
             await col.close()
             return col
 
-        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-            col = asyncio.run(scenario(url))
+        col = run_on_server(endpoint, tmp_path / "data", scenario)
         record = endpoint.records[0]
     (played,) = positions  # asked once: at the user's stop
     ((item_id, end_ms),) = record.truncations
@@ -353,8 +350,7 @@ def test_push_to_talk_over_the_answer_interrupts_it_at_the_played_position(
             await col.close()
             return col
 
-        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-            col = asyncio.run(scenario(url))
+        col = run_on_server(endpoint, tmp_path / "data", scenario)
         record = endpoint.records[0]
     kinds = [k for k in record.received_types() if k != "input_audio_buffer.append"]
     assert kinds[4:] == [
