@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_helpers import Collector, free_port
+from server_helpers import Collector, free_port, serve_ws
 from test_e2e import START_F32, connect
+
+from server import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,6 +64,22 @@ def said(col: Collector, turn: int = -1) -> str:
 
 def errors(col: Collector) -> list[str]:
     return [m["errorText"] for _, m in col.messages if m["type"] == "error"]
+
+
+def refused_turn(settings: Settings) -> Collector:
+    """Says "hello" on a server with ``settings`` whose provider refuses its
+    key: the server must close the socket 1011 (within 30 s, not hang).
+    Returns what the client got."""
+
+    async def scenario(url: str) -> Collector:
+        ws, col, _ = await connect(url, START_F32)
+        await say(ws, "hello")
+        await col.task  # the server closes the socket
+        assert ws.close_code == 1011
+        return col
+
+    with serve_ws(settings) as url:
+        return asyncio.run(asyncio.wait_for(scenario(url), 30))
 
 
 def python_m_server_hello(

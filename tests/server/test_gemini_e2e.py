@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 import pytest
 from gemini_helpers import clean_env, gemini_settings, use_endpoint_key
-from live_helpers import errors, open_ready_session, python_m_server_hello, said, say
+from live_helpers import (
+    errors,
+    open_ready_session,
+    python_m_server_hello,
+    refused_turn,
+    said,
+    say,
+)
 from scipy.signal import resample_poly
 from server_helpers import Collector, check_padded, serve_ws, stream_realtime
 from test_e2e import RATE, START_F32, aligned_correlation, connect, silence
@@ -371,16 +378,7 @@ def test_a_refused_key_is_a_clear_error_not_a_hang(
     endpoint: LocalGeminiLive, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     use_endpoint_key(monkeypatch, "not-the-key")
-
-    async def scenario(url: str) -> Collector:
-        ws, col, _ = await connect(url, START_F32)
-        await say(ws, "hello")
-        await col.task  # the server closes the socket
-        assert ws.close_code == 1011
-        return col
-
-    with serve_ws(gemini_settings(endpoint, tmp_path / "data")) as url:
-        col = asyncio.run(asyncio.wait_for(scenario(url), 30))
+    col = refused_turn(gemini_settings(endpoint, tmp_path / "data"))
     (error,) = errors(col)
     assert error.startswith(
         "the model service closed the live session: 1007 API key not valid. "

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from gemini_helpers import clean_env
-from live_helpers import errors, python_m_server_hello, said, say
+from live_helpers import errors, python_m_server_hello, refused_turn, said, say
 from openai_helpers import (
     MODEL,
     open_session,
@@ -21,8 +21,8 @@ from openai_helpers import (
     serve_openai,  # noqa: F401 (a fixture)
     use_openai_key,
 )
-from server_helpers import Collector, serve_ws, stream_realtime
-from test_e2e import RATE, START_F32, connect
+from server_helpers import Collector, stream_realtime
+from test_e2e import RATE
 
 from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
 
@@ -40,16 +40,7 @@ def test_a_refused_key_is_a_clear_error_without_the_key(
     with LocalOpenAIRealtime(config, cert_dir=tmp_path / "cert") as endpoint:
         wrong = "sk-not-the-key-0123456789"
         use_openai_key(monkeypatch, wrong)
-
-        async def scenario(url: str) -> Collector:
-            ws, col, _ = await connect(url, START_F32)
-            await say(ws, "hello")
-            await col.task  # the server closes the socket
-            assert ws.close_code == 1011
-            return col
-
-        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-            col = asyncio.run(asyncio.wait_for(scenario(url), 30))
+        col = refused_turn(openai_settings(endpoint, tmp_path / "data"))
     (error,) = errors(col)
     expected = {
         "http": "the model service refused the connection: HTTP 401",
