@@ -252,7 +252,7 @@ def _record_rows(corpus: Corpus) -> list[tuple[Any, ...]]:
 def postgres_database() -> Iterator[str]:
     """A new database on ``AUDIOCORE_TEST_POSTGRES_URL``'s server, else on
     a throwaway cluster of the installed PostgreSQL."""
-    from postgres_helpers import URL_VARIABLE, _admin, installed_pg_ctl, with_database
+    from postgres_helpers import URL_VARIABLE, installed_pg_ctl, new_database
 
     @contextlib.contextmanager
     def server() -> Iterator[str]:
@@ -267,13 +267,8 @@ def postgres_database() -> Iterator[str]:
             raise SystemExit("PostgreSQL's server is not installed (Debian package postgresql)")
         yield from _throwaway_cluster(pg_ctl)
 
-    with server() as url:
-        name = "audiocore_bench_" + secrets.token_hex(6)
-        asyncio.run(_admin(url, f'CREATE DATABASE "{name}"'))
-        try:
-            yield with_database(url, name)
-        finally:
-            asyncio.run(_admin(url, f'DROP DATABASE "{name}" WITH (FORCE)'))
+    with server() as url, new_database(url, "audiocore_bench_") as database:
+        yield database
 
 
 # ------------------------------------------------------------------ timing

@@ -124,10 +124,12 @@ class LocalGemini:
 
 
 @contextlib.contextmanager
-def local_gemini(*args: str) -> Iterator[LocalGemini]:
-    """``python -m tests.gemini_live`` (extra command-line ``args``), until the block ends."""
+def endpoint_process(module: str, *args: str) -> Iterator[tuple[dict[str, str], subprocess.Popen]]:
+    """``python -m <module>`` (a local provider endpoint, extra command-line
+    ``args``) until the block ends; yields the JSON line it prints once it
+    listens, and the process."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.gemini_live", *args],
+        [sys.executable, "-m", module, *args],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,
@@ -136,12 +138,18 @@ def local_gemini(*args: str) -> Iterator[LocalGemini]:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # one JSON line once it listens
         if not line:
-            raise RuntimeError("the local Gemini Live endpoint did not start")
-        info = json.loads(line)
-        yield LocalGemini(info["url"], info["caFile"], info["apiKey"], proc)
+            raise RuntimeError(f"{module} did not start")
+        yield json.loads(line), proc
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(30)
+
+
+@contextlib.contextmanager
+def local_gemini(*args: str) -> Iterator[LocalGemini]:
+    """``python -m tests.gemini_live`` (extra command-line ``args``), until the block ends."""
+    with endpoint_process("tests.gemini_live", *args) as (info, proc):
+        yield LocalGemini(info["url"], info["caFile"], info["apiKey"], proc)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,22 +175,8 @@ class LocalOpenAI:
 @contextlib.contextmanager
 def local_openai(*args: str) -> Iterator[LocalOpenAI]:
     """``python -m tests.openai_realtime`` (extra command-line ``args``), until the block ends."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.openai_realtime", *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # one JSON line once it listens
-        if not line:
-            raise RuntimeError("the local OpenAI Realtime endpoint did not start")
-        info = json.loads(line)
+    with endpoint_process("tests.openai_realtime", *args) as (info, proc):
         yield LocalOpenAI(info["baseUrl"], info["caFile"], info["apiKey"], proc)
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(30)
 
 
 @contextlib.contextmanager

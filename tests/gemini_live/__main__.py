@@ -10,29 +10,16 @@ until interrupted. From the repository root:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
-import os
-import signal
-import sys
-import tempfile
-import threading
-from pathlib import Path
+
+from tests.local_endpoint import cert_dir, endpoint_parser, serve_until_signalled
 
 from .server import EndpointConfig, LocalGeminiLive
 
 
 def main(argv: list[str] | None = None) -> None:
     defaults = EndpointConfig()
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.gemini_live",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--port", type=int, default=0, help="default: any free port")
-    parser.add_argument("--cert-dir", type=Path, help="where to write the self-signed cert")
-    parser.add_argument("--api-key", action="append", help="accepted key (repeatable)")
+    parser = endpoint_parser("python -m tests.gemini_live", __doc__, defaults)
     parser.add_argument(
         "--connection-lifetime",
         type=float,
@@ -40,12 +27,6 @@ def main(argv: list[str] | None = None) -> None:
         help="seconds before a connection is closed 1011; goAway comes --go-away-notice before",
     )
     parser.add_argument("--go-away-notice", type=float, default=defaults.go_away_notice_s)
-    parser.add_argument(
-        "--speed", type=float, default=defaults.speed, help="answers at this multiple of real time"
-    )
-    parser.add_argument(
-        "--burst-ms", type=int, default=defaults.burst_ms, help="answers in bursts of this much"
-    )
     parser.add_argument(
         "--audio-chunk-ms", type=int, default=defaults.audio_chunk_ms, help="audio per message"
     )
@@ -59,20 +40,10 @@ def main(argv: list[str] | None = None) -> None:
         burst_ms=args.burst_ms,
         audio_chunk_ms=args.audio_chunk_ms,
     )
-    cert_dir = args.cert_dir or Path(tempfile.mkdtemp(prefix="gemini-live-"))
-    stop = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with LocalGeminiLive(config, cert_dir=cert_dir, port=args.port) as endpoint:
-        info = {
-            "url": endpoint.url,
-            "caFile": str(endpoint.ca_file),
-            "apiKey": endpoint.api_key,
-            "pid": os.getpid(),
-        }
-        print(json.dumps(info), flush=True)
-        stop.wait()
-    print("stopped", file=sys.stderr)
+    endpoint = LocalGeminiLive(config, cert_dir=cert_dir(args, "gemini-live-"), port=args.port)
+    serve_until_signalled(
+        endpoint, lambda e: {"url": e.url, "caFile": str(e.ca_file), "apiKey": e.api_key}
+    )
 
 
 if __name__ == "__main__":

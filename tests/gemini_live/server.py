@@ -20,7 +20,6 @@ import json
 import logging
 import re
 import secrets
-import threading
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -35,6 +34,7 @@ from websockets.http11 import Request, Response
 import audiocore
 from server.offline_model import OfflineLiveModel
 from server.offline_speech import INPUT_RATE, EnergySegmenter
+from tests.local_endpoint import ThreadedEndpoint
 
 from . import wire
 from .conversation import (
@@ -122,9 +122,11 @@ class _ReplyFailed(Exception):
     """The endpoint was told to fail this reply (``fail_next_reply``)."""
 
 
-class LocalGeminiLive:
+class LocalGeminiLive(ThreadedEndpoint[ConnectionRecord]):
     """``with LocalGeminiLive(cert_dir=tmp) as endpoint:`` → ``endpoint.url``,
     ``endpoint.ca_file``, ``endpoint.api_key``."""
+
+    thread_name = "the local Gemini Live endpoint"
 
     def __init__(
         self,
@@ -134,6 +136,7 @@ class LocalGeminiLive:
         cert_dir: Path | None = None,
         port: int = 0,
     ) -> None:
+        super().__init__()
         if cert is None:
             if cert_dir is None:
                 raise TypeError("expected cert or cert_dir")
@@ -141,10 +144,6 @@ class LocalGeminiLive:
         self.cert = cert
         self.config = config or EndpointConfig()
         self.port = port
-        self._lock = threading.Condition()
-        self._records: list[ConnectionRecord] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._server: Server | None = None
         self._live: set[_LiveSession] = set()
         self._sessions: dict[str, _LiveSession] = {}  # conversation id → its live connection
@@ -164,36 +163,6 @@ class LocalGeminiLive:
     @property
     def api_key(self) -> str:
         return sorted(self.config.api_keys)[0]
-
-    def __enter__(self) -> LocalGeminiLive:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            loop.run_until_complete(self._listen())
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self._shutdown())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="local-gemini-live", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the local Gemini Live endpoint did not start")
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._loop = self._thread = None
 
     def call(self, fn: Callable[[], Awaitable[T]], timeout: float = 10) -> T:
         """Run a coroutine on the endpoint's loop from another thread."""
@@ -269,36 +238,8 @@ class LocalGeminiLive:
         self.call(self._listen)
 
     # ------------------------------------------------------------ records
-    @property
-    def records(self) -> list[ConnectionRecord]:
-        with self._lock:
-            return list(self._records)
-
-    def wait_for(self, predicate: Callable[[list[ConnectionRecord]], T], timeout: float = 20) -> T:
-        """Block until ``predicate(records)`` is truthy (checked on every change); returns it."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while True:
-                found = predicate(self._records)
-                if found:
-                    return found
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    kinds = [
-                        (r.index, r.received_kinds()[-5:], r.close_code) for r in self._records
-                    ]
-                    raise AssertionError(f"endpoint: condition not met within {timeout}s: {kinds}")
-                self._lock.wait(remaining)
-
-    async def wait_for_async(
-        self, predicate: Callable[[list[ConnectionRecord]], T], timeout: float = 20
-    ) -> T:
-        return await asyncio.to_thread(self.wait_for, predicate, timeout)
-
-    def _update(self, change: Callable[[], None]) -> None:
-        with self._lock:
-            change()
-            self._lock.notify_all()
+    def _describe(self, record: ConnectionRecord) -> object:
+        return (record.index, record.received_kinds()[-5:], record.close_code)
 
     # ------------------------------------------------------------ connections
     def _check_path(self, connection: ServerConnection, request: Request) -> Response | None:
@@ -316,11 +257,7 @@ class LocalGeminiLive:
             query=urllib.parse.parse_qs(query),
         )
 
-        def add() -> None:
-            record.index = len(self._records)
-            self._records.append(record)
-
-        self._update(add)
+        self.add_record(record)
         match = _PATH.search(path)
         assert match is not None
         version = match.group(1)
@@ -334,10 +271,10 @@ class LocalGeminiLive:
                 message = json.loads(first)
             except (ValueError, UnicodeDecodeError):
                 raise wire.invalid("the first frame is not JSON") from None
-            self._update(lambda: setattr(record, "setup", message))
+            self.update(lambda: setattr(record, "setup", message))
             setup = wire.parse_setup(message, version)
             conversation_id, conversation = self._conversation(setup)
-            self._update(
+            self.update(
                 lambda: (
                     setattr(record, "parsed", setup),
                     setattr(record, "resumed_from", setup.resume_handle),
@@ -347,7 +284,7 @@ class LocalGeminiLive:
             await session.run()
         except wire.Refusal as refusal:
             detail = refusal.detail
-            self._update(lambda: setattr(record, "refusal", detail))
+            self.update(lambda: setattr(record, "refusal", detail))
             with contextlib.suppress(websockets.ConnectionClosed):
                 await ws.close(refusal.code, refusal.reason)
         except websockets.ConnectionClosed:
@@ -362,7 +299,7 @@ class LocalGeminiLive:
                     record.close_code, record.close_reason = code, ws.close_reason or ""
                 record.closed_at = time.monotonic()
 
-            self._update(closed)
+            self.update(closed)
 
     def _authenticate(self, record: ConnectionRecord, constrained: bool) -> None:
         key = record.headers.get("x-goog-api-key") or next(iter(record.query.get("key", [])), None)
@@ -486,13 +423,13 @@ class _LiveSession:
     async def send(self, message: Message) -> None:
         # Google sends its JSON in binary frames; genai reads either.
         await self.ws.send(json.dumps(message).encode())
-        self.endpoint._update(lambda: self.record.sent.append(_elide_audio(message)))
+        self.endpoint.update(lambda: self.record.sent.append(_elide_audio(message)))
 
     def _received(self, kind: str, detail: Any = None) -> None:
-        self.endpoint._update(lambda: self.record.received.append((kind, detail)))
+        self.endpoint.update(lambda: self.record.received.append((kind, detail)))
 
     async def _close(self, code: int, reason: str) -> None:
-        self.endpoint._update(lambda: setattr(self.record, "close_code", code))
+        self.endpoint.update(lambda: setattr(self.record, "close_code", code))
         with contextlib.suppress(websockets.ConnectionClosed):
             await self.ws.close(code, reason)
 

@@ -11,35 +11,16 @@ serves until interrupted. From the repository root:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
-import os
-import signal
-import sys
-import tempfile
-import threading
-from pathlib import Path
+
+from tests.local_endpoint import cert_dir, endpoint_parser, serve_until_signalled
 
 from .server import EndpointConfig, LocalOpenAIRealtime
 
 
 def main(argv: list[str] | None = None) -> None:
     defaults = EndpointConfig()
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.openai_realtime",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--port", type=int, default=0, help="default: any free port")
-    parser.add_argument("--cert-dir", type=Path, help="where to write the self-signed cert")
-    parser.add_argument("--api-key", action="append", help="accepted key (repeatable)")
-    parser.add_argument(
-        "--speed", type=float, default=defaults.speed, help="answers at this multiple of real time"
-    )
-    parser.add_argument(
-        "--burst-ms", type=int, default=defaults.burst_ms, help="answers in bursts of this much"
-    )
+    parser = endpoint_parser("python -m tests.openai_realtime", __doc__, defaults)
     args = parser.parse_args(argv)
     config = dataclasses.replace(
         defaults,
@@ -47,20 +28,13 @@ def main(argv: list[str] | None = None) -> None:
         speed=args.speed,
         burst_ms=args.burst_ms,
     )
-    cert_dir = args.cert_dir or Path(tempfile.mkdtemp(prefix="openai-realtime-"))
-    stop = threading.Event()
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with LocalOpenAIRealtime(config, cert_dir=cert_dir, port=args.port) as endpoint:
-        info = {
-            "baseUrl": endpoint.base_url,
-            "caFile": str(endpoint.ca_file),
-            "apiKey": endpoint.api_key,
-            "pid": os.getpid(),
-        }
-        print(json.dumps(info), flush=True)
-        stop.wait()
-    print("stopped", file=sys.stderr)
+    endpoint = LocalOpenAIRealtime(
+        config, cert_dir=cert_dir(args, "openai-realtime-"), port=args.port
+    )
+    serve_until_signalled(
+        endpoint,
+        lambda e: {"baseUrl": e.base_url, "caFile": str(e.ca_file), "apiKey": e.api_key},
+    )
 
 
 if __name__ == "__main__":

@@ -21,13 +21,10 @@ import dataclasses
 import itertools
 import json
 import logging
-import threading
-import time
 import urllib.parse
-from collections.abc import Callable
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -36,9 +33,9 @@ from websockets.http11 import Request, Response
 from server.offline_speech import EnergySegmenter
 from server.voice import VOICE_DBFS
 from tests.gemini_live.tls import SelfSignedCert, make_self_signed_cert
+from tests.local_endpoint import ThreadedEndpoint
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 DEFAULT_API_KEY = "sk-local-openai-realtime-key"
 Event = dict[str, Any]
@@ -92,20 +89,19 @@ class _Segmenter:
         self.detector = EnergySegmenter(self)
 
 
-class LocalOpenAIRealtime:
+class LocalOpenAIRealtime(ThreadedEndpoint[ConnectionRecord]):
     """``with LocalOpenAIRealtime(cert_dir=tmp) as endpoint:`` →
     ``endpoint.base_url``, ``endpoint.ca_file``, ``endpoint.api_key``."""
+
+    thread_name = "the local OpenAI Realtime endpoint"
 
     def __init__(
         self, config: EndpointConfig | None = None, *, cert_dir: Path, port: int = 0
     ) -> None:
+        super().__init__()
         self.cert: SelfSignedCert = make_self_signed_cert(cert_dir)
         self.config = config or EndpointConfig()
         self.port = port
-        self._lock = threading.Condition()
-        self._records: list[ConnectionRecord] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._server: Server | None = None
         self._sessions: set[_Session] = set()
         self.rate_limited_answers = 0  # the next this many answers fail: rate limit
@@ -126,28 +122,6 @@ class LocalOpenAIRealtime:
 
     def new_id(self, prefix: str) -> str:
         return f"{prefix}_{next(self._ids):06d}"
-
-    def __enter__(self) -> LocalOpenAIRealtime:
-        ready = threading.Event()
-
-        def run() -> None:
-            loop = self._loop = asyncio.new_event_loop()
-            loop.run_until_complete(self._listen())
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self._shutdown())
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="local-openai-realtime", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the local OpenAI Realtime endpoint did not start")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
 
     async def _listen(self) -> None:
         self._server = await serve(
@@ -177,32 +151,8 @@ class LocalOpenAIRealtime:
             asyncio.run_coroutine_threadsafe(session.expire(), self._loop).result(10)
 
     # ------------------------------------------------------------ records
-    @property
-    def records(self) -> list[ConnectionRecord]:
-        with self._lock:
-            return list(self._records)
-
-    def wait_for(self, predicate: Callable[[list[ConnectionRecord]], T], timeout: float = 20) -> T:
-        """Block until ``predicate(records)`` is truthy (checked on every change)."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while not (found := predicate(self._records)):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    seen = [(r.index, r.received_types()[-6:], r.sent[-6:]) for r in self._records]
-                    raise AssertionError(f"endpoint: condition not met within {timeout}s: {seen}")
-                self._lock.wait(remaining)
-            return found
-
-    async def wait_for_async(
-        self, predicate: Callable[[list[ConnectionRecord]], T], timeout: float = 20
-    ) -> T:
-        return await asyncio.to_thread(self.wait_for, predicate, timeout)
-
-    def update(self, change: Callable[[], None]) -> None:
-        with self._lock:
-            change()
-            self._lock.notify_all()
+    def _describe(self, record: ConnectionRecord) -> object:
+        return (record.index, record.received_types()[-6:], record.sent[-6:])
 
     # ------------------------------------------------------------ connections
     def _handshake(self, connection: ServerConnection, request: Request) -> Response | None:
@@ -235,11 +185,7 @@ class LocalOpenAIRealtime:
             },
         )
 
-        def add() -> None:
-            record.index = len(self._records)
-            self._records.append(record)
-
-        self.update(add)
+        self.add_record(record)
         if not record.authorization_ok:
             await ws.close(3000, "invalid_request_error.invalid_api_key")
             self.update(lambda: setattr(record, "close_code", 3000))

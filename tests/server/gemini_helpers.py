@@ -9,6 +9,7 @@ import socket
 from pathlib import Path
 
 import pytest
+from live_helpers import use_only_key
 
 from server import Settings
 from tests.gemini_live import LocalGeminiLive
@@ -28,10 +29,7 @@ GOOGLE_ENV = (
 
 def use_endpoint_key(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
     """The environment a user has: only an API key (and no proxy for loopback)."""
-    for name in GOOGLE_ENV:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("GOOGLE_API_KEY", key)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    use_only_key(monkeypatch, "GOOGLE_API_KEY", key, GOOGLE_ENV)
 
 
 def gemini_settings(endpoint: LocalGeminiLive, data_dir: Path, **overrides: object) -> Settings:

@@ -5,30 +5,29 @@ model and the ``openai`` package's realtime client over TLS.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from gemini_helpers import GOOGLE_ENV
-from server_helpers import Collector
-from test_e2e import START_F32, connect
+from live_helpers import open_ready_session, use_only_key
+from server_helpers import Collector, serve_ws
 
 from server import Settings
 from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
 
 MODEL = "gpt-realtime-2"
+T = TypeVar("T")
 
 
 def use_openai_key(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
     """The environment a user has: only an OpenAI key (no Google credentials,
     no CA bundle of their own, no proxy for loopback)."""
-    for name in (*GOOGLE_ENV, "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("OPENAI_API_KEY", key)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    cleared = (*GOOGLE_ENV, "OPENAI_BASE_URL", "OPENAI_ORG_ID", "OPENAI_PROJECT_ID")
+    use_only_key(monkeypatch, "OPENAI_API_KEY", key, cleared)
 
 
 def openai_settings(endpoint: LocalOpenAIRealtime, data_dir: Path, **overrides: object) -> Settings:
@@ -44,13 +43,40 @@ def openai_settings(endpoint: LocalOpenAIRealtime, data_dir: Path, **overrides: 
 
 
 @contextlib.contextmanager
-def fast_endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalOpenAIRealtime]:
-    """The endpoint with its key in the environment, answering at once: a
-    sample-exact echo must not depend on how fast this machine relays a
-    real-time stream. (Each test module's ``endpoint`` fixture.)"""
-    with LocalOpenAIRealtime(EndpointConfig(speed=1000.0), cert_dir=tmp_path / "cert") as live:
+def keyed_endpoint(
+    config: EndpointConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[LocalOpenAIRealtime]:
+    """The endpoint with ``config``, its key in the environment."""
+    with LocalOpenAIRealtime(config, cert_dir=tmp_path / "cert") as live:
         use_openai_key(monkeypatch, live.api_key)
         yield live
+
+
+@pytest.fixture(name="endpoint")
+def openai_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[LocalOpenAIRealtime]:
+    """The endpoint answering at once: a sample-exact echo must not depend on
+    how fast this machine relays a real-time stream. (Each test_openai_*
+    module imports it, and ``serve_openai``.)"""
+    with keyed_endpoint(EndpointConfig(speed=1000.0), tmp_path, monkeypatch) as live:
+        yield live
+
+
+@pytest.fixture(name="openai_server")
+def serve_openai(endpoint: LocalOpenAIRealtime, tmp_path: Path) -> Iterator[str]:
+    """The server on the OpenAI path at ``endpoint``; yields its ws:// base URL."""
+    with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
+        yield url
+
+
+def run_on_server(
+    endpoint: LocalOpenAIRealtime, data_dir: Path, scenario: Callable[[str], Awaitable[T]]
+) -> T:
+    """``scenario(ws_base_url)`` against the server on the OpenAI path at
+    ``endpoint`` (its data in ``data_dir``); returns what it returns."""
+    with serve_ws(openai_settings(endpoint, data_dir)) as url:
+        return asyncio.run(scenario(url))
 
 
 async def open_session(
@@ -58,29 +84,7 @@ async def open_session(
 ) -> tuple[Any, Collector]:
     """A client session whose realtime session is configured (so no audio
     waits for it)."""
-    before = len(endpoint.records)
-    ws, col, _ = await connect(url, {**START_F32, **start})
-    await endpoint.wait_for_async(lambda rs: len(rs) > before and rs[-1].updates)
-    return ws, col
-
-
-async def say(ws: Any, text: str) -> None:
-    await ws.send(json.dumps({"type": "text", "text": text}))
-
-
-def said(col: Collector, turn: int = -1) -> str:
-    """The agent's words in a turn (its text deltas)."""
-    turns: list[list[str]] = [[]]
-    for _, m in col.messages:
-        if m["type"] == "text-delta":
-            turns[-1].append(m["delta"])
-        elif m["type"] == "finish":
-            turns.append([])
-    return "".join([t for t in turns if t][turn])
-
-
-def errors(col: Collector) -> list[str]:
-    return [m["errorText"] for _, m in col.messages if m["type"] == "error"]
+    return await open_ready_session(url, endpoint, lambda record: record.updates, **start)
 
 
 def received(endpoint: LocalOpenAIRealtime, kind: str, index: int = 0) -> list[dict[str, Any]]:

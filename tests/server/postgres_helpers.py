@@ -11,6 +11,7 @@ never passes as skips.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import glob
 import os
 import pwd
@@ -153,16 +154,25 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
         import asyncpg  # noqa: F401
     except ImportError:
         _unavailable("asyncpg is not installed (pip install --group db)")
-    name = "audiocore_test_" + secrets.token_hex(6)
+    with contextlib.ExitStack() as stack:
+        try:
+            url = stack.enter_context(new_database(postgres_server, "audiocore_test_"))
+        except (OSError, asyncio.TimeoutError) as exc:
+            where = urlsplit(postgres_server)
+            _unavailable(f"PostgreSQL at {where.hostname}:{where.port} is unreachable: {exc}")
+        yield url
+
+
+@contextlib.contextmanager
+def new_database(server_url: str, prefix: str) -> Iterator[str]:
+    """The URL of a new database (``prefix`` and a random tail) on the
+    server at ``server_url``, dropped when the block ends."""
+    name = prefix + secrets.token_hex(6)
+    asyncio.run(_admin(server_url, f'CREATE DATABASE "{name}"'))
     try:
-        asyncio.run(_admin(postgres_server, f'CREATE DATABASE "{name}"'))
-    except (OSError, asyncio.TimeoutError) as exc:
-        where = urlsplit(postgres_server)
-        _unavailable(f"PostgreSQL at {where.hostname}:{where.port} is unreachable: {exc}")
-    try:
-        yield with_database(postgres_server, name)
+        yield with_database(server_url, name)
     finally:
-        asyncio.run(_admin(postgres_server, f'DROP DATABASE "{name}" WITH (FORCE)'))
+        asyncio.run(_admin(server_url, f'DROP DATABASE "{name}" WITH (FORCE)'))
 
 
 async def refuse_connections(url: str) -> None:

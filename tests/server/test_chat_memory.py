@@ -12,11 +12,11 @@ import json
 from typing import Any
 
 import pytest
+from memory_helpers import answer, memory_output, store_of
 from server_helpers import start
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
-from server.memory_store import MemoryStore
 from server.memory_tool import NO_MEMORY
 from server.runtime import Runtime
 from server.tasks import OWNER_STATE_KEY
@@ -42,24 +42,6 @@ def chat(
     events = response.text.split("\n\n")
     assert events[-2:] == ["data: [DONE]", ""], response.text[-300:]
     return [json.loads(e.removeprefix("data: ")) for e in events[:-2]]
-
-
-def answer(chunks: list[dict[str, Any]]) -> str:
-    return "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
-
-
-def memory_output(chunks: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    call = next(c for c in chunks if c["type"] == "tool-input-available")
-    assert call["toolName"] == "user_memory", call
-    output = next(c for c in chunks if c["type"] == "tool-output-available")
-    assert output["toolCallId"] == call["toolCallId"]
-    return call["input"], output["output"]
-
-
-def store_of(client: TestClient) -> MemoryStore:
-    runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
-    assert runtime.memory is not None
-    return runtime.memory
 
 
 def chat_state(client: TestClient, chat_id: str) -> dict[str, Any]:

@@ -14,17 +14,21 @@ import asyncio
 import json
 import os
 import re
-import subprocess
-import sys
-import threading
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from gemini_helpers import clean_env, free_port, gemini_settings, use_endpoint_key
+from gemini_helpers import clean_env, gemini_settings, use_endpoint_key
+from live_helpers import (
+    errors,
+    open_ready_session,
+    python_m_server_hello,
+    refused_turn,
+    said,
+    say,
+)
 from scipy.signal import resample_poly
 from server_helpers import Collector, check_padded, serve_ws, stream_realtime
 from test_e2e import RATE, START_F32, aligned_correlation, connect, silence
@@ -57,29 +61,7 @@ def gemini_server(endpoint: LocalGeminiLive, tmp_path: Path) -> Iterator[str]:
 async def open_session(url: str, endpoint: LocalGeminiLive, **start: Any) -> tuple[Any, Collector]:
     """A client session whose live connection to the endpoint is up (so no
     audio waits for it)."""
-    before = len(endpoint.records)
-    ws, col, session = await connect(url, {**START_F32, **start})
-    await endpoint.wait_for_async(lambda rs: len(rs) > before and rs[-1].parsed)
-    return ws, col
-
-
-async def say(ws: Any, text: str) -> None:
-    await ws.send(json.dumps({"type": "text", "text": text}))
-
-
-def said(col: Collector, turn: int = -1) -> str:
-    """The agent's words in a turn (its text deltas)."""
-    turns: list[list[str]] = [[]]
-    for _, m in col.messages:
-        if m["type"] == "text-delta":
-            turns[-1].append(m["delta"])
-        elif m["type"] == "finish":
-            turns.append([])
-    return "".join([t for t in turns if t][turn])
-
-
-def errors(col: Collector) -> list[str]:
-    return [m["errorText"] for _, m in col.messages if m["type"] == "error"]
+    return await open_ready_session(url, endpoint, lambda record: record.parsed, **start)
 
 
 # ---------------------------------------------------------------- turns
@@ -396,16 +378,7 @@ def test_a_refused_key_is_a_clear_error_not_a_hang(
     endpoint: LocalGeminiLive, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     use_endpoint_key(monkeypatch, "not-the-key")
-
-    async def scenario(url: str) -> Collector:
-        ws, col, _ = await connect(url, START_F32)
-        await say(ws, "hello")
-        await col.task  # the server closes the socket
-        assert ws.close_code == 1011
-        return col
-
-    with serve_ws(gemini_settings(endpoint, tmp_path / "data")) as url:
-        col = asyncio.run(asyncio.wait_for(scenario(url), 30))
+    col = refused_turn(gemini_settings(endpoint, tmp_path / "data"))
     (error,) = errors(col)
     assert error.startswith(
         "the model service closed the live session: 1007 API key not valid. "
@@ -474,41 +447,17 @@ def test_the_endpoint_dying_mid_turn_keeps_the_session(
 
 def test_python_m_server_runs_the_gemini_path(endpoint: LocalGeminiLive, tmp_path: Path) -> None:
     """Exactly what a user runs, with a dummy key and the endpoint's CA."""
-    port = free_port()
     env = {**clean_env(), "GOOGLE_API_KEY": endpoint.api_key, "NO_PROXY": "127.0.0.1,localhost"}
-    command = [
-        sys.executable, "-m", "server", "--port", str(port), "--data-dir", str(tmp_path),
-        "--model", GEMINI_3, "--gemini-base-url", endpoint.url,
+    args = [
+        "--data-dir", str(tmp_path), "--model", GEMINI_3, "--gemini-base-url", endpoint.url,
         "--gemini-ca-file", str(endpoint.ca_file), "--voice", "Kore", "--language", "en-US",
     ]  # fmt: skip
-    proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        health = None
-        for _ in range(300):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-                    health = json.loads(r.read())
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                threading.Event().wait(0.1)  # polling for the port, bounded
-        assert health == {"status": "ok", "model": GEMINI_3, "connections": 0, "liveRuns": 0}
-
-        async def scenario() -> Collector:
-            ws, col = await open_session(f"ws://127.0.0.1:{port}/ws", endpoint)
-            await say(ws, "hello")
-            await col.wait_for("finish")
-            await col.close()
-            return col
-
-        col = asyncio.run(scenario())
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=10)  # also closes its stderr pipe
+    health, col, _ = python_m_server_hello(args, env, lambda url: open_session(url, endpoint))
+    assert health == {"status": "ok", "model": GEMINI_3, "connections": 0, "liveRuns": 0}
     assert said(col) == "You said: hello"
     setup = endpoint.records[0].parsed
     assert (setup.voice, setup.language) == ("Kore", "en-US")
-    assert os.fspath(endpoint.ca_file) in command
+    assert os.fspath(endpoint.ca_file) in args
 
 
 def test_the_gemini_path_remembers_and_is_told_at_connect(

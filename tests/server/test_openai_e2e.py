@@ -14,23 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import websockets
+from live_helpers import errors, said, say
 from openai_helpers import (
     MODEL,
-    errors,
-    fast_endpoint,
+    keyed_endpoint,
     open_session,
+    openai_endpoint,  # noqa: F401 (a fixture)
     openai_settings,
     received,
-    said,
-    say,
-    use_openai_key,
+    run_on_server,
+    serve_openai,  # noqa: F401 (a fixture)
 )
 from scipy.signal import resample_poly
 from server_helpers import Collector, check_padded, serve_ws, stream_realtime
@@ -48,16 +47,17 @@ TONE_16K = (
 )
 
 
-@pytest.fixture
-def endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalOpenAIRealtime]:
-    with fast_endpoint(tmp_path, monkeypatch) as live:
-        yield live
+def spy_on_played_seconds(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every position the pacer says was played, as it is asked, in order."""
+    positions: list[float] = []
+    played_seconds = OutputPacer.played_seconds
 
+    def spy(pacer: OutputPacer) -> float:
+        positions.append(played_seconds(pacer))
+        return positions[-1]
 
-@pytest.fixture
-def openai_server(endpoint: LocalOpenAIRealtime, tmp_path: Path) -> Iterator[str]:
-    with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-        yield url
+    monkeypatch.setattr(OutputPacer, "played_seconds", spy)
+    return positions
 
 
 # ---------------------------------------------------------------- turns
@@ -136,8 +136,7 @@ def test_answers_in_bursts_faster_than_real_time_arrive_whole(
     """The endpoint's default delivery (200 ms bursts at twice real time):
     everything arrives. On a starved machine the pacer may conceal a stall
     with silence, so only "nothing missing" is asserted."""
-    with LocalOpenAIRealtime(EndpointConfig(), cert_dir=tmp_path / "cert") as endpoint:
-        use_openai_key(monkeypatch, endpoint.api_key)
+    with keyed_endpoint(EndpointConfig(), tmp_path, monkeypatch) as endpoint:
 
         async def scenario(url: str) -> Collector:
             ws, col = await open_session(url, endpoint)
@@ -146,8 +145,7 @@ def test_answers_in_bursts_faster_than_real_time_arrive_whole(
             await col.close()
             return col
 
-        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-            col = asyncio.run(scenario(url))
+        col = run_on_server(endpoint, tmp_path / "data", scenario)
         record = endpoint.records[0]
     (utterance,) = record.echoed
     n = len(utterance) // 2
@@ -239,8 +237,7 @@ def test_a_typed_turn_while_an_answer_is_generated_cancels_it_first(
 ) -> None:
     """One response at a time: the answer being generated is cancelled, then
     the typed turn is answered (the endpoint refuses a second response)."""
-    with LocalOpenAIRealtime(EndpointConfig(speed=1.0), cert_dir=tmp_path / "cert") as endpoint:
-        use_openai_key(monkeypatch, endpoint.api_key)
+    with keyed_endpoint(EndpointConfig(speed=1.0), tmp_path, monkeypatch) as endpoint:
 
         async def scenario(url: str) -> Collector:
             ws, col = await open_session(url, endpoint, turnDetection="manual")
@@ -253,8 +250,7 @@ def test_a_typed_turn_while_an_answer_is_generated_cancels_it_first(
             await col.close()
             return col
 
-        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-            col = asyncio.run(scenario(url))
+        col = run_on_server(endpoint, tmp_path / "data", scenario)
         record = endpoint.records[0]
     kinds = [k for k in record.received_types() if k != "input_audio_buffer.append"]
     assert kinds[-3:] == ["response.cancel", "conversation.item.create", "response.create"]
@@ -270,16 +266,8 @@ def test_barge_in_truncates_the_spoken_item_at_the_played_position(
     at exactly the position the pacer says was played (read through a spy on
     it), which is less than what the client received of it, and the
     client's turn ends there with nothing more of its audio."""
-    positions: list[float] = []
-    played_seconds = OutputPacer.played_seconds
-
-    def spy(pacer: OutputPacer) -> float:
-        positions.append(played_seconds(pacer))
-        return positions[-1]
-
-    monkeypatch.setattr(OutputPacer, "played_seconds", spy)
-    with LocalOpenAIRealtime(EndpointConfig(speed=1000.0), cert_dir=tmp_path / "cert") as endpoint:
-        use_openai_key(monkeypatch, endpoint.api_key)
+    positions = spy_on_played_seconds(monkeypatch)
+    with keyed_endpoint(EndpointConfig(speed=1000.0), tmp_path, monkeypatch) as endpoint:
 
         async def scenario(url: str) -> tuple[Collector, int]:
             ws, col = await open_session(url, endpoint)
@@ -293,8 +281,7 @@ def test_barge_in_truncates_the_spoken_item_at_the_played_position(
             before = col.messages[: kinds.index("data-interrupted")]
             return col, sum(len(m["data"]["content"]) for _, m in before if m["type"] == "data-pcm")
 
-        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-            col, b64_chars = asyncio.run(scenario(url))
+        col, b64_chars = run_on_server(endpoint, tmp_path / "data", scenario)
         record = endpoint.records[0]
     ((item_id, end_ms),) = record.truncations
     (utterance,) = record.echoed
@@ -315,16 +302,8 @@ def test_the_users_stop_truncates_at_the_played_position_and_cancels(
     real time here): the endpoint gets the truncation at what the pacer says
     was played at that moment, then response.cancel; the client's turn ends
     with the cancelled response."""
-    positions: list[float] = []
-    played_seconds = OutputPacer.played_seconds
-
-    def spy(pacer: OutputPacer) -> float:
-        positions.append(played_seconds(pacer))
-        return positions[-1]
-
-    monkeypatch.setattr(OutputPacer, "played_seconds", spy)
-    with LocalOpenAIRealtime(EndpointConfig(speed=1.0), cert_dir=tmp_path / "cert") as endpoint:
-        use_openai_key(monkeypatch, endpoint.api_key)
+    positions = spy_on_played_seconds(monkeypatch)
+    with keyed_endpoint(EndpointConfig(speed=1.0), tmp_path, monkeypatch) as endpoint:
 
         async def scenario(url: str) -> Collector:
             ws, col = await open_session(url, endpoint, turnDetection="manual")
@@ -337,8 +316,7 @@ def test_the_users_stop_truncates_at_the_played_position_and_cancels(
             await col.close()
             return col
 
-        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-            col = asyncio.run(scenario(url))
+        col = run_on_server(endpoint, tmp_path / "data", scenario)
         record = endpoint.records[0]
     (played,) = positions  # asked once: at the user's stop
     ((item_id, end_ms),) = record.truncations
@@ -356,8 +334,7 @@ def test_push_to_talk_over_the_answer_interrupts_it_at_the_played_position(
     """Manual turns: the next activity_start while the answer plays and is
     still generated truncates it, cancels it, and the client's turn ends
     (interrupted) once the service confirms; the next turn is answered."""
-    with LocalOpenAIRealtime(EndpointConfig(speed=1.0), cert_dir=tmp_path / "cert") as endpoint:
-        use_openai_key(monkeypatch, endpoint.api_key)
+    with keyed_endpoint(EndpointConfig(speed=1.0), tmp_path, monkeypatch) as endpoint:
 
         async def scenario(url: str) -> Collector:
             ws, col = await open_session(url, endpoint, turnDetection="manual")
@@ -373,8 +350,7 @@ def test_push_to_talk_over_the_answer_interrupts_it_at_the_played_position(
             await col.close()
             return col
 
-        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-            col = asyncio.run(scenario(url))
+        col = run_on_server(endpoint, tmp_path / "data", scenario)
         record = endpoint.records[0]
     kinds = [k for k in record.received_types() if k != "input_audio_buffer.append"]
     assert kinds[4:] == [

@@ -8,41 +8,25 @@ import asyncio
 import json
 import subprocess
 import sys
-import threading
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gemini_helpers import clean_env, free_port
+from gemini_helpers import clean_env
+from live_helpers import errors, python_m_server_hello, refused_turn, said, say
 from openai_helpers import (
     MODEL,
-    errors,
-    fast_endpoint,
     open_session,
+    openai_endpoint,  # noqa: F401 (a fixture)
     openai_settings,
-    said,
-    say,
+    serve_openai,  # noqa: F401 (a fixture)
     use_openai_key,
 )
-from server_helpers import Collector, serve_ws, stream_realtime
-from test_e2e import RATE, START_F32, connect
+from server_helpers import Collector, stream_realtime
+from test_e2e import RATE
 
 from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalOpenAIRealtime]:
-    with fast_endpoint(tmp_path, monkeypatch) as live:
-        yield live
-
-
-@pytest.fixture
-def openai_server(endpoint: LocalOpenAIRealtime, tmp_path: Path) -> Iterator[str]:
-    with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-        yield url
 
 
 # ---------------------------------------------------------------- failures
@@ -56,16 +40,7 @@ def test_a_refused_key_is_a_clear_error_without_the_key(
     with LocalOpenAIRealtime(config, cert_dir=tmp_path / "cert") as endpoint:
         wrong = "sk-not-the-key-0123456789"
         use_openai_key(monkeypatch, wrong)
-
-        async def scenario(url: str) -> Collector:
-            ws, col, _ = await connect(url, START_F32)
-            await say(ws, "hello")
-            await col.task  # the server closes the socket
-            assert ws.close_code == 1011
-            return col
-
-        with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-            col = asyncio.run(asyncio.wait_for(scenario(url), 30))
+        col = refused_turn(openai_settings(endpoint, tmp_path / "data"))
     (error,) = errors(col)
     expected = {
         "http": "the model service refused the connection: HTTP 401",
@@ -169,37 +144,14 @@ def test_python_m_server_runs_the_openai_path(
     endpoint: LocalOpenAIRealtime, tmp_path: Path
 ) -> None:
     """Exactly what a user runs, with the endpoint's key and CA."""
-    port = free_port()
     env = {**clean_env(), "OPENAI_API_KEY": endpoint.api_key, "NO_PROXY": "127.0.0.1,localhost"}
-    command = [
-        sys.executable, "-m", "server", "--port", str(port), "--data-dir", str(tmp_path),
-        "--model", f"openai:{MODEL}", "--openai-base-url", endpoint.base_url,
-        "--openai-ca-file", str(endpoint.ca_file), "--voice", "Marin",
+    args = [
+        "--data-dir", str(tmp_path), "--model", f"openai:{MODEL}",
+        "--openai-base-url", endpoint.base_url, "--openai-ca-file", str(endpoint.ca_file),
+        "--voice", "Marin",
     ]  # fmt: skip
-    proc = subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
-    try:
-        health = None
-        for _ in range(300):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-                    health = json.loads(r.read())
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                threading.Event().wait(0.1)  # polling for the port, bounded
-        assert health == {"status": "ok", "model": MODEL, "connections": 0, "liveRuns": 0}
-
-        async def scenario() -> Collector:
-            ws, col = await open_session(f"ws://127.0.0.1:{port}/ws", endpoint)
-            await say(ws, "hello")
-            await col.wait_for("finish")
-            await col.close()
-            return col
-
-        col = asyncio.run(scenario())
-    finally:
-        proc.terminate()
-        _, stderr = proc.communicate(timeout=10)
+    health, col, stderr = python_m_server_hello(args, env, lambda url: open_session(url, endpoint))
+    assert health == {"status": "ok", "model": MODEL, "connections": 0, "liveRuns": 0}
     assert said(col) == "You said: hello"
     assert endpoint.records[0].session["audio"]["output"]["voice"] == "marin"
     assert endpoint.api_key not in stderr  # the key is never logged

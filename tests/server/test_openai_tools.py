@@ -7,36 +7,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
+from live_helpers import errors, said, say
 from openai_helpers import (
-    errors,
-    fast_endpoint,
     open_session,
+    openai_endpoint,  # noqa: F401 (a fixture)
     openai_settings,
     received,
-    said,
-    say,
+    serve_openai,  # noqa: F401 (a fixture)
 )
 from server_helpers import Collector, serve_ws
 
 from tests.openai_realtime import LocalOpenAIRealtime
-
-
-@pytest.fixture
-def endpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalOpenAIRealtime]:
-    with fast_endpoint(tmp_path, monkeypatch) as live:
-        yield live
-
-
-@pytest.fixture
-def openai_server(endpoint: LocalOpenAIRealtime, tmp_path: Path) -> Iterator[str]:
-    with serve_ws(openai_settings(endpoint, tmp_path / "data")) as url:
-        yield url
-
 
 # ---------------------------------------------------------------- tools
 

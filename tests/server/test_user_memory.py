@@ -15,6 +15,7 @@ import numpy as np
 import websockets
 from google.adk.events import Event
 from google.genai import types
+from memory_helpers import answer, memory_output, store_of
 from server_helpers import (
     assert_clean,
     open_ws,
@@ -26,9 +27,7 @@ from server_helpers import (
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
-from server.memory_store import MemoryStore
 from server.memory_tool import NO_MEMORY
-from server.runtime import Runtime
 from server.sqlite_memory import SqliteMemoryStore
 
 KEY = "alice-key-0123456789abcdef"
@@ -38,24 +37,6 @@ OTHER = "bob-key-0123456789abcdef01"
 def ask(ws: Any, text: str) -> list[dict[str, Any]]:
     ws.send_text(json.dumps({"type": "text", "text": text}))
     return receive_until(ws, "finish")
-
-
-def answer(turn: list[dict[str, Any]]) -> str:
-    return "".join(m["delta"] for m in turn if m["type"] == "text-delta")
-
-
-def memory_output(turn: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    call = next(m for m in turn if m["type"] == "tool-input-available")
-    assert call["toolName"] == "user_memory", call
-    output = next(m for m in turn if m["type"] == "tool-output-available")
-    assert output["toolCallId"] == call["toolCallId"]
-    return call["input"], output["output"]
-
-
-def store_of(client: TestClient) -> MemoryStore:
-    runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
-    assert runtime.memory is not None
-    return runtime.memory
 
 
 def test_a_fact_remembered_in_one_session_is_recalled_in_the_next(settings: Settings) -> None:
