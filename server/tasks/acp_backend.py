@@ -212,7 +212,8 @@ class AgentProcess:
                 return
             text = line.decode(errors="replace").rstrip()
             if text:
-                log.info("ACP agent: %s", clip(text, MAX_STDERR_LINE))
+                # The agent's own keys stay out of our log as out of its progress.
+                log.info("ACP agent: %s", redact(clip(text, MAX_STDERR_LINE)))
 
     async def _stop(self) -> None:
         stack, self._stack = self._stack, None

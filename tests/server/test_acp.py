@@ -28,6 +28,7 @@ from websockets.sync.client import connect
 from server import Settings, create_app
 from server.offline_permissions import call_for, told
 from server.tasks import TaskManager, TaskRecord
+from server.tasks.acp_backend import AgentProcess
 from server.tasks.acp_client import AgentFiles
 from server.tasks.acp_permissions import Option, choose
 from server.tasks.envelope import split_answer
@@ -338,6 +339,26 @@ def test_an_agent_that_dies_fails_its_task_and_the_next_gets_a_fresh_one(
     # Its stderr reached our log, and it was never offered fs or a terminal.
     assert "ACP agent: client capabilities: fs read False, terminal False" in stderr
     assert "ACP agent: " + "x" * 499 + "…" in stderr  # a long line cut at 500
+
+
+def test_the_agent_s_stderr_reaches_our_log_redacted_and_cut(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        stream = asyncio.StreamReader()
+        stream.feed_data(f"export OPENAI_API_KEY={FAKE_KEY}\n".encode())
+        stream.feed_data(b"\xff plain line\n" + b"y" * 600 + b"\n")
+        stream.feed_eof()
+        await AgentProcess._log_stderr(stream)
+
+    with caplog.at_level(logging.INFO, logger="server.tasks.acp_backend"):
+        asyncio.run(scenario())
+    logged = [r.getMessage() for r in caplog.records]
+    assert logged == [
+        f"ACP agent: export OPENAI_API_KEY={REDACTED}",
+        "ACP agent: \ufffd plain line",
+        "ACP agent: " + "y" * 499 + "…",
+    ]
 
 
 def test_an_agent_that_cannot_start_or_initialise_fails_the_task_saying_so(
