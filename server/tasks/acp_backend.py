@@ -76,7 +76,10 @@ class AgentProcess:
         self._client = client
         self._fs = settings.acp_fs
         self._backoff_s = settings.acp_restart_backoff_s
-        self._init_timeout_s = min(INIT_TIMEOUT_S, settings.acp_prompt_timeout_s)
+        # Its own bound, not the prompt's: an interpreter that imports its
+        # packages takes seconds to start on a loaded machine, whatever a
+        # prompt is allowed.
+        self._init_timeout_s = INIT_TIMEOUT_S
         self._lock = asyncio.Lock()
         self._stack: contextlib.AsyncExitStack | None = None
         self._process: asyncio.subprocess.Process | None = None

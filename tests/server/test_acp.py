@@ -554,8 +554,8 @@ def test_by_voice_a_permission_rejected_and_one_left_to_time_out(settings: Setti
     with TestClient(create_app(quick)) as client, client.websocket_connect("/ws") as ws:
         start(ws, userKey="t" * 24, turnDetection="manual")
         _, asked = tool_output(ask(ws, "start a task to ask permission"), "start_task")
-        next_turn_saying(ws, "asks permission to run the tests")
-        # Nobody answers: rejected when its time is up.
+        # Nobody answers (the question told or not yet): rejected when its
+        # time is up, and the outcome told.
         outcome = next_turn_saying(ws, f"Your background task {asked['taskId']} completed")
         assert "Permission: reject_once." in said(outcome)
 
