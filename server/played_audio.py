@@ -43,10 +43,10 @@ class PlayedAudio:
                 listener(position)
 
 
-# A weak reference: every task and timer started in the pump's context
-# copies the context, and one that outlives the socket (a worker the
-# connection happened to start) would otherwise keep its playout, pacer and
-# all, alive for good.
+# A weak reference: CPython's ContextVar caches the last value read from it
+# (whatever context read it), so a strong one kept the last socket's
+# playout, pacer and all, alive until another read (found by
+# tests/server/test_faults.py: a vanished client leaves nothing behind).
 _CURRENT: contextvars.ContextVar[weakref.ref[PlayedAudio] | None] = contextvars.ContextVar(
     "played_audio", default=None
 )
