@@ -192,8 +192,6 @@ class PostgresMemoryStore(MemoryStore):
         self, owner: str, words: list[str], limit: int, kind: Kind | None
     ) -> list[Record]:
         tokens = search_tokens(owner, words, kind)
-        if not tokens:
-            return []
         pool = await self._ready()
         rows = await pool.fetch(
             # The tokens are the owner's: the owner is checked on the
