@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from server.memory_store import index_words, scoped_tokens
 
 ALICE, BOB = "key:alice-0123456789abcdef", "key:bob-0123456789abcdef01"
@@ -28,11 +30,16 @@ INSERT INTO audiocore_memories (id, owner, kind, text, created) VALUES
 """
 
 
-def test_the_index_holds_tokens_and_an_earlier_table_is_reindexed(postgres_url: str) -> None:
+def test_the_index_holds_tokens_and_an_earlier_table_is_reindexed(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import asyncpg
 
     from server.pg_leases import asyncpg_dsn
     from server.pg_memory import PostgresMemoryStore
+
+    # The three records in two batches (a statement each, however many).
+    monkeypatch.setattr("server.pg_memory.REINDEX_BATCH", 2)
 
     async def main() -> None:
         conn = await asyncpg.connect(asyncpg_dsn(postgres_url))
