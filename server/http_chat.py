@@ -65,7 +65,7 @@ from .http_body import HttpError, read_json_body
 from .protocol import ProtocolError
 from .session_access import SessionAccess
 from .settings import Settings
-from .tasks import OWNER_STATE_KEY
+from .tasks import write_owner
 from .tool_calls import Outcome, PendingCall, apply, delegated_calls, pending_in, run_on_server
 from .tools import ToolSpec, ToolState
 from .users import API_SESSION_ID, CHAT_USER_ID
@@ -262,14 +262,7 @@ class ChatEndpoint:
             async with self._sessions.open_session(
                 chat_id, taken.set, user_id=CHAT_USER_ID, keep_id=True
             ) as opened:
-                if opened.session.state.get(OWNER_STATE_KEY) != owner:
-                    # Before anything runs: the tools and the memory read it
-                    # from the session (the model's instruction included).
-                    delta = {OWNER_STATE_KEY: owner}
-                    await self._sessions.service.append_event(
-                        opened.session,
-                        Event(author="user", actions=EventActions(state_delta=delta)),
-                    )
+                await write_owner(self._sessions.service, opened.session, owner)
                 for chunk in translator.begin(message_id):
                     yield chunk
                 async for chunk in self._turn(opened.session, submit, translator, taken):
