@@ -46,7 +46,6 @@ import asyncio
 import contextlib
 import itertools
 import json
-import os
 import random
 import secrets
 import sqlite3
@@ -252,22 +251,12 @@ def _record_rows(corpus: Corpus) -> list[tuple[Any, ...]]:
 def postgres_database() -> Iterator[str]:
     """A new database on ``AUDIOCORE_TEST_POSTGRES_URL``'s server, else on
     a throwaway cluster of the installed PostgreSQL."""
-    from postgres_helpers import URL_VARIABLE, installed_pg_ctl, new_database
+    from postgres_helpers import new_database, server_url
 
-    @contextlib.contextmanager
-    def server() -> Iterator[str]:
-        url = os.environ.get(URL_VARIABLE)
-        if url:
-            yield url
-            return
-        from postgres_helpers import _throwaway_cluster
+    def unavailable(reason: str) -> None:
+        raise SystemExit(reason)
 
-        pg_ctl = installed_pg_ctl()
-        if pg_ctl is None:
-            raise SystemExit("PostgreSQL's server is not installed (Debian package postgresql)")
-        yield from _throwaway_cluster(pg_ctl)
-
-    with server() as url, new_database(url, "audiocore_bench_") as database:
+    with server_url(unavailable) as url, new_database(url, "audiocore_bench_") as database:
         yield database
 
 

@@ -15,7 +15,6 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from google.adk.events import Event, EventActions
 from google.adk.sessions import Session
 from google.genai import types
 from starlette.websockets import WebSocket
@@ -37,7 +36,7 @@ from .protocol import CLOSE_POLICY_VIOLATION, ProtocolError, Start, TurnDetectio
 from .sender import Sender
 from .session_access import OpenedSession, SessionAccess, session_history
 from .settings import Settings
-from .tasks import OWNER_STATE_KEY, TaskManager, TaskRecord, session_owner
+from .tasks import TaskManager, TaskRecord, session_owner, write_owner
 from .uplink import Uplink
 from .wire import Wire
 
@@ -261,13 +260,9 @@ async def welcome(
     if replay:
         c.link.tell_client([*translator.begin(message_id), *replay])
     owner = c.delivery.owner
-    if start.user_key is not None and session.state.get(OWNER_STATE_KEY) != owner:
-        # The tools read it from the session, and the memory already as the
-        # model connects: in the session before the run starts.
-        await parts.sessions.service.append_event(
-            session,
-            Event(author="user", actions=EventActions(state_delta={OWNER_STATE_KEY: owner})),
-        )
+    if start.user_key is not None:
+        # The memory reads it already as the model connects.
+        await write_owner(parts.sessions.service, session, owner)
     if start.time_zone is not None:
         # For this connection's run only (``temp:``, never stored): the next
         # client of the session says its own, or has UTC.

@@ -21,6 +21,8 @@ IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp")
 # reaches the zone files.
 _ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(?:/[A-Za-z0-9_+-]+){0,2}")
 MAX_ZONE_CHARS = 64
+# A client's key to its memory and tasks (a capability: random, ASCII).
+USER_KEY = re.compile(r"[A-Za-z0-9_-]{20,100}")
 
 
 class InputError(ValueError):
@@ -80,6 +82,14 @@ def identifier(value: Any, what: str, limits: Limits) -> str:
         raise InputError(
             f"{what}: {len(value)} characters exceeds the limit of {limits.max_id_chars}"
         )
+    return value
+
+
+def user_key(value: Any) -> str | None:
+    """A ``userKey`` (/ws's start message, the HTTP chat's body), or None
+    when absent."""
+    if value is not None and (not isinstance(value, str) or not USER_KEY.fullmatch(value)):
+        raise InputError("userKey: expected 20 to 100 of A-Z a-z 0-9 _ - (a random key)")
     return value
 
 

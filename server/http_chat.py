@@ -62,10 +62,10 @@ from .claims import SessionBusy
 from .credentials import bind_user_key
 from .events import ModelAudio, TurnEnd, TurnTranslator
 from .http_body import HttpError, read_json_body
-from .protocol import USER_KEY, ProtocolError
+from .protocol import ProtocolError
 from .session_access import SessionAccess
 from .settings import Settings
-from .tasks import OWNER_STATE_KEY
+from .tasks import write_owner
 from .tool_calls import Outcome, PendingCall, apply, delegated_calls, pending_in, run_on_server
 from .tools import ToolSpec, ToolState
 from .users import API_SESSION_ID, CHAT_USER_ID
@@ -169,12 +169,10 @@ class _Replay:
 
 def chat_owner(request: Request, user_key: object) -> str | None:
     """The chat's owner: ``key:<userKey>`` (a token's owner when it names
-    none), or None. ``HttpError`` 400 for a malformed key, 403 for a key
-    that is not the token's owner."""
-    if user_key is not None and (not isinstance(user_key, str) or not USER_KEY.fullmatch(user_key)):
-        raise HttpError(400, "userKey: expected 20 to 100 of A-Z a-z 0-9 _ - (a random key)")
+    none), or None. ``InputError`` for a malformed key, ``HttpError`` 403
+    for a key that is not the token's owner."""
     try:
-        key = bind_user_key(request.scope, user_key)
+        key = bind_user_key(request.scope, fields.user_key(user_key))
     except ProtocolError as exc:
         raise HttpError(403, exc.reason) from None
     return None if key is None else f"key:{key}"
@@ -264,14 +262,7 @@ class ChatEndpoint:
             async with self._sessions.open_session(
                 chat_id, taken.set, user_id=CHAT_USER_ID, keep_id=True
             ) as opened:
-                if opened.session.state.get(OWNER_STATE_KEY) != owner:
-                    # Before anything runs: the tools and the memory read it
-                    # from the session (the model's instruction included).
-                    delta = {OWNER_STATE_KEY: owner}
-                    await self._sessions.service.append_event(
-                        opened.session,
-                        Event(author="user", actions=EventActions(state_delta=delta)),
-                    )
+                await write_owner(self._sessions.service, opened.session, owner)
                 for chunk in translator.begin(message_id):
                     yield chunk
                 async for chunk in self._turn(opened.session, submit, translator, taken):

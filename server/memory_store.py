@@ -159,9 +159,9 @@ def checked_ids(ids: object) -> list[str]:
 
 
 def search_words(query: object) -> list[str]:
-    """The words of ``query`` worth searching for, lowercased, at most
-    ``MAX_QUERY_WORDS``: a store matches any of them, each as a plain word
-    (never as its query language)."""
+    """The words of ``query`` worth searching for, as a store indexes them
+    (``index_words``), at most ``MAX_QUERY_WORDS``: a store matches any of
+    them, each as a plain word (never as its query language)."""
     if not isinstance(query, str):
         raise MemoryInputError(f"query: expected a string, got {type(query).__name__}")
     if len(query) > MAX_QUERY_CHARS:
@@ -170,13 +170,13 @@ def search_words(query: object) -> list[str]:
         query.encode("utf-8")
     except UnicodeEncodeError:
         raise MemoryInputError("query: not valid Unicode (a lone surrogate)") from None
-    words = [w.lower() for w in _WORD.findall(query)]
+    words = index_words(query)
     return list(dict.fromkeys(w for w in words if w not in _STOP_WORDS))[:MAX_QUERY_WORDS]
 
 
 def index_words(text: str) -> list[str]:
-    r"""The words of ``text`` as a store indexes them: ``\w+`` (as
-    ``search_words``), lowercased, accents folded ("café" finds "cafe")."""
+    r"""The words of ``text`` as a store indexes them: ``\w+``,
+    lowercased, accents folded ("café" finds "cafe")."""
     folded = unicodedata.normalize("NFKD", text.lower())
     return _WORD.findall("".join(c for c in folded if not unicodedata.combining(c)))
 
@@ -196,9 +196,8 @@ def scoped_tokens(owner: str, kind: Kind, words: Iterable[str]) -> list[str]:
 def search_tokens(owner: str, words: list[str], kind: Kind | None) -> list[str]:
     """The tokens a search of ``words`` (``search_words``) looks for: of
     ``kind``, or of either."""
-    folded = list(dict.fromkeys(w for word in words for w in index_words(word)))
     kinds: tuple[Kind, ...] = (kind,) if kind is not None else ("fact", "turn")
-    return [t for k in kinds for t in scoped_tokens(owner, k, folded)]
+    return [t for k in kinds for t in scoped_tokens(owner, k, words)]
 
 
 def _iso(at: float) -> str:

@@ -83,6 +83,9 @@ TOKENS = "to_tsvector('simple', {})"
 # holds at the default limit (as sqlite_memory.MAX_CANDIDATES).
 MAX_CANDIDATES = 1_000
 _REINDEX_LOCK = "SELECT pg_advisory_xact_lock(hashtext('audiocore_memory:reindex'))"
+# Records read and rewritten a statement while re-indexing: each statement
+# is held to STATEMENT_TIMEOUT_S, however large the table.
+REINDEX_BATCH = 1_000
 
 
 def token_text(owner: str, kind: Kind, text: str) -> str:
@@ -192,8 +195,6 @@ class PostgresMemoryStore(MemoryStore):
         self, owner: str, words: list[str], limit: int, kind: Kind | None
     ) -> list[Record]:
         tokens = search_tokens(owner, words, kind)
-        if not tokens:
-            return []
         pool = await self._ready()
         rows = await pool.fetch(
             # The tokens are the owner's: the owner is checked on the
@@ -260,7 +261,8 @@ class PostgresMemoryStore(MemoryStore):
 async def _reindex_earlier_schema(pool: asyncpg.Pool) -> None:
     """A table of the schema before (``words``, generated from every owner's
     text): each record's ``tokens`` written, then ``words`` (and its index)
-    dropped. One host at a time; nothing to do the next time."""
+    dropped, in one transaction of short statements. One host at a time;
+    nothing to do the next time."""
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(_REINDEX_LOCK)
         earlier = await conn.fetchval(
@@ -270,11 +272,18 @@ async def _reindex_earlier_schema(pool: asyncpg.Pool) -> None:
         )
         if earlier is None:
             return
-        rows = await conn.fetch("SELECT seq, owner, kind, text FROM audiocore_memories")
-        await conn.executemany(
-            f"UPDATE audiocore_memories SET tokens = {TOKENS.format('$2')} WHERE seq = $1",
-            [(r["seq"], token_text(r["owner"], r["kind"], r["text"])) for r in rows],
-        )
+        last = 0  # seq counts from 1
+        while rows := await conn.fetch(
+            "SELECT seq, owner, kind, text FROM audiocore_memories"
+            " WHERE seq > $1 ORDER BY seq LIMIT $2",
+            last,
+            REINDEX_BATCH,
+        ):
+            await conn.executemany(
+                f"UPDATE audiocore_memories SET tokens = {TOKENS.format('$2')} WHERE seq = $1",
+                [(r["seq"], token_text(r["owner"], r["kind"], r["text"])) for r in rows],
+            )
+            last = rows[-1]["seq"]
         await conn.execute("ALTER TABLE audiocore_memories DROP COLUMN words")
         await conn.execute("ALTER TABLE audiocore_memories ALTER COLUMN tokens SET NOT NULL")
 

@@ -24,6 +24,7 @@ from google.genai import types
 
 from . import fields, large_json, strict_json
 from .chat_messages import ChatSubmit, decode_chat
+from .fields import USER_KEY as USER_KEY  # memory_rest.py, the tests
 from .fields import Image, InputError, Limits, ToolApproval, ToolResult
 
 # WebSocket close codes (RFC 6455 §7.4.1).
@@ -42,7 +43,6 @@ SAMPLE_BYTES = {"s16": 2, "f32": 4}
 # or the client's activity_start/activity_end alone ("manual", push-to-talk).
 TURN_DETECTION = ("server", "manual")
 TurnDetection = Literal["server", "manual"]
-USER_KEY = re.compile(r"[A-Za-z0-9_-]{20,100}")
 
 
 class ProtocolError(Exception):
@@ -290,9 +290,7 @@ def _decode_start(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Star
     session_id = obj.get("sessionId")
     if session_id is not None and not isinstance(session_id, str):
         raise InputError(f"sessionId: expected a string, got {type(session_id).__name__}")
-    user_key = obj.get("userKey")
-    if user_key is not None and (not isinstance(user_key, str) or not USER_KEY.fullmatch(user_key)):
-        raise InputError("userKey: expected 20 to 100 of A-Z a-z 0-9 _ - (a random key)")
+    user_key = fields.user_key(obj.get("userKey"))
     turn_detection = obj.get("turnDetection")
     if turn_detection is not None and turn_detection not in TURN_DETECTION:
         raise InputError(

@@ -175,8 +175,6 @@ class SqliteMemoryStore(MemoryStore):
         self, owner: str, words: list[str], limit: int, kind: Kind | None
     ) -> list[Record]:
         tokens = search_tokens(owner, words, kind)
-        if not tokens:
-            return []
         expression = " OR ".join(f'"{t}"' for t in tokens)  # letters a-p: nothing to escape
 
         def read(db: sqlite3.Connection) -> list[Record]:

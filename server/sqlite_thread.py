@@ -48,14 +48,16 @@ class SqliteThread:
             db = open_wal(str(self.path), script=self._schema)
             db.isolation_level = None  # transactions as written here
             if self._prepare is not None:
-                db.execute("BEGIN IMMEDIATE")
                 try:
+                    db.execute("BEGIN IMMEDIATE")
                     self._prepare(db)
+                    db.execute("COMMIT")
                 except BaseException:
-                    db.execute("ROLLBACK")
+                    # Closing rolls back what is open: no ROLLBACK to fail
+                    # (SQLite may have rolled back already), no connection
+                    # left holding the write lock.
                     db.close()
                     raise
-                db.execute("COMMIT")
             self._db = db
         db = self._db
         db.execute("BEGIN IMMEDIATE")

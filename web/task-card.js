@@ -18,13 +18,18 @@ export const TASK_STAGES = {
 
 // The server bounds the title already (server/tasks/acp_permissions.py,
 // 160 characters); the page bounds what it shows whichever server it talks to.
+// Characters as the server counts them: code points, not UTF-16 units (an
+// emoji is one, and a cut never splits it).
 export const MAX_PERMISSION_TITLE_CHARS = 160;
 
 /** The question the card asks while the task's agent waits for a decision. */
 export function permissionQuestion(permission) {
   let title = typeof permission.title === "string" ? permission.title.trim() : "";
   if (title.length > MAX_PERMISSION_TITLE_CHARS) {
-    title = `${title.slice(0, MAX_PERMISSION_TITLE_CHARS - 1)}…`;
+    const chars = Array.from(title);
+    if (chars.length > MAX_PERMISSION_TITLE_CHARS) {
+      title = `${chars.slice(0, MAX_PERMISSION_TITLE_CHARS - 1).join("")}…`;
+    }
   }
   return `The agent asks permission to: ${title || "an unnamed action"} — say “yes, always” or “no”`;
 }

@@ -7,7 +7,7 @@ in the session database (``records.py``, ``store.py``); a live connection
 delivers each outcome once, through a renewable claim (``delivery.py``).
 """
 
-from .live_tools import OWNER_STATE_KEY, owner_from_context, session_owner
+from .live_tools import OWNER_STATE_KEY, owner_from_context, session_owner, write_owner
 from .manager import TaskManager, TooManyTasks
 from .records import TaskRecord
 
@@ -18,4 +18,5 @@ __all__ = [
     "TooManyTasks",
     "owner_from_context",
     "session_owner",
+    "write_owner",
 ]

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from google.adk.events import Event
+from google.adk.events import Event, EventActions
+from google.adk.sessions import BaseSessionService, Session
 from google.adk.tools.tool_context import ToolContext
 
 from ..demo_tools import TIME_ZONE_STATE_KEY
@@ -37,6 +38,17 @@ OwnerOf = Callable[[ToolContext], str]
 def session_owner(user_id: str, session_id: str) -> str:
     """The owner of the tasks of a session that names no ``task_owner``."""
     return f"session:{user_id}:{session_id}"
+
+
+async def write_owner(service: BaseSessionService, session: Session, owner: str | None) -> None:
+    """``owner`` into the session's state (``task_owner``: its tools' and its
+    memory's owner; None: none) unless it is there already. Before the run,
+    which reads it (the model's instruction included)."""
+    if session.state.get(OWNER_STATE_KEY) != owner:
+        delta = {OWNER_STATE_KEY: owner}
+        await service.append_event(
+            session, Event(author="user", actions=EventActions(state_delta=delta))
+        )
 
 
 def owner_from_context(tool_context: ToolContext) -> str:

@@ -19,7 +19,7 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -119,17 +119,19 @@ def _throwaway_cluster(pg_ctl: str) -> Iterator[str]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[str]:
-    """The URL of a PostgreSQL server on which the tests may create
-    databases: ``AUDIOCORE_TEST_POSTGRES_URL``, else a throwaway cluster."""
+@contextlib.contextmanager
+def server_url(unavailable: Callable[[str], object]) -> Iterator[str]:
+    """The URL of a PostgreSQL server on which databases may be created:
+    ``AUDIOCORE_TEST_POSTGRES_URL``, else a throwaway cluster, stopped as
+    the block ends. ``unavailable(reason)`` (it raises) when neither can be
+    had."""
     url = os.environ.get(URL_VARIABLE)
     if url:
         yield url
         return
     pg_ctl = installed_pg_ctl()
     if pg_ctl is None:
-        _unavailable(
+        unavailable(
             "PostgreSQL's server is not installed (Debian package postgresql) "
             f"and {URL_VARIABLE} is not set"
         )
@@ -137,13 +139,20 @@ def postgres_server() -> Iterator[str]:
     try:
         import pytest_postgresql  # noqa: F401
     except ImportError:
-        _unavailable("pytest-postgresql is not installed (pip install --group test)")
+        unavailable("pytest-postgresql is not installed (pip install --group test)")
     if os.geteuid() == 0:
         try:
             pwd.getpwnam(SYSTEM_USER)
         except KeyError:
-            _unavailable(f"running as root, and there is no {SYSTEM_USER} user to run PostgreSQL")
+            unavailable(f"running as root, and there is no {SYSTEM_USER} user to run PostgreSQL")
     yield from _throwaway_cluster(pg_ctl)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """``server_url`` for the session; skipped (or failed) without one."""
+    with server_url(_unavailable) as url:
+        yield url
 
 
 @pytest.fixture

@@ -139,7 +139,19 @@ def test_a_chats_turns_are_stored_unless_switched_off(settings: Settings) -> Non
 
 
 @pytest.mark.parametrize(
-    "user_key", ["short", "x" * 101, "has space in it 0123456789", 12345678901234567890]
+    "user_key",
+    [
+        "short",
+        "",
+        "x" * 101,
+        "has space in it 0123456789",
+        "é" * 25,  # letters, but not ASCII
+        "0123456789abcdefghij\n",
+        12345678901234567890,
+        ["alice-key-0123456789abcdef"],
+        {"key": "alice-key-0123456789abcdef"},
+        True,
+    ],
 )
 def test_a_malformed_user_key_is_400(settings: Settings, user_key: object) -> None:
     with TestClient(create_app(settings)) as client:

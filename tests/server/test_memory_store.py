@@ -152,6 +152,8 @@ HOSTILE = [
     "",
     "   ",
     "🙂",
+    "\u037a\ufc5e",  # words (\w) that fold to nothing (index_words)
+    "what do you remember about",  # stop words only
 ]
 
 
@@ -221,6 +223,8 @@ def test_the_owners_newest_matches_are_ranked(
 
 def test_words_fold_case_and_accents(make_store: StoreFactory) -> None:
     assert index_words("Café CRÈME, naïve_one; Straße") == ["cafe", "creme", "naive_one", "straße"]
+    # A search's words are the index's: one word however it is spelt.
+    assert search_words("CAFÉ café Cafe the crème") == ["cafe", "creme"]
 
     async def scenario(store: MemoryStore) -> None:
         fact = await store.remember("key:alice", "The Café on Rue Crémieux")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 
-from server.memory_store import index_words, scoped_tokens
+import pytest
+
+from server.memory_store import Kind, index_words, scoped_tokens
 
 ALICE, BOB = "key:alice-0123456789abcdef", "key:bob-0123456789abcdef01"
 
@@ -28,11 +30,16 @@ INSERT INTO audiocore_memories (id, owner, kind, text, created) VALUES
 """
 
 
-def test_the_index_holds_tokens_and_an_earlier_table_is_reindexed(postgres_url: str) -> None:
+def test_the_index_holds_tokens_and_an_earlier_table_is_reindexed(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import asyncpg
 
     from server.pg_leases import asyncpg_dsn
     from server.pg_memory import PostgresMemoryStore
+
+    # The three records in two batches (a statement each, however many).
+    monkeypatch.setattr("server.pg_memory.REINDEX_BATCH", 2)
 
     async def main() -> None:
         conn = await asyncpg.connect(asyncpg_dsn(postgres_url))
@@ -71,6 +78,56 @@ def test_the_index_holds_tokens_and_an_earlier_table_is_reindexed(postgres_url: 
             try:
                 found = await again.search(ALICE, "dog", kind="fact")
                 assert sorted(r.id for r in found) == sorted([added.id, "mem_000000000001"])
+            finally:
+                await again.close()
+        finally:
+            await conn.close()
+
+    asyncio.run(main())
+
+
+def test_a_reindex_cut_short_leaves_the_earlier_table_to_redo(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The re-index is one transaction: a failure in its second batch leaves
+    the first batch's tokens unwritten and ``words`` in place, and the next
+    process does it whole."""
+    import asyncpg
+
+    from server import pg_memory
+    from server.pg_leases import asyncpg_dsn
+    from server.pg_memory import PostgresMemoryStore
+
+    monkeypatch.setattr(pg_memory, "REINDEX_BATCH", 2)
+    written = pg_memory.token_text
+    calls = 0
+
+    def cut_short(owner: str, kind: Kind, text: str) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 3:  # the second batch's first record
+            raise OSError("connection lost")
+        return written(owner, kind, text)
+
+    async def main() -> None:
+        conn = await asyncpg.connect(asyncpg_dsn(postgres_url))
+        try:
+            await conn.execute(EARLIER_TABLE)
+            monkeypatch.setattr(pg_memory, "token_text", cut_short)
+            store = PostgresMemoryStore(postgres_url)
+            try:
+                with pytest.raises(OSError, match="connection lost"):
+                    await store.search(ALICE, "dog")
+            finally:
+                await store.close()
+            tokens = await conn.fetch("SELECT tokens FROM audiocore_memories")
+            assert [row["tokens"] for row in tokens] == [None, None, None]
+            assert await conn.fetchval("SELECT count(words) FROM audiocore_memories") == 3
+            monkeypatch.setattr(pg_memory, "token_text", written)
+            again = PostgresMemoryStore(postgres_url)
+            try:
+                found = await again.search(ALICE, "dog")
+                assert [r.id for r in found] == ["mem_000000000003", "mem_000000000001"]
             finally:
                 await again.close()
         finally:

@@ -17,6 +17,7 @@ import pytest
 from server import sqlite_memory
 from server.memory_store import MAX_TURNS_PER_OWNER, index_words, scoped_tokens
 from server.sqlite_memory import SqliteMemoryStore
+from server.sqlite_thread import SqliteThread
 
 _T = TypeVar("_T")
 ALICE, BOB = "key:alice-0123456789abcdef", "key:bob-0123456789abcdef01"
@@ -124,3 +125,71 @@ def test_a_file_of_the_earlier_schema_is_reindexed_as_it_opens(tmp_path: Path) -
     # Opened again: nothing to do, the same answers.
     found = run(path, lambda store: store.search(ALICE, "dog"))
     assert [r.id for r in found] == ["mem_000000000003"]
+
+
+def test_a_reindex_cut_short_leaves_the_earlier_schema_to_redo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The re-index is one transaction: a failure midway (here the second
+    record's) leaves the file as it was, and the next open does it whole."""
+    path = tmp_path / "memory.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(EARLIER_SCHEMA)
+        db.executemany(
+            "INSERT INTO memories (id, owner, kind, text, created) VALUES (?, ?, ?, ?, ?)",
+            [
+                ("mem_000000000001", ALICE, "fact", "my dog is called Rex", 1.0),
+                ("mem_000000000002", ALICE, "fact", "the dog likes the park", 2.0),
+            ],
+        )
+    db.close()
+    indexed = sqlite_memory.index_record
+    calls = 0
+
+    def cut_short(*args: object) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise OSError("disk I/O error")
+        indexed(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite_memory, "index_record", cut_short)
+    with pytest.raises(OSError, match="disk I/O error"):
+        run(path, lambda store: store.search(ALICE, "dog"))
+    with sqlite3.connect(path) as db:
+        names = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        (rows,) = db.execute("SELECT count(*) FROM memory_words").fetchone()
+    db.close()
+    assert {"memories_fts", "memories_added", "memories_removed"} <= names
+    assert rows == 0
+    monkeypatch.setattr(sqlite_memory, "index_record", indexed)
+    found = run(path, lambda store: store.search(ALICE, "dog"))
+    assert sorted(r.id for r in found) == ["mem_000000000001", "mem_000000000002"]
+    assert index_rows(path)[:2] == (2, 2)
+
+
+def test_a_failed_prepare_raises_its_own_error_and_holds_no_lock(tmp_path: Path) -> None:
+    """SQLite rolls a transaction back itself on some errors (a full disk, an
+    I/O error): the open that failed says why, and leaves no connection
+    holding the file's write lock."""
+    path = tmp_path / "prepared.db"
+
+    def failing(db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO t VALUES (1)")
+        db.execute("ROLLBACK")  # as SQLite does on SQLITE_FULL
+        raise OSError("database or disk is full")
+
+    async def main() -> None:
+        thread = SqliteThread(path, "CREATE TABLE IF NOT EXISTS t (x);", "test", prepare=failing)
+        try:
+            with pytest.raises(OSError, match="disk is full"):
+                await thread.run(lambda db: None)
+        finally:
+            thread.close()
+
+    asyncio.run(main())
+    with sqlite3.connect(path, timeout=0) as db:
+        db.execute("BEGIN IMMEDIATE")  # nobody holds the write lock
+        assert db.execute("SELECT count(*) FROM t").fetchone() == (0,)
+        db.execute("ROLLBACK")
+    db.close()

@@ -207,6 +207,24 @@ test("no Web Audio: the reason in words, and nothing is kept", async () => {
   assert.equal(h.state.message.text, "Web Audio is not available in this browser: AudioWorklet is missing");
 });
 
+test("playback that cannot start releases the audio, says why, and opens no socket", async () => {
+  const h = harness({
+    engine: () =>
+      Object.assign(new FakeEngine(), {
+        startPlayback: async () => {
+          throw new Error("the audio device is busy");
+        },
+      }),
+  });
+  await h.connection.connect();
+  assert.equal(h.connection.live, null);
+  assert.equal(h.sessions.length, 0);
+  assert.equal(h.state.connection, "error");
+  assert.equal(h.state.message.text, "Audio playback could not start: the audio device is busy");
+  assert.deepEqual(h.state.released, { tracks: ["ended"], context: "closed" });
+  assert.equal(h.named("released").length, 1);
+});
+
 test("a socket refused at connect releases the audio and says why", async () => {
   const h = harness();
   const made = h.nextSession();

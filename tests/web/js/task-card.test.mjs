@@ -87,6 +87,13 @@ test("the question's title is bounded, and a missing one still asks", () => {
   assert.equal(asked, ASKS(`${"x".repeat(MAX_PERMISSION_TITLE_CHARS - 1)}…`));
   const exact = "y".repeat(MAX_PERMISSION_TITLE_CHARS);
   assert.equal(permissionQuestion({ id: "perm_1", title: exact }), ASKS(exact));
+  // Characters as the server counts them (code points): an emoji is one,
+  // and a cut never leaves half of one.
+  const emoji = "🙂".repeat(MAX_PERMISSION_TITLE_CHARS);
+  assert.equal(permissionQuestion({ id: "perm_1", title: emoji }), ASKS(emoji));
+  const cut = permissionQuestion({ id: "perm_1", title: `${emoji}🙂` });
+  assert.equal(cut, ASKS(`${"🙂".repeat(MAX_PERMISSION_TITLE_CHARS - 1)}…`));
+  assert.ok(cut.isWellFormed(), "a lone surrogate");
   for (const title of [undefined, null, 42, "   "]) {
     assert.equal(permissionQuestion({ id: "perm_1", title }), ASKS("an unnamed action"), String(title));
   }
