@@ -37,13 +37,19 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         rf"\g<name>\g<sep>{REDACTED}",
     ),
     # Key shapes: OpenAI/Anthropic "sk-…", Google "AIza…", GitHub "gh?_…",
-    # Slack "xox?-…", AWS access key ids, JWTs.
+    # Slack "xox?-…", AWS access key ids.
     (
         re.compile(
             r"\b(?:sk-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}|gh[pousr]_[A-Za-z0-9]{20,}"
-            r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
-            r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
+            r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})"
         ),
+        REDACTED,
+    ),
+    # JWTs. A JWT starts where a run of its characters does, not at any
+    # ``\b``: "-" is one of them, so "eyJ-eyJ-…" would start a scan to the
+    # end of the run at every "eyJ" (quadratic) and fail each time.
+    (
+        re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
         REDACTED,
     ),
 )

@@ -87,6 +87,28 @@ def test_redact_hides_what_looks_like_a_secret_and_keeps_the_rest() -> None:
         assert redact(text) == expected, text
 
 
+def test_redact_on_hostile_text() -> None:
+    jwt = "eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4f"
+    assert redact(f"token={jwt}") == f"token={REDACTED}"
+    assert redact(f"a JWT {jwt}, then") == f"a JWT {REDACTED}, then"
+    assert redact("\x00 \ud800 API_KEY=\ud800\x00 x") == f"\x00 \ud800 API_KEY={REDACTED} x"
+    assert redact("") == ""
+    # Megabytes of near-misses of each pattern, kept as they are, in linear
+    # time (a quadratic scan of these takes minutes, past the suite's time-out).
+    for near in (
+        "eyJ-",
+        "eyJaaaaaaaa.b ",
+        "sk-abc ",
+        "Bearer ",
+        "a://b:",
+        " ghp_",
+        "xoxa-ab ",
+        " aKEY",
+    ):
+        text = near * (2_000_000 // len(near))
+        assert redact(text) == text, near
+
+
 def test_decisions_pick_options_by_kind_never_by_name() -> None:
     every = [Option("a", "allow_once"), Option("b", "allow_always"), Option("c", "reject_once")]
     assert choose(every, "always") == Option("b", "allow_always")
