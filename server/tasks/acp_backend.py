@@ -46,7 +46,7 @@ from .acp_permissions import PermissionDesk
 from .backend import MAX_FAILURE_CHARS, TASK_FILES_DIR, BackendOutcome, Progress, TaskFiles
 from .envelope import envelope, split_answer
 from .records import MAX_PROGRESS_DETAIL, TaskRecord, clip
-from .redact import redact
+from .redact import redact, screened
 from .store import TaskStore
 
 MAX_BACKOFF_S = 30.0
@@ -216,7 +216,7 @@ class AgentProcess:
             text = line.decode(errors="replace").rstrip()
             if text:
                 # The agent's own keys stay out of our log as out of its progress.
-                log.info("ACP agent: %s", redact(clip(text, MAX_STDERR_LINE)))
+                log.info("ACP agent: %s", screened(text, MAX_STDERR_LINE))
 
     async def _stop(self) -> None:
         stack, self._stack = self._stack, None

@@ -41,12 +41,11 @@ from acp.schema import (
 
 from .acp_permissions import Option, PermissionDesk
 from .records import MAX_PROGRESS_DETAIL, clip
-from .redact import redact
+from .redact import screened
 
 MAX_READ_BYTES = 1024 * 1024  # a file the agent reads through us
 MAX_WRITE_CHARS = 1024 * 1024  # what it writes through us
 MAX_ANSWER_CHARS = 64_000  # the answer collected from its message chunks
-REDACT_MARGIN = 4  # times the text kept: what is redacted of a longer one
 MESSAGE_PROGRESS_EVERY_S = 0.5  # message chunks come by the hundred: one progress per this
 
 log = logging.getLogger(__name__)
@@ -162,11 +161,7 @@ class AcpClient:
 
     @staticmethod
     async def _progress(run: PromptRun, tool: str, detail: str) -> None:
-        # Redacted with some text past what is kept, so a secret that starts
-        # in the kept part is whole when it is looked for.
-        seen = detail[: REDACT_MARGIN * MAX_PROGRESS_DETAIL]
-        safe = clip(redact(" ".join(seen.split())), MAX_PROGRESS_DETAIL)
-        await run.progress(clip(tool, 40), safe, "delegated")
+        await run.progress(clip(tool, 40), screened(detail, MAX_PROGRESS_DETAIL), "delegated")
 
     async def request_permission(
         self,

@@ -25,8 +25,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
-from .records import clip
-from .redact import redact
+from .redact import screened
 
 Decision = Literal["always", "reject"]
 DECISIONS: tuple[Decision, ...] = ("always", "reject")
@@ -119,11 +118,7 @@ class PermissionDesk:
             id="perm_" + secrets.token_hex(4),
             owner=owner,
             task_id=task_id,
-            # Redacted with room past what is kept: a secret there is whole.
-            title=clip(
-                redact(" ".join(title[: 4 * MAX_TITLE_CHARS].split())) or "an unnamed action",
-                MAX_TITLE_CHARS,
-            ),
+            title=screened(title, MAX_TITLE_CHARS) or "an unnamed action",
             options=tuple(options),
             answer=loop.create_future(),
         )

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import re
 
+from .records import clip
+
 REDACTED = "[redacted]"
+# Times the text kept: how much of a longer text ``screened`` looks at, so
+# a secret that starts in the kept part is whole when it is looked for.
+REDACT_MARGIN = 4
 
 # Every run before a literal is bounded, and a match starts only where a
 # word does: otherwise a long run of letters costs quadratic time.
@@ -60,3 +65,10 @@ def redact(text: str) -> str:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def screened(text: str, limit: int) -> str:
+    """``text`` as it may be shown or logged: on one line, redacted, at most
+    ``limit`` characters (redacted before it is cut: a secret across the
+    cut is hidden whole, not left as a prefix too short to look like one)."""
+    return clip(redact(" ".join(text[: REDACT_MARGIN * limit].split())), limit)

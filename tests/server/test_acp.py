@@ -370,6 +370,8 @@ def test_the_agent_s_stderr_reaches_our_log_redacted_and_cut(
         stream = asyncio.StreamReader()
         stream.feed_data(f"export OPENAI_API_KEY={FAKE_KEY}\n".encode())
         stream.feed_data(b"\xff plain line\n" + b"y" * 600 + b"\n")
+        # A key across the cut: hidden whole, not left as a short prefix.
+        stream.feed_data(b"x" * 480 + f" {FAKE_KEY}\n".encode())
         stream.feed_eof()
         await AgentProcess._log_stderr(stream)
 
@@ -380,6 +382,7 @@ def test_the_agent_s_stderr_reaches_our_log_redacted_and_cut(
         f"ACP agent: export OPENAI_API_KEY={REDACTED}",
         "ACP agent: \ufffd plain line",
         "ACP agent: " + "y" * 499 + "…",
+        "ACP agent: " + "x" * 480 + f" {REDACTED}",
     ]
 
 
