@@ -16,10 +16,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,24 +88,28 @@ class AgentFiles:
         if ".." in given.parts:
             raise RequestError.invalid_params({"path": f"{path!r}: '..' is not allowed"})
         root = self.root.resolve()
-        target = (given if given.is_absolute() else root / given).resolve()
-        if not target.is_relative_to(root):
-            raise RequestError.invalid_params(
-                {"path": f"{path!r} is outside the working directory {root}"}
-            )
-        if must_exist and not target.is_file():
-            raise RequestError.resource_not_found(str(path))
+        with _refused(path):
+            target = (given if given.is_absolute() else root / given).resolve()
+            if not target.is_relative_to(root):
+                raise RequestError.invalid_params(
+                    {"path": f"{path!r} is outside the working directory {root}"}
+                )
+            if must_exist and not target.is_file():
+                raise RequestError.resource_not_found(str(path))
         return target
 
     def read(self, path: str, line: int | None, limit: int | None) -> str:
         target = self.resolve(path, must_exist=True)
-        size = target.stat().st_size
-        if size > MAX_READ_BYTES:
+        # Read up to one byte past the bound: a file that grows after a
+        # stat could not pass it.
+        with _refused(path), target.open("rb") as file:
+            data = file.read(MAX_READ_BYTES + 1)
+        if len(data) > MAX_READ_BYTES:
             raise RequestError.invalid_params(
-                {"path": f"{path!r} has {size} bytes, more than {MAX_READ_BYTES}"}
+                {"path": f"{path!r} has more than {MAX_READ_BYTES} bytes"}
             )
         try:
-            text = target.read_bytes().decode()
+            text = data.decode()
         except UnicodeDecodeError:
             raise RequestError.invalid_params({"path": f"{path!r} is not UTF-8 text"}) from None
         if line is None and limit is None:
@@ -119,10 +124,31 @@ class AgentFiles:
             raise RequestError.invalid_params(
                 {"content": f"expected text of at most {MAX_WRITE_CHARS} characters"}
             )
+        try:
+            data = content.encode()
+        except UnicodeEncodeError:  # a lone surrogate: JSON can carry one
+            raise RequestError.invalid_params({"content": "expected UTF-8 text"}) from None
         target = self.resolve(path, must_exist=False)
         if not target.parent.is_dir():
             raise RequestError.invalid_params({"path": f"{path!r}: no such directory"})
-        target.write_text(content)
+        with _refused(path):
+            target.write_bytes(data)
+
+
+@contextlib.contextmanager
+def _refused(path: str) -> Iterator[None]:
+    """The system's refusal of the agent's path (too long, a directory, not
+    a file name) as the agent's bad request, not our internal error."""
+    try:
+        yield
+    except OSError as exc:
+        raise RequestError.invalid_params(
+            {"path": f"{clip(repr(path), 200)}: {exc.strerror or exc}"}
+        ) from None
+    except UnicodeEncodeError:
+        raise RequestError.invalid_params(
+            {"path": f"{clip(repr(path), 200)} is not a file name"}
+        ) from None
 
 
 class AcpClient:

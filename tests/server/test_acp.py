@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ from server import Settings, create_app
 from server.offline_permissions import call_for, told
 from server.tasks import TaskManager, TaskRecord
 from server.tasks.acp_backend import AgentProcess
-from server.tasks.acp_client import AgentFiles
+from server.tasks.acp_client import MAX_READ_BYTES, MAX_WRITE_CHARS, AgentFiles
 from server.tasks.acp_permissions import Option, choose
 from server.tasks.envelope import split_answer
 from server.tasks.live_tools import heard_after
@@ -188,6 +189,56 @@ def test_files_stay_inside_the_working_directory(tmp_path: Path) -> None:
     with pytest.raises(RequestError) as refused:
         AgentFiles(root, enabled=False).read("in.txt", None, None)
     assert refused.value.data == {"method": "fs (not enabled on this server)"}
+
+
+def test_files_refuse_hostile_paths_and_content_as_the_agent_s_bad_request(
+    tmp_path: Path,
+) -> None:
+    """Every refusal is an invalid-params error saying why, never an OS or
+    codec error (the agent would get an internal error, our log a trace)."""
+    from acp import RequestError
+
+    root = tmp_path / "work"
+    (root / "sub").mkdir(parents=True)
+    os.close(os.open(os.path.join(os.fsencode(root), b"\xff.txt"), os.O_CREAT | os.O_WRONLY))
+    (root / "big.txt").write_bytes(b"x" * (MAX_READ_BYTES + 1))
+    (root / "latin1.txt").write_bytes(b"caf\xe9\n")
+    files = AgentFiles(root, enabled=True)
+    # A name that is not UTF-8 on disk is one the agent can name.
+    assert files.read("\udcff.txt", None, None) == ""
+    refusals = {
+        "a\x00b": "expected a file path",
+        "": "expected a file path",
+        "\ud800.txt": "is not a file name",
+        "a" * 100_000: "File name too long",
+        "a/" * 5_000 + "x": "File name too long",
+        "big.txt": f"more than {MAX_READ_BYTES} bytes",
+        "latin1.txt": "is not UTF-8 text",
+    }
+    for path, why in refusals.items():
+        with pytest.raises(RequestError) as refused:
+            files.read(path, None, None)
+        assert refused.value.code == -32602 and why in refused.value.data["path"], path
+        assert len(refused.value.data["path"]) < 300  # a huge path is not echoed whole
+    with pytest.raises(RequestError) as refused:
+        files.read(5, None, None)  # type: ignore[arg-type]
+    assert refused.value.data == {"path": "expected a file path"}
+    writes = {
+        ("sub", "x"): ("path", "Is a directory"),
+        (".", "x"): ("path", "Is a directory"),
+        ("\ud800.txt", "x"): ("path", "is not a file name"),
+        ("a" * 100_000, "x"): ("path", "File name too long"),
+        ("out.txt", "a\ud800b"): ("content", "expected UTF-8 text"),
+        ("out.txt", "x" * (MAX_WRITE_CHARS + 1)): ("content", "at most"),
+        ("out.txt", 5): ("content", "at most"),
+    }
+    for (path, content), (field, why) in writes.items():
+        with pytest.raises(RequestError) as refused:
+            files.write(path, content)  # type: ignore[arg-type]
+        assert refused.value.code == -32602 and why in refused.value.data[field], path
+    assert not (root / "out.txt").exists()
+    files.write("out.txt", "café €\n")  # UTF-8 whatever the locale
+    assert (root / "out.txt").read_bytes() == "café €\n".encode()
 
 
 def test_settings_name_a_backend_and_its_command(tmp_path: Path) -> None:
