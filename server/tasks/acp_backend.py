@@ -262,7 +262,7 @@ class AcpBackend:
             conn = await self.process.ensure()
             session_id, earlier = await self._session(record.owner, conn)
         except AgentUnavailable as exc:
-            return BackendOutcome(None, clip(str(exc), MAX_FAILURE_CHARS))
+            return BackendOutcome(None, screened(str(exc), MAX_FAILURE_CHARS))
         except (ConnectionError, RequestError) as exc:
             return BackendOutcome(None, await self._lost(exc, "opening its session"))
         run = PromptRun(record.owner, record.id, on_progress)
@@ -375,7 +375,8 @@ class AcpBackend:
             exited = f"exited with code {code}" if code is not None else "closed its connection"
             return f"the ACP agent {exited} while {doing}"
         if isinstance(error, RequestError):
-            return clip(f"the ACP agent refused ({error})", MAX_FAILURE_CHARS)
+            # The agent's own words, shown on the card: its keys stay out.
+            return screened(f"the ACP agent refused ({error})", MAX_FAILURE_CHARS)
         log.error("the ACP backend failed", exc_info=error)
         return f"the ACP backend failed ({type(error).__name__})"
 

@@ -18,6 +18,8 @@ envelope):
 * "read file NAME" / "write file NAME" — through the client's fs methods;
 * "big answer" — one 200 000-character message chunk;
 * "show context" — answers with the envelope's voice turns and preferences;
+* "fail saying TEXT" — answers the prompt with a JSON-RPC error whose
+  message is TEXT;
 * "crash" — writes a 5000-character line to stderr and exits at once with
   code 3 (``os._exit``);
 * "what did I ask" — lists the earlier objectives of this session, and the
@@ -126,6 +128,8 @@ class TestAgent:
         cancelled = self.cancelled[session_id] = asyncio.Event()
         lowered = objective.lower()
         say = self._say(session_id)
+        if "fail saying " in lowered:
+            raise RequestError(-32000, objective.partition("fail saying ")[2])
         if "crash" in lowered:
             print("x" * 5000, file=sys.stderr, flush=True)  # a last, long line
             os._exit(3)

@@ -32,6 +32,7 @@ from server.tasks import TaskManager, TaskRecord
 from server.tasks.acp_backend import AgentProcess
 from server.tasks.acp_client import MAX_READ_BYTES, MAX_WRITE_CHARS, AgentFiles
 from server.tasks.acp_permissions import Option, choose
+from server.tasks.backend import MAX_FAILURE_CHARS
 from server.tasks.envelope import split_answer
 from server.tasks.live_tools import heard_after
 from server.tasks.redact import REDACTED, redact
@@ -455,6 +456,19 @@ def test_an_agent_that_cannot_start_or_initialise_fails_the_task_saying_so(
         "the ACP agent '/nonexistent/agent' could not be started (No such file or directory)"
     )
     assert asyncio.run(scenario(silent)) == ("the ACP agent did not initialise (Connection closed)")
+
+
+def test_an_agent_s_error_fails_the_task_redacted_and_bounded(settings: Settings) -> None:
+    async def scenario() -> None:
+        async with running(settings) as manager:
+            done = await run_one(manager, "alice", f"fail saying bad key {FAKE_KEY}")
+            assert done.state == "failed"
+            assert done.error == f"the ACP agent refused (bad key {REDACTED})"
+            long = await run_one(manager, "alice", "fail saying " + "e" * 1500)
+            assert long.error is not None and long.error.endswith("e…")
+            assert len(long.error) == MAX_FAILURE_CHARS
+
+    asyncio.run(scenario())
 
 
 def test_an_agent_that_never_answers_fails_the_task_in_time(settings: Settings) -> None:
