@@ -31,7 +31,13 @@ from server.offline_permissions import call_for, told
 from server.tasks import TaskManager, TaskRecord
 from server.tasks.acp_backend import AgentProcess
 from server.tasks.acp_client import MAX_READ_BYTES, MAX_WRITE_CHARS, AgentFiles
-from server.tasks.acp_permissions import Option, choose
+from server.tasks.acp_permissions import (
+    MAX_TITLE_CHARS,
+    Option,
+    PermissionDesk,
+    PermissionRequest,
+    choose,
+)
 from server.tasks.backend import MAX_FAILURE_CHARS
 from server.tasks.envelope import split_answer
 from server.tasks.live_tools import heard_after
@@ -118,6 +124,38 @@ def test_decisions_pick_options_by_kind_never_by_name() -> None:
     assert choose(every, "reject") == Option("c", "reject_once")
     assert choose([Option("d", "reject_always")], "reject") == Option("d", "reject_always")
     assert choose(every[:2], "reject") is None
+
+
+def test_the_permission_desk_on_odd_options_and_wrong_decisions() -> None:
+    async def scenario() -> None:
+        shown = asyncio.Event()
+
+        async def on_change(request: PermissionRequest, pending: bool) -> None:
+            if pending:
+                shown.set()
+
+        desk = PermissionDesk(30.0, on_change)
+        # No option either decision takes: answered at once, never shown.
+        assert await desk.ask("alice", "task_1", "run it", []) is None
+        assert not shown.is_set() and desk.pending("alice") == []
+
+        only_reject = [Option("r", "reject_always")]
+        asked = asyncio.create_task(desk.ask("alice", "task_2", "x\x00 " * 10_000, only_reject))
+        await shown.wait()
+        request = desk.next_untold("alice")
+        assert request is not None and len(request.title) <= MAX_TITLE_CHARS
+        for wrong in (None, 5, ["always"], {"always": 1}, "ALWAYS", "", "always " * 1000):
+            answer = desk.respond("alice", wrong, lambda _: True)
+            assert answer["error"].startswith("decision: expected 'always' or 'reject'"), wrong
+            assert len(answer["error"]) < 8000
+        assert desk.respond("alice", "always", lambda _: True) == {
+            "error": "the agent offered no option for 'always'"
+        }
+        assert desk.respond("alice", "reject", lambda _: True)["decision"] == "reject"
+        assert await asked == "r"
+        assert desk.pending("alice") == []
+
+    asyncio.run(scenario())
 
 
 def test_the_offline_model_s_permission_cues() -> None:
