@@ -20,7 +20,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from acp.schema import (
 )
 
 from .acp_permissions import Option, PermissionDesk
+from .backend import Progress
 from .records import MAX_PROGRESS_DETAIL, clip
 from .redact import screened
 
@@ -51,9 +52,6 @@ MESSAGE_PROGRESS_EVERY_S = 0.5  # message chunks come by the hundred: one progre
 
 log = logging.getLogger(__name__)
 
-# (tool, detail, stage): the task's progress, already bounded and redacted.
-Progress = Callable[[str, str, str | None], Awaitable[None]]
-
 
 @dataclasses.dataclass(eq=False)
 class PromptRun:
@@ -61,7 +59,7 @@ class PromptRun:
 
     owner: str
     task_id: str
-    progress: Progress
+    progress: Progress  # given what is already bounded and redacted
     answer: list[str] = dataclasses.field(default_factory=list)
     answer_chars: int = 0
     message_progress_at: float = float("-inf")
