@@ -58,12 +58,14 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 INIT_TIMEOUT_S = 30.0
 EXIT_WAIT_S = 2.0  # after its stdout closed, how long the process has to be reaped
 MAX_KNOWN_SESSIONS = 10_000  # owners whose session the running process is known to hold
+MAX_SESSION_ID_CHARS = 256  # an agent's session id, kept in the owner's ledger
 
 log = logging.getLogger(__name__)
 
 
 class AgentUnavailable(RuntimeError):
-    """The agent could not be started or initialised (the message says why)."""
+    """The agent could not be started or initialised, or gave no usable
+    session (the message says why)."""
 
 
 class AgentProcess:
@@ -311,6 +313,11 @@ class AcpBackend:
                 self._sessions[owner] = (generation, stored)
                 return stored, []
         created = await conn.new_session(cwd=str(self.cwd), mcp_servers=[])
+        if not 0 < len(created.session_id) <= MAX_SESSION_ID_CHARS:
+            raise AgentUnavailable(
+                f"the ACP agent gave a session id of {len(created.session_id)} characters "
+                f"(expected 1 to {MAX_SESSION_ID_CHARS})"
+            )
         await self.store.set_acp_session(owner, created.session_id)
         self._sessions[owner] = (generation, created.session_id)
         earlier = [r for r in ledger.ordered() if r.state == "completed" and r.result]

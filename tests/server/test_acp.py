@@ -509,6 +509,23 @@ def test_an_agent_s_error_fails_the_task_redacted_and_bounded(settings: Settings
     asyncio.run(scenario())
 
 
+def test_an_agent_s_unusable_session_id_fails_the_task_and_is_not_kept(
+    settings: Settings,
+) -> None:
+    huge = dataclasses.replace(settings, acp_command=agent_command("--session-id-chars", "100000"))
+
+    async def scenario() -> None:
+        async with running(huge) as manager:
+            done = await run_one(manager, "alice", "tidy the notes")
+            assert done.state == "failed"
+            assert done.error == (
+                "the ACP agent gave a session id of 100000 characters (expected 1 to 256)"
+            )
+            assert (await manager.store.read("alice")).acp_session is None
+
+    asyncio.run(scenario())
+
+
 def test_an_agent_that_never_answers_fails_the_task_in_time(settings: Settings) -> None:
     quick = dataclasses.replace(settings, acp_prompt_timeout_s=1.0)
 
