@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import io
+import itertools
 import logging
 import time
 from collections.abc import Iterator
@@ -112,10 +114,12 @@ class AgentFiles:
             raise RequestError.invalid_params({"path": f"{path!r} is not UTF-8 text"}) from None
         if line is None and limit is None:
             return text
-        lines = text.splitlines(keepends=True)
+        # Lines end at "\n" only, as the agent counts them (``splitlines``
+        # would also end one at a form feed or U+2028).
+        lines = io.StringIO(text, newline="\n")
         start = max(0, (line or 1) - 1)
-        end = len(lines) if limit is None else start + max(0, limit)
-        return "".join(lines[start:end])
+        end = None if limit is None else start + max(0, limit)
+        return "".join(itertools.islice(lines, start, end))
 
     def write(self, path: str, content: str) -> None:
         if not isinstance(content, str) or len(content) > MAX_WRITE_CHARS:

@@ -218,6 +218,16 @@ def test_files_stay_inside_the_working_directory(tmp_path: Path) -> None:
     (root / "link.txt").symlink_to(tmp_path / "secret.txt")
     files = AgentFiles(root, enabled=True)
     assert files.read("in.txt", None, None) == "inside\n"
+    (root / "lines.txt").write_text("a\fb\r\nc\u2028d\ne")
+    lines = {
+        (2, 1): "c\u2028d\n",
+        (1, 2): "a\fb\r\nc\u2028d\n",
+        (3, None): "e",
+        (None, 1): "a\fb\r\n",
+    }
+    lines |= {(-5, 1): "a\fb\r\n", (2, -1): "", (9, 9): "", (1, 10**18): "a\fb\r\nc\u2028d\ne"}
+    for (line, limit), expected in lines.items():
+        assert files.read("lines.txt", line, limit) == expected, (line, limit)
     assert files.read(str(root / "in.txt"), None, None) == "inside\n"
     for path in ("../secret.txt", str(tmp_path / "secret.txt"), "link.txt", "a/../../x"):
         with pytest.raises(RequestError):
