@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
+import pydantic
 from acp import PROTOCOL_VERSION, Client, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
@@ -171,14 +172,21 @@ class AgentProcess:
                 ),
                 self._init_timeout_s,
             )
-        except (asyncio.TimeoutError, ConnectionError, RequestError) as exc:
+        except (
+            asyncio.TimeoutError,
+            ConnectionError,
+            RequestError,
+            pydantic.ValidationError,
+        ) as exc:
+            # Stopped, not kept half-started: the next task starts afresh.
             await self._stop()
             self._died()
-            why = (
-                f"no answer within {self._init_timeout_s:g} s"
-                if isinstance(exc, asyncio.TimeoutError)
-                else str(exc) or type(exc).__name__
-            )
+            if isinstance(exc, asyncio.TimeoutError):
+                why = f"no answer within {self._init_timeout_s:g} s"
+            elif isinstance(exc, pydantic.ValidationError):
+                why = out_of_protocol(exc)
+            else:
+                why = str(exc) or type(exc).__name__
             raise AgentUnavailable(f"the ACP agent did not initialise ({why})") from None
         if response.protocol_version != PROTOCOL_VERSION:
             await self._stop()
@@ -265,7 +273,7 @@ class AcpBackend:
             session_id, earlier = await self._session(record.owner, conn)
         except AgentUnavailable as exc:
             return BackendOutcome(None, screened(str(exc), MAX_FAILURE_CHARS))
-        except (ConnectionError, RequestError) as exc:
+        except (ConnectionError, RequestError, pydantic.ValidationError) as exc:
             return BackendOutcome(None, await self._lost(exc, "opening its session"))
         run = PromptRun(record.owner, record.id, on_progress)
         self.client.runs[session_id] = run
@@ -384,8 +392,20 @@ class AcpBackend:
         if isinstance(error, RequestError):
             # The agent's own words, shown on the card: its keys stay out.
             return screened(f"the ACP agent refused ({error})", MAX_FAILURE_CHARS)
+        if isinstance(error, pydantic.ValidationError):  # its answer, not our failure
+            why = f"the ACP agent {out_of_protocol(error)}"
+            log.warning("%s while %s", why, doing)
+            return screened(why, MAX_FAILURE_CHARS)
         log.error("the ACP backend failed", exc_info=error)
         return f"the ACP backend failed ({type(error).__name__})"
 
     async def close(self) -> None:
         await self.process.close()
+
+
+def out_of_protocol(error: pydantic.ValidationError) -> str:
+    """What was wrong with the agent's answer: the fields, not their values."""
+    fields = "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'the answer'}: {e['msg']}" for e in error.errors()[:3]
+    )
+    return f"answered out of protocol ({fields})"

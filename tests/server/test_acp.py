@@ -536,6 +536,39 @@ def test_an_agent_s_unusable_session_id_fails_the_task_and_is_not_kept(
     asyncio.run(scenario())
 
 
+def test_an_agent_s_answers_of_the_wrong_type_fail_the_task_saying_so(
+    settings: Settings,
+) -> None:
+    raw = Path(__file__).resolve().parent / "acp_raw_agent.py"
+    expected = {
+        "initialize": "the ACP agent did not initialise (answered out of protocol "
+        "(protocolVersion: Input should be a valid integer, unable to parse string as an "
+        "integer))",
+        "session/new": "the ACP agent answered out of protocol "
+        "(sessionId: Input should be a valid string)",
+        "session/prompt": "the ACP agent answered out of protocol (stopReason: Input should "
+        "be 'end_turn', 'max_tokens', 'max_turn_requests', 'refusal' or 'cancelled')",
+    }
+
+    async def scenario(broken: str) -> None:
+        command = shlex.join([sys.executable, str(raw), broken])
+        async with running(dataclasses.replace(settings, acp_command=command)) as manager:
+            for _ in range(2):  # the next task meets the agent as the first did
+                done = await run_one(manager, "alice", "tidy the notes")
+                assert (done.state, done.error) == ("failed", expected[broken]), broken
+
+    for broken in expected:
+        asyncio.run(scenario(broken))
+
+    async def good() -> None:  # the agent's bad update is skipped, its answer taken
+        command = shlex.join([sys.executable, str(raw), "none"])
+        async with running(dataclasses.replace(settings, acp_command=command)) as manager:
+            done = await run_one(manager, "alice", "tidy the notes")
+            assert (done.state, done.result) == ("completed", "Done.")
+
+    asyncio.run(good())
+
+
 def test_an_agent_that_never_answers_fails_the_task_in_time(settings: Settings) -> None:
     quick = dataclasses.replace(settings, acp_prompt_timeout_s=1.0)
 
