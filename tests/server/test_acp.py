@@ -140,10 +140,13 @@ def test_the_permission_desk_on_odd_options_and_wrong_decisions() -> None:
         assert not shown.is_set() and desk.pending("alice") == []
 
         only_reject = [Option("r", "reject_always")]
-        asked = asyncio.create_task(desk.ask("alice", "task_2", "x\x00 " * 10_000, only_reject))
+        asked = asyncio.create_task(
+            desk.ask("alice", "task_2", f"deploy with {FAKE_KEY} " + "x\x00 " * 10_000, only_reject)
+        )
         await shown.wait()
         request = desk.next_untold("alice")
         assert request is not None and len(request.title) <= MAX_TITLE_CHARS
+        assert request.title.startswith(f"deploy with {REDACTED} x\x00 x")  # read aloud
         for wrong in (None, 5, ["always"], {"always": 1}, "ALWAYS", "", "always " * 1000):
             answer = desk.respond("alice", wrong, lambda _: True)
             assert answer["error"].startswith("decision: expected 'always' or 'reject'"), wrong
