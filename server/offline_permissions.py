@@ -14,10 +14,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .tasks.acp_permissions import PROMPT_PREFIX
+
 TOOL = "respond_agent_permission"
 
 _ASKED = re.compile(
-    r"^\[agent permission request (perm_[0-9a-f]+) for task (\S+)\] The agent working on "
+    rf"^{re.escape(PROMPT_PREFIX)}(perm_[0-9a-f]+) for task (\S+)\] The agent working on "
     r"the task asks permission to: (.*?)\. Ask the user",
     re.S,
 )

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
+import pydantic
 from acp import PROTOCOL_VERSION, Client, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import (
@@ -46,7 +47,7 @@ from .acp_permissions import PermissionDesk
 from .backend import MAX_FAILURE_CHARS, TASK_FILES_DIR, BackendOutcome, Progress, TaskFiles
 from .envelope import envelope, split_answer
 from .records import MAX_PROGRESS_DETAIL, TaskRecord, clip
-from .redact import redact
+from .redact import redact, screened
 from .store import TaskStore
 
 MAX_BACKOFF_S = 30.0
@@ -58,12 +59,14 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 INIT_TIMEOUT_S = 30.0
 EXIT_WAIT_S = 2.0  # after its stdout closed, how long the process has to be reaped
 MAX_KNOWN_SESSIONS = 10_000  # owners whose session the running process is known to hold
+MAX_SESSION_ID_CHARS = 256  # an agent's session id, kept in the owner's ledger
 
 log = logging.getLogger(__name__)
 
 
 class AgentUnavailable(RuntimeError):
-    """The agent could not be started or initialised (the message says why)."""
+    """The agent could not be started or initialised, or gave no usable
+    session (the message says why)."""
 
 
 class AgentProcess:
@@ -169,14 +172,21 @@ class AgentProcess:
                 ),
                 self._init_timeout_s,
             )
-        except (asyncio.TimeoutError, ConnectionError, RequestError) as exc:
+        except (
+            asyncio.TimeoutError,
+            ConnectionError,
+            RequestError,
+            pydantic.ValidationError,
+        ) as exc:
+            # Stopped, not kept half-started: the next task starts afresh.
             await self._stop()
             self._died()
-            why = (
-                f"no answer within {self._init_timeout_s:g} s"
-                if isinstance(exc, asyncio.TimeoutError)
-                else str(exc) or type(exc).__name__
-            )
+            if isinstance(exc, asyncio.TimeoutError):
+                why = f"no answer within {self._init_timeout_s:g} s"
+            elif isinstance(exc, pydantic.ValidationError):
+                why = out_of_protocol(exc)
+            else:
+                why = str(exc) or type(exc).__name__
             raise AgentUnavailable(f"the ACP agent did not initialise ({why})") from None
         if response.protocol_version != PROTOCOL_VERSION:
             await self._stop()
@@ -216,7 +226,7 @@ class AgentProcess:
             text = line.decode(errors="replace").rstrip()
             if text:
                 # The agent's own keys stay out of our log as out of its progress.
-                log.info("ACP agent: %s", redact(clip(text, MAX_STDERR_LINE)))
+                log.info("ACP agent: %s", screened(text, MAX_STDERR_LINE))
 
     async def _stop(self) -> None:
         stack, self._stack = self._stack, None
@@ -262,8 +272,8 @@ class AcpBackend:
             conn = await self.process.ensure()
             session_id, earlier = await self._session(record.owner, conn)
         except AgentUnavailable as exc:
-            return BackendOutcome(None, clip(str(exc), MAX_FAILURE_CHARS))
-        except (ConnectionError, RequestError) as exc:
+            return BackendOutcome(None, screened(str(exc), MAX_FAILURE_CHARS))
+        except (ConnectionError, RequestError, pydantic.ValidationError) as exc:
             return BackendOutcome(None, await self._lost(exc, "opening its session"))
         run = PromptRun(record.owner, record.id, on_progress)
         self.client.runs[session_id] = run
@@ -311,6 +321,11 @@ class AcpBackend:
                 self._sessions[owner] = (generation, stored)
                 return stored, []
         created = await conn.new_session(cwd=str(self.cwd), mcp_servers=[])
+        if not 0 < len(created.session_id) <= MAX_SESSION_ID_CHARS:
+            raise AgentUnavailable(
+                f"the ACP agent gave a session id of {len(created.session_id)} characters "
+                f"(expected 1 to {MAX_SESSION_ID_CHARS})"
+            )
         await self.store.set_acp_session(owner, created.session_id)
         self._sessions[owner] = (generation, created.session_id)
         earlier = [r for r in ledger.ordered() if r.state == "completed" and r.result]
@@ -375,9 +390,22 @@ class AcpBackend:
             exited = f"exited with code {code}" if code is not None else "closed its connection"
             return f"the ACP agent {exited} while {doing}"
         if isinstance(error, RequestError):
-            return clip(f"the ACP agent refused ({error})", MAX_FAILURE_CHARS)
+            # The agent's own words, shown on the card: its keys stay out.
+            return screened(f"the ACP agent refused ({error})", MAX_FAILURE_CHARS)
+        if isinstance(error, pydantic.ValidationError):  # its answer, not our failure
+            why = f"the ACP agent {out_of_protocol(error)}"
+            log.warning("%s while %s", why, doing)
+            return screened(why, MAX_FAILURE_CHARS)
         log.error("the ACP backend failed", exc_info=error)
         return f"the ACP backend failed ({type(error).__name__})"
 
     async def close(self) -> None:
         await self.process.close()
+
+
+def out_of_protocol(error: pydantic.ValidationError) -> str:
+    """What was wrong with the agent's answer: the fields, not their values."""
+    fields = "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'the answer'}: {e['msg']}" for e in error.errors()[:3]
+    )
+    return f"answered out of protocol ({fields})"

@@ -16,10 +16,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import io
+import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,19 +43,16 @@ from acp.schema import (
 )
 
 from .acp_permissions import Option, PermissionDesk
+from .backend import Progress
 from .records import MAX_PROGRESS_DETAIL, clip
-from .redact import redact
+from .redact import screened
 
 MAX_READ_BYTES = 1024 * 1024  # a file the agent reads through us
 MAX_WRITE_CHARS = 1024 * 1024  # what it writes through us
 MAX_ANSWER_CHARS = 64_000  # the answer collected from its message chunks
-REDACT_MARGIN = 4  # times the text kept: what is redacted of a longer one
 MESSAGE_PROGRESS_EVERY_S = 0.5  # message chunks come by the hundred: one progress per this
 
 log = logging.getLogger(__name__)
-
-# (tool, detail, stage): the task's progress, already bounded and redacted.
-Progress = Callable[[str, str, str | None], Awaitable[None]]
 
 
 @dataclasses.dataclass(eq=False)
@@ -61,7 +61,7 @@ class PromptRun:
 
     owner: str
     task_id: str
-    progress: Progress
+    progress: Progress  # given what is already bounded and redacted
     answer: list[str] = dataclasses.field(default_factory=list)
     answer_chars: int = 0
     message_progress_at: float = float("-inf")
@@ -88,42 +88,69 @@ class AgentFiles:
         if ".." in given.parts:
             raise RequestError.invalid_params({"path": f"{path!r}: '..' is not allowed"})
         root = self.root.resolve()
-        target = (given if given.is_absolute() else root / given).resolve()
-        if not target.is_relative_to(root):
-            raise RequestError.invalid_params(
-                {"path": f"{path!r} is outside the working directory {root}"}
-            )
-        if must_exist and not target.is_file():
-            raise RequestError.resource_not_found(str(path))
+        with _refused(path):
+            target = (given if given.is_absolute() else root / given).resolve()
+            if not target.is_relative_to(root):
+                raise RequestError.invalid_params(
+                    {"path": f"{path!r} is outside the working directory {root}"}
+                )
+            if must_exist and not target.is_file():
+                raise RequestError.resource_not_found(str(path))
         return target
 
     def read(self, path: str, line: int | None, limit: int | None) -> str:
         target = self.resolve(path, must_exist=True)
-        size = target.stat().st_size
-        if size > MAX_READ_BYTES:
+        # Read up to one byte past the bound: a file that grows after a
+        # stat could not pass it.
+        with _refused(path), target.open("rb") as file:
+            data = file.read(MAX_READ_BYTES + 1)
+        if len(data) > MAX_READ_BYTES:
             raise RequestError.invalid_params(
-                {"path": f"{path!r} has {size} bytes, more than {MAX_READ_BYTES}"}
+                {"path": f"{path!r} has more than {MAX_READ_BYTES} bytes"}
             )
         try:
-            text = target.read_bytes().decode()
+            text = data.decode()
         except UnicodeDecodeError:
             raise RequestError.invalid_params({"path": f"{path!r} is not UTF-8 text"}) from None
         if line is None and limit is None:
             return text
-        lines = text.splitlines(keepends=True)
+        # Lines end at "\n" only, as the agent counts them (``splitlines``
+        # would also end one at a form feed or U+2028).
+        lines = io.StringIO(text, newline="\n")
         start = max(0, (line or 1) - 1)
-        end = len(lines) if limit is None else start + max(0, limit)
-        return "".join(lines[start:end])
+        end = None if limit is None else start + max(0, limit)
+        return "".join(itertools.islice(lines, start, end))
 
     def write(self, path: str, content: str) -> None:
         if not isinstance(content, str) or len(content) > MAX_WRITE_CHARS:
             raise RequestError.invalid_params(
                 {"content": f"expected text of at most {MAX_WRITE_CHARS} characters"}
             )
+        try:
+            data = content.encode()
+        except UnicodeEncodeError:  # a lone surrogate: JSON can carry one
+            raise RequestError.invalid_params({"content": "expected UTF-8 text"}) from None
         target = self.resolve(path, must_exist=False)
         if not target.parent.is_dir():
             raise RequestError.invalid_params({"path": f"{path!r}: no such directory"})
-        target.write_text(content)
+        with _refused(path):
+            target.write_bytes(data)
+
+
+@contextlib.contextmanager
+def _refused(path: str) -> Iterator[None]:
+    """The system's refusal of the agent's path (too long, a directory, not
+    a file name) as the agent's bad request, not our internal error."""
+    try:
+        yield
+    except OSError as exc:
+        raise RequestError.invalid_params(
+            {"path": f"{clip(repr(path), 200)}: {exc.strerror or exc}"}
+        ) from None
+    except UnicodeEncodeError:
+        raise RequestError.invalid_params(
+            {"path": f"{clip(repr(path), 200)} is not a file name"}
+        ) from None
 
 
 class AcpClient:
@@ -162,11 +189,7 @@ class AcpClient:
 
     @staticmethod
     async def _progress(run: PromptRun, tool: str, detail: str) -> None:
-        # Redacted with some text past what is kept, so a secret that starts
-        # in the kept part is whole when it is looked for.
-        seen = detail[: REDACT_MARGIN * MAX_PROGRESS_DETAIL]
-        safe = clip(redact(" ".join(seen.split())), MAX_PROGRESS_DETAIL)
-        await run.progress(clip(tool, 40), safe, "delegated")
+        await run.progress(clip(tool, 40), screened(detail, MAX_PROGRESS_DETAIL), "delegated")
 
     async def request_permission(
         self,

@@ -11,9 +11,10 @@ user by a live connection of that owner at a safe moment (``next_untold``,
 * ``reject`` — ``reject_once``, else ``reject_always``.
 
 Options are picked by their kind, never by their name. A request nobody
-answers within the timeout is rejected; a cancelled task's request is
-answered ``cancelled``. Every decision is logged. Requests live in this
-process only: the agent waits on this process's connection.
+answers within the timeout is rejected; a cancelled task's request, and one
+with no option either decision could take, is answered ``cancelled``.
+Every decision is logged. Requests live in this process only: the agent
+waits on this process's connection.
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
-from .records import clip
-from .redact import redact
+from .redact import screened
 
 Decision = Literal["always", "reject"]
 DECISIONS: tuple[Decision, ...] = ("always", "reject")
@@ -119,16 +119,15 @@ class PermissionDesk:
             id="perm_" + secrets.token_hex(4),
             owner=owner,
             task_id=task_id,
-            # Redacted with room past what is kept: a secret there is whole.
-            title=clip(
-                redact(" ".join(title[: 4 * MAX_TITLE_CHARS].split())) or "an unnamed action",
-                MAX_TITLE_CHARS,
-            ),
+            title=screened(title, MAX_TITLE_CHARS) or "an unnamed action",
             options=tuple(options),
             answer=loop.create_future(),
         )
         if len(self.pending(owner)) >= MAX_PENDING_PER_OWNER:
             return self._reject_now(request, "too many requests waiting")
+        if not any(choose(request.options, decision) for decision in DECISIONS):
+            # Nothing the user could say would answer it: not asked.
+            return self._reject_now(request, "no option to allow or reject")
         self._pending[request.id] = request
         try:
             await self._on_change(request, True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .acp_permissions import PROMPT_PREFIX
 from .records import TaskRecord, clip
 
 MAX_CONTEXT_TURNS = 6
@@ -20,7 +21,7 @@ MAX_EARLIER_RESULTS = 3
 DETAIL_MARK = "Detail:"
 # The server's own turns in the live session (a task's outcome, a permission
 # question) are not the user's words.
-SERVER_TURN_PREFIXES = ("[background task ", "[agent permission request ")
+SERVER_TURN_PREFIXES = ("[background task ", PROMPT_PREFIX)
 
 
 def voice_context(

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import re
 
+from .records import clip
+
 REDACTED = "[redacted]"
+# Times the text kept: how much of a longer text ``screened`` looks at, so
+# a secret that starts in the kept part is whole when it is looked for.
+REDACT_MARGIN = 4
 
 # Every run before a literal is bounded, and a match starts only where a
 # word does: otherwise a long run of letters costs quadratic time.
@@ -37,12 +42,22 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         rf"\g<name>\g<sep>{REDACTED}",
     ),
     # Key shapes: OpenAI/Anthropic "sk-…", Google "AIza…", GitHub "gh?_…",
-    # Slack "xox?-…", AWS access key ids, JWTs.
+    # Slack "xox?-…", AWS access key ids.
     (
         re.compile(
             r"\b(?:sk-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}|gh[pousr]_[A-Za-z0-9]{20,}"
-            r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}"
-            r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"
+            r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})"
+        ),
+        REDACTED,
+    ),
+    # JWTs. A JWT starts where a run of its characters does, not at any
+    # ``\b``: "-" is one of them, so "eyJ-eyJ-…" would start a scan to the
+    # end of the run at every "eyJ" (quadratic) and fail each time.
+    # The literal comes first, its check behind it, so the engine searches
+    # for "eyJ" instead of trying the check at every position.
+    (
+        re.compile(
+            r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"
         ),
         REDACTED,
     ),
@@ -54,3 +69,10 @@ def redact(text: str) -> str:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def screened(text: str, limit: int) -> str:
+    """``text`` as it may be shown or logged: on one line, redacted, at most
+    ``limit`` characters (redacted before it is cut: a secret across the
+    cut is hidden whole, not left as a prefix too short to look like one)."""
+    return clip(redact(" ".join(text[: REDACT_MARGIN * limit].split())), limit)

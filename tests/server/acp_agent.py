@@ -18,6 +18,8 @@ envelope):
 * "read file NAME" / "write file NAME" — through the client's fs methods;
 * "big answer" — one 200 000-character message chunk;
 * "show context" — answers with the envelope's voice turns and preferences;
+* "fail saying TEXT" — answers the prompt with a JSON-RPC error whose
+  message is TEXT;
 * "crash" — writes a 5000-character line to stderr and exits at once with
   code 3 (``os._exit``);
 * "what did I ask" — lists the earlier objectives of this session, and the
@@ -25,7 +27,8 @@ envelope):
 * anything else — answers "Done: <objective>.", then a "Detail:" line
   (after N seconds with "work N seconds").
 
-``--load`` advertises ``loadSession``, with the sessions' histories kept in
+``--session-id-chars N`` gives session ids of N characters (a hostile
+agent's). ``--load`` advertises ``loadSession``, with the sessions' histories kept in
 ``--state DIR`` so a new process of the agent continues them. ``--times
 FILE`` appends, for each answer, the objective and the ``time.monotonic()``
 at which the answer left (``benchmarks/bench_acp.py`` reads it: one clock
@@ -69,8 +72,15 @@ FAKE_KEY = "sk-test0123456789abcdefghij"
 
 
 class TestAgent:
-    def __init__(self, load: bool, state: Path | None, times: Path | None = None) -> None:
+    def __init__(
+        self,
+        load: bool,
+        state: Path | None,
+        times: Path | None = None,
+        session_id_chars: int | None = None,
+    ) -> None:
         self.load = load
+        self.session_id_chars = session_id_chars
         self.state = state
         self.times = times
         self.conn: Any = None
@@ -98,6 +108,8 @@ class TestAgent:
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
         session_id = "sess_" + uuid.uuid4().hex[:12]
+        if self.session_id_chars is not None:
+            session_id = session_id.ljust(self.session_id_chars, "x")
         self.histories[session_id] = []
         self._save()
         return NewSessionResponse(session_id=session_id)
@@ -126,6 +138,8 @@ class TestAgent:
         cancelled = self.cancelled[session_id] = asyncio.Event()
         lowered = objective.lower()
         say = self._say(session_id)
+        if "fail saying " in lowered:
+            raise RequestError(-32000, objective.partition("fail saying ")[2])
         if "crash" in lowered:
             print("x" * 5000, file=sys.stderr, flush=True)  # a last, long line
             os._exit(3)
@@ -243,8 +257,10 @@ def main() -> None:
     parser.add_argument("--load", action="store_true")
     parser.add_argument("--state", type=Path)
     parser.add_argument("--times", type=Path)
+    parser.add_argument("--session-id-chars", type=int)
     args = parser.parse_args()
-    asyncio.run(run_agent(TestAgent(args.load, args.state, args.times)))
+    agent = TestAgent(args.load, args.state, args.times, args.session_id_chars)
+    asyncio.run(run_agent(agent))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -29,8 +30,15 @@ from server import Settings, create_app
 from server.offline_permissions import call_for, told
 from server.tasks import TaskManager, TaskRecord
 from server.tasks.acp_backend import AgentProcess
-from server.tasks.acp_client import AgentFiles
-from server.tasks.acp_permissions import Option, choose
+from server.tasks.acp_client import MAX_READ_BYTES, MAX_WRITE_CHARS, AgentFiles
+from server.tasks.acp_permissions import (
+    MAX_TITLE_CHARS,
+    Option,
+    PermissionDesk,
+    PermissionRequest,
+    choose,
+)
+from server.tasks.backend import MAX_FAILURE_CHARS
 from server.tasks.envelope import split_answer
 from server.tasks.live_tools import heard_after
 from server.tasks.redact import REDACTED, redact
@@ -87,6 +95,28 @@ def test_redact_hides_what_looks_like_a_secret_and_keeps_the_rest() -> None:
         assert redact(text) == expected, text
 
 
+def test_redact_on_hostile_text() -> None:
+    jwt = "eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4f"
+    assert redact(f"token={jwt}") == f"token={REDACTED}"
+    assert redact(f"a JWT {jwt}, then") == f"a JWT {REDACTED}, then"
+    assert redact("\x00 \ud800 API_KEY=\ud800\x00 x") == f"\x00 \ud800 API_KEY={REDACTED} x"
+    assert redact("") == ""
+    # Megabytes of near-misses of each pattern, kept as they are, in linear
+    # time (a quadratic scan of these takes minutes, past the suite's time-out).
+    for near in (
+        "eyJ-",
+        "eyJaaaaaaaa.b ",
+        "sk-abc ",
+        "Bearer ",
+        "a://b:",
+        " ghp_",
+        "xoxa-ab ",
+        " aKEY",
+    ):
+        text = near * (2_000_000 // len(near))
+        assert redact(text) == text, near
+
+
 def test_decisions_pick_options_by_kind_never_by_name() -> None:
     every = [Option("a", "allow_once"), Option("b", "allow_always"), Option("c", "reject_once")]
     assert choose(every, "always") == Option("b", "allow_always")
@@ -94,6 +124,41 @@ def test_decisions_pick_options_by_kind_never_by_name() -> None:
     assert choose(every, "reject") == Option("c", "reject_once")
     assert choose([Option("d", "reject_always")], "reject") == Option("d", "reject_always")
     assert choose(every[:2], "reject") is None
+
+
+def test_the_permission_desk_on_odd_options_and_wrong_decisions() -> None:
+    async def scenario() -> None:
+        shown = asyncio.Event()
+
+        async def on_change(request: PermissionRequest, pending: bool) -> None:
+            if pending:
+                shown.set()
+
+        desk = PermissionDesk(30.0, on_change)
+        # No option either decision takes: answered at once, never shown.
+        assert await desk.ask("alice", "task_1", "run it", []) is None
+        assert not shown.is_set() and desk.pending("alice") == []
+
+        only_reject = [Option("r", "reject_always")]
+        asked = asyncio.create_task(
+            desk.ask("alice", "task_2", f"deploy with {FAKE_KEY} " + "x\x00 " * 10_000, only_reject)
+        )
+        await shown.wait()
+        request = desk.next_untold("alice")
+        assert request is not None and len(request.title) <= MAX_TITLE_CHARS
+        assert request.title.startswith(f"deploy with {REDACTED} x\x00 x")  # read aloud
+        for wrong in (None, 5, ["always"], {"always": 1}, "ALWAYS", "", "always " * 1000):
+            answer = desk.respond("alice", wrong, lambda _: True)
+            assert answer["error"].startswith("decision: expected 'always' or 'reject'"), wrong
+            assert len(answer["error"]) < 8000
+        assert desk.respond("alice", "always", lambda _: True) == {
+            "error": "the agent offered no option for 'always'"
+        }
+        assert desk.respond("alice", "reject", lambda _: True)["decision"] == "reject"
+        assert await asked == "r"
+        assert desk.pending("alice") == []
+
+    asyncio.run(scenario())
 
 
 def test_the_offline_model_s_permission_cues() -> None:
@@ -156,6 +221,16 @@ def test_files_stay_inside_the_working_directory(tmp_path: Path) -> None:
     (root / "link.txt").symlink_to(tmp_path / "secret.txt")
     files = AgentFiles(root, enabled=True)
     assert files.read("in.txt", None, None) == "inside\n"
+    (root / "lines.txt").write_text("a\fb\r\nc\u2028d\ne")
+    lines = {
+        (2, 1): "c\u2028d\n",
+        (1, 2): "a\fb\r\nc\u2028d\n",
+        (3, None): "e",
+        (None, 1): "a\fb\r\n",
+    }
+    lines |= {(-5, 1): "a\fb\r\n", (2, -1): "", (9, 9): "", (1, 10**18): "a\fb\r\nc\u2028d\ne"}
+    for (line, limit), expected in lines.items():
+        assert files.read("lines.txt", line, limit) == expected, (line, limit)
     assert files.read(str(root / "in.txt"), None, None) == "inside\n"
     for path in ("../secret.txt", str(tmp_path / "secret.txt"), "link.txt", "a/../../x"):
         with pytest.raises(RequestError):
@@ -166,6 +241,56 @@ def test_files_stay_inside_the_working_directory(tmp_path: Path) -> None:
     with pytest.raises(RequestError) as refused:
         AgentFiles(root, enabled=False).read("in.txt", None, None)
     assert refused.value.data == {"method": "fs (not enabled on this server)"}
+
+
+def test_files_refuse_hostile_paths_and_content_as_the_agent_s_bad_request(
+    tmp_path: Path,
+) -> None:
+    """Every refusal is an invalid-params error saying why, never an OS or
+    codec error (the agent would get an internal error, our log a trace)."""
+    from acp import RequestError
+
+    root = tmp_path / "work"
+    (root / "sub").mkdir(parents=True)
+    os.close(os.open(os.path.join(os.fsencode(root), b"\xff.txt"), os.O_CREAT | os.O_WRONLY))
+    (root / "big.txt").write_bytes(b"x" * (MAX_READ_BYTES + 1))
+    (root / "latin1.txt").write_bytes(b"caf\xe9\n")
+    files = AgentFiles(root, enabled=True)
+    # A name that is not UTF-8 on disk is one the agent can name.
+    assert files.read("\udcff.txt", None, None) == ""
+    refusals = {
+        "a\x00b": "expected a file path",
+        "": "expected a file path",
+        "\ud800.txt": "is not a file name",
+        "a" * 100_000: "File name too long",
+        "a/" * 5_000 + "x": "File name too long",
+        "big.txt": f"more than {MAX_READ_BYTES} bytes",
+        "latin1.txt": "is not UTF-8 text",
+    }
+    for path, why in refusals.items():
+        with pytest.raises(RequestError) as refused:
+            files.read(path, None, None)
+        assert refused.value.code == -32602 and why in refused.value.data["path"], path
+        assert len(refused.value.data["path"]) < 300  # a huge path is not echoed whole
+    with pytest.raises(RequestError) as refused:
+        files.read(5, None, None)  # type: ignore[arg-type]
+    assert refused.value.data == {"path": "expected a file path"}
+    writes = {
+        ("sub", "x"): ("path", "Is a directory"),
+        (".", "x"): ("path", "Is a directory"),
+        ("\ud800.txt", "x"): ("path", "is not a file name"),
+        ("a" * 100_000, "x"): ("path", "File name too long"),
+        ("out.txt", "a\ud800b"): ("content", "expected UTF-8 text"),
+        ("out.txt", "x" * (MAX_WRITE_CHARS + 1)): ("content", "at most"),
+        ("out.txt", 5): ("content", "at most"),
+    }
+    for (path, content), (field, why) in writes.items():
+        with pytest.raises(RequestError) as refused:
+            files.write(path, content)  # type: ignore[arg-type]
+        assert refused.value.code == -32602 and why in refused.value.data[field], path
+    assert not (root / "out.txt").exists()
+    files.write("out.txt", "café €\n")  # UTF-8 whatever the locale
+    assert (root / "out.txt").read_bytes() == "café €\n".encode()
 
 
 def test_settings_name_a_backend_and_its_command(tmp_path: Path) -> None:
@@ -348,6 +473,8 @@ def test_the_agent_s_stderr_reaches_our_log_redacted_and_cut(
         stream = asyncio.StreamReader()
         stream.feed_data(f"export OPENAI_API_KEY={FAKE_KEY}\n".encode())
         stream.feed_data(b"\xff plain line\n" + b"y" * 600 + b"\n")
+        # A key across the cut: hidden whole, not left as a short prefix.
+        stream.feed_data(b"x" * 480 + f" {FAKE_KEY}\n".encode())
         stream.feed_eof()
         await AgentProcess._log_stderr(stream)
 
@@ -358,6 +485,7 @@ def test_the_agent_s_stderr_reaches_our_log_redacted_and_cut(
         f"ACP agent: export OPENAI_API_KEY={REDACTED}",
         "ACP agent: \ufffd plain line",
         "ACP agent: " + "y" * 499 + "…",
+        "ACP agent: " + "x" * 480 + f" {REDACTED}",
     ]
 
 
@@ -379,6 +507,69 @@ def test_an_agent_that_cannot_start_or_initialise_fails_the_task_saying_so(
         "the ACP agent '/nonexistent/agent' could not be started (No such file or directory)"
     )
     assert asyncio.run(scenario(silent)) == ("the ACP agent did not initialise (Connection closed)")
+
+
+def test_an_agent_s_error_fails_the_task_redacted_and_bounded(settings: Settings) -> None:
+    async def scenario() -> None:
+        async with running(settings) as manager:
+            done = await run_one(manager, "alice", f"fail saying bad key {FAKE_KEY}")
+            assert done.state == "failed"
+            assert done.error == f"the ACP agent refused (bad key {REDACTED})"
+            long = await run_one(manager, "alice", "fail saying " + "e" * 1500)
+            assert long.error is not None and long.error.endswith("e…")
+            assert len(long.error) == MAX_FAILURE_CHARS
+
+    asyncio.run(scenario())
+
+
+def test_an_agent_s_unusable_session_id_fails_the_task_and_is_not_kept(
+    settings: Settings,
+) -> None:
+    huge = dataclasses.replace(settings, acp_command=agent_command("--session-id-chars", "100000"))
+
+    async def scenario() -> None:
+        async with running(huge) as manager:
+            done = await run_one(manager, "alice", "tidy the notes")
+            assert done.state == "failed"
+            assert done.error == (
+                "the ACP agent gave a session id of 100000 characters (expected 1 to 256)"
+            )
+            assert (await manager.store.read("alice")).acp_session is None
+
+    asyncio.run(scenario())
+
+
+def test_an_agent_s_answers_of_the_wrong_type_fail_the_task_saying_so(
+    settings: Settings,
+) -> None:
+    raw = Path(__file__).resolve().parent / "acp_raw_agent.py"
+    expected = {
+        "initialize": "the ACP agent did not initialise (answered out of protocol "
+        "(protocolVersion: Input should be a valid integer, unable to parse string as an "
+        "integer))",
+        "session/new": "the ACP agent answered out of protocol "
+        "(sessionId: Input should be a valid string)",
+        "session/prompt": "the ACP agent answered out of protocol (stopReason: Input should "
+        "be 'end_turn', 'max_tokens', 'max_turn_requests', 'refusal' or 'cancelled')",
+    }
+
+    async def scenario(broken: str) -> None:
+        command = shlex.join([sys.executable, str(raw), broken])
+        async with running(dataclasses.replace(settings, acp_command=command)) as manager:
+            for _ in range(2):  # the next task meets the agent as the first did
+                done = await run_one(manager, "alice", "tidy the notes")
+                assert (done.state, done.error) == ("failed", expected[broken]), broken
+
+    for broken in expected:
+        asyncio.run(scenario(broken))
+
+    async def good() -> None:  # the agent's bad update is skipped, its answer taken
+        command = shlex.join([sys.executable, str(raw), "none"])
+        async with running(dataclasses.replace(settings, acp_command=command)) as manager:
+            done = await run_one(manager, "alice", "tidy the notes")
+            assert (done.state, done.result) == ("completed", "Done.")
+
+    asyncio.run(good())
 
 
 def test_an_agent_that_never_answers_fails_the_task_in_time(settings: Settings) -> None:
