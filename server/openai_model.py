@@ -30,7 +30,7 @@ from google.genai import types
 from openai import AsyncOpenAI
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from . import played_audio
+from . import live_request, played_audio
 from .openai_connection import AUDIO_FORMAT, OpenAIRealtimeConnection, closed_error
 from .provider_error import ProviderError
 
@@ -85,7 +85,7 @@ class OpenAIRealtime(BaseLlm):
             status = exc.response.status_code
             raise ProviderError(f"the model service refused the connection: HTTP {status}") from exc
         connection = OpenAIRealtimeConnection(
-            realtime, manual=_manual_turns(llm_request), played=played_audio.current()
+            realtime, manual=live_request.manual_turns(llm_request), played=played_audio.current()
         )
         try:
             try:
@@ -106,7 +106,7 @@ def session_config(llm_request: LlmRequest) -> dict[str, Any]:
         "format": AUDIO_FORMAT,
         # null: manual turns — the client commits and asks for each answer.
         "turn_detection": None
-        if _manual_turns(llm_request)
+        if live_request.manual_turns(llm_request)
         else {"type": "server_vad", "create_response": True, "interrupt_response": True},
     }
     if live.input_audio_transcription is not None:
@@ -118,7 +118,7 @@ def session_config(llm_request: LlmRequest) -> dict[str, Any]:
     session: dict[str, Any] = {
         "type": "realtime",
         "output_modalities": ["audio"],
-        "instructions": _instruction(llm_request),
+        "instructions": live_request.instruction(llm_request),
         "audio": {"input": audio_in, "output": audio_out},
         "tools": function_tools(llm_request),
     }
@@ -127,18 +127,15 @@ def session_config(llm_request: LlmRequest) -> dict[str, Any]:
 
 def function_tools(llm_request: LlmRequest) -> list[dict[str, Any]]:
     """ADK's function declarations as Realtime function tools."""
-    tools = []
-    for tool in (llm_request.config.tools or []) if llm_request.config else []:
-        for decl in getattr(tool, "function_declarations", None) or []:
-            tools.append(
-                {
-                    "type": "function",
-                    "name": decl.name,
-                    "description": decl.description or "",
-                    "parameters": _parameters(decl),
-                }
-            )
-    return tools
+    return [
+        {
+            "type": "function",
+            "name": decl.name,
+            "description": decl.description or "",
+            "parameters": _parameters(decl),
+        }
+        for decl in live_request.function_declarations(llm_request)
+    ]
 
 
 def _parameters(decl: types.FunctionDeclaration) -> dict[str, Any]:
@@ -162,21 +159,6 @@ def _json_schema(schema: Any) -> Any:
         key: value.lower() if key == "type" and isinstance(value, str) else _json_schema(value)
         for key, value in schema.items()
     }
-
-
-def _manual_turns(llm_request: LlmRequest) -> bool:
-    realtime = llm_request.live_connect_config.realtime_input_config
-    detection = realtime.automatic_activity_detection if realtime else None
-    return bool(detection and detection.disabled)
-
-
-def _instruction(llm_request: LlmRequest) -> str:
-    given = llm_request.config.system_instruction if llm_request.config else None
-    if isinstance(given, str):
-        return given
-    if isinstance(given, types.Content):
-        return "\n".join(p.text for p in given.parts or [] if p.text)
-    return ""
 
 
 def _voice(speech: types.SpeechConfig | None) -> str | None:
