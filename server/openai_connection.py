@@ -317,7 +317,7 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
                     if self._closed:
                         return
                     raise closed_error(exc) from exc
-                for response in await self._on_event(json.loads(raw)):
+                for response in await self._on_event(_event(raw)):
                     yield response
         finally:
             self._ended = True
@@ -365,10 +365,18 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         return []  # session.*, item and part bookkeeping, buffer acks
 
     def _audio(self, event: dict[str, Any]) -> LlmResponse:
+        delta = event.get("delta") or ""
+        if not isinstance(delta, str):
+            raise ProviderError("the model service sent audio that is not base64")
         try:
-            pcm = base64.b64decode(event.get("delta") or "", validate=True)
+            pcm = base64.b64decode(delta, validate=True)
         except binascii.Error as exc:
             raise ProviderError("the model service sent audio that is not base64") from exc
+        if len(pcm) % 2:
+            # PCM16: an odd byte would shift every later sample by one byte.
+            raise ProviderError(
+                f"the model service sent audio of {len(pcm)} bytes, not whole 16-bit samples"
+            )
         item_id = event.get("item_id") or ""
         if self._turn_over:
             self._new_turn()
@@ -429,6 +437,22 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         if self._stop_listening is not None:
             self._stop_listening()
         await self._realtime.close()
+
+
+# ---------------------------------------------------------------- events
+
+
+def _event(raw: bytes) -> dict[str, Any]:
+    """One frame from the service as its event (the SDK checks nothing)."""
+    try:
+        event = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # not UTF-8 or not JSON; nested too deep
+        raise ProviderError("the model service sent a frame that is not JSON") from exc
+    if not isinstance(event, dict):
+        raise ProviderError(
+            f"the model service sent a frame that is not an event: a JSON {type(event).__name__}"
+        )
+    return event
 
 
 # ---------------------------------------------------------------- responses

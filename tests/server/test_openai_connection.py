@@ -35,7 +35,10 @@ class FakeRealtime:
         pass
 
     def push(self, **event: Any) -> None:
-        self.incoming.put_nowait(json.dumps(event).encode())
+        self.push_raw(json.dumps(event).encode())
+
+    def push_raw(self, frame: bytes) -> None:
+        self.incoming.put_nowait(frame)
 
 
 async def take(responses: Any, count: int) -> list[LlmResponse]:
@@ -255,4 +258,53 @@ def test_audio_at_another_rate_is_refused() -> None:
         await connection.send_realtime(blob)
 
     with pytest.raises(ValueError, match="expected audio at 24000 Hz for OpenAI"):
+        asyncio.run(scenario())
+
+
+def _audio_frame(delta: Any) -> bytes:
+    return json.dumps(
+        {"type": "response.output_audio.delta", "item_id": "i", "delta": delta}
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("frame", "error"),
+    [
+        (b"", "a frame that is not JSON"),
+        (b"{not json", "a frame that is not JSON"),
+        (b'{"type": "\xff\xfe"}', "a frame that is not JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "a frame that is not JSON"),
+        (b'["response.done"]', "a frame that is not an event: a JSON list"),
+        (b"null", "a frame that is not an event: a JSON NoneType"),
+        (_audio_frame("AAE"), "audio that is not base64"),
+        (_audio_frame(12), "audio that is not base64"),
+        (_audio_frame(["AAAA"]), "audio that is not base64"),
+        (_audio_frame(base64.b64encode(b"\x01\x00\x02").decode()), "audio of 3 bytes"),
+    ],
+    ids=[
+        "empty",
+        "not-json",
+        "not-utf8",
+        "nested",
+        "list",
+        "null",
+        "bad-b64",
+        "number",
+        "list-delta",
+        "odd",
+    ],
+)
+def test_a_malformed_frame_from_the_service_is_a_clear_error(frame: bytes, error: str) -> None:
+    """The SDK passes the service's frames on unchecked: one that is not an
+    event, or audio that is not whole PCM16 samples in base64, ends the
+    session with what was wrong (not a ``TypeError`` of ours, nor audio
+    shifted by a byte)."""
+
+    async def scenario() -> None:
+        fake = FakeRealtime()
+        connection = OpenAIRealtimeConnection(fake, manual=False, played=None)
+        fake.push_raw(frame)
+        await take(connection.receive(), 1)
+
+    with pytest.raises(ProviderError, match=f"^the model service sent {error}"):
         asyncio.run(scenario())
