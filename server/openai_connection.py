@@ -57,8 +57,15 @@ def closed_error(exc: ConnectionClosed) -> ProviderError:
     return ProviderError(f"the model service closed the live session: {code} {reason}".strip())
 
 
-def _encode(pcm: bytes) -> str:
-    return base64.b64encode(pcm).decode("ascii")
+_APPEND_HEAD = '{"type":"input_audio_buffer.append","audio":"'
+
+
+def _append_event(pcm: bytes) -> str:
+    """``input_audio_buffer.append`` of ``pcm``, as JSON. Written out, not
+    through ``json.dumps``: base64 needs no escaping, and the scan of every
+    character was most of the cost (≈15 → 4 µs for 50 ms of audio), twenty
+    times a second per session."""
+    return _APPEND_HEAD + base64.b64encode(pcm).decode("ascii") + '"}'
 
 
 class _SpokenItem:
@@ -196,7 +203,7 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
                     raise ValueError(f"expected audio at {RATE} Hz for OpenAI, got {mime!r}")
                 pcm = blob.data or b""
                 self._buffered_ms += len(pcm) / 2 / RATE * 1000
-                await self._send({"type": "input_audio_buffer.append", "audio": _encode(pcm)})
+                await self._realtime.send_raw(_append_event(pcm))
             elif mime.startswith("image/"):
                 # Seen with the next turn: an item, no answer of its own.
                 await self._send(

@@ -308,3 +308,23 @@ def test_a_malformed_frame_from_the_service_is_a_clear_error(frame: bytes, error
 
     with pytest.raises(ProviderError, match=f"^the model service sent {error}"):
         asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("size", [0, 2, 4800, 4802, 96_000])
+def test_audio_goes_up_as_one_append_of_its_base64(size: int) -> None:
+    """Every byte of every chunk, in order, in one ``input_audio_buffer.append``
+    each (the event is written without ``json.dumps``); sizes from nothing
+    through 50 ms to 2 s, each a length base64 pads differently."""
+    chunks = [bytes(range(256)) * (size // 256) + bytes(size % 256), b"\x7f\xff" * 3]
+
+    async def scenario() -> FakeRealtime:
+        fake = FakeRealtime()
+        connection = OpenAIRealtimeConnection(fake, manual=False, played=None)
+        for pcm in chunks:
+            await connection.send_realtime(types.Blob(mime_type="audio/pcm;rate=24000", data=pcm))
+        return fake
+
+    fake = asyncio.run(scenario())
+    assert [e["type"] for e in fake.sent] == ["input_audio_buffer.append"] * 2
+    assert [base64.b64decode(e["audio"], validate=True) for e in fake.sent] == chunks
+    assert all(set(e) == {"type", "audio"} for e in fake.sent)
