@@ -206,8 +206,13 @@ def test_a_steps_calls_answered_in_two_contents_get_one_response_create() -> Non
     assert [json.loads(e["item"]["output"]) for e in fake.sent[:2]] == [{"ok": "c1"}, {"ok": "c2"}]
 
 
-def test_a_quoted_key_never_reaches_the_client() -> None:
-    async def scenario() -> list[LlmResponse]:
+def test_a_service_error_is_an_error_response_and_a_fatal_one_ends_the_session() -> None:
+    """An ``error`` event is an error response with the service's code and
+    reason; ``invalid_api_key`` ends the session. Neither lets the key the
+    service quotes reach the client."""
+    first: list[LlmResponse] = []
+
+    async def scenario() -> None:
         fake = FakeRealtime()
         connection = OpenAIRealtimeConnection(fake, manual=False, played=None)
         fake.push(
@@ -222,33 +227,19 @@ def test_a_quoted_key_never_reaches_the_client() -> None:
             type="error",
             error={"code": "invalid_api_key", "message": "Incorrect API key provided: sk-a***z."},
         )
-        return await take(connection.receive(), 2)
+        responses = connection.receive()
+        first.extend(await take(responses, 1))
+        await take(responses, 1)
 
     with pytest.raises(ProviderError) as ended:
         asyncio.run(scenario())
+    (response,) = first
+    assert response.error_code == "model_not_found"
+    assert response.error_message == "Project of key sk-… has no access to model x."
     assert str(ended.value) == (
         "the model service ended the live session: invalid_api_key: "
         "Incorrect API key provided: sk-…."
     )
-
-
-def test_a_service_error_is_an_error_response_with_its_reason() -> None:
-    async def scenario() -> list[LlmResponse]:
-        fake = FakeRealtime()
-        connection = OpenAIRealtimeConnection(fake, manual=False, played=None)
-        fake.push(
-            type="error",
-            error={
-                "type": "invalid_request_error",
-                "code": "model_not_found",
-                "message": "Project of key sk-proj-****abcd has no access to model x.",
-            },
-        )
-        return await take(connection.receive(), 1)
-
-    (response,) = asyncio.run(scenario())
-    assert response.error_code == "model_not_found"
-    assert response.error_message == "Project of key sk-… has no access to model x."
 
 
 def test_audio_at_another_rate_is_refused() -> None:
