@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 RATE = 24_000
 AUDIO_FORMAT = {"type": "audio/pcm", "rate": RATE}
 AUDIO_MIME = f"audio/pcm;rate={RATE}"
+# The service refuses to commit less than 100 ms of input audio. Counted in
+# samples: milliseconds summed as floats fall short of 100 for some chunkings.
+MIN_COMMIT = RATE // 10
 # The service's codes whose error ends the session (it closes right after).
 _FATAL_CODES = frozenset({"session_expired", "invalid_api_key"})
 # OpenAI's key-refusal messages quote the key, masked but for a few
@@ -104,7 +107,7 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         self._interrupted = False  # the current response was cut by the user
         self._calls: list[types.FunctionCall] = []  # of the response being generated
         self._pending_calls: set[str] = set()  # issued, not yet answered
-        self._buffered_ms = 0.0  # manual turns: audio appended since the last commit
+        self._buffered = 0  # manual turns: samples appended since the last commit
         self._user_speaking = False  # the service's VAD heard speech start and not stop
         # Manual turns: the user spoke over the answer; ``interrupted`` goes
         # to ADK when the service confirms (truncated, or the cancelled answer).
@@ -191,7 +194,7 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
                 if await self._barge_in() is not None:
                     self._interrupt_pending = True
                 await self._send({"type": "input_audio_buffer.clear"})
-                self._buffered_ms = 0.0
+                self._buffered = 0
         elif isinstance(blob, types.ActivityEnd):
             if self._manual:
                 await self._commit()
@@ -202,7 +205,7 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
                 if rate != RATE:
                     raise ValueError(f"expected audio at {RATE} Hz for OpenAI, got {mime!r}")
                 pcm = blob.data or b""
-                self._buffered_ms += len(pcm) / 2 / RATE * 1000
+                self._buffered += len(pcm) // 2
                 await self._realtime.send_raw(_append_event(pcm))
             elif mime.startswith("image/"):
                 # Seen with the next turn: an item, no answer of its own.
@@ -228,12 +231,12 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
     async def _commit(self) -> None:
         # The service refuses a commit of less than 100 ms; a turn that short
         # is a click of the button, not speech.
-        if self._buffered_ms < 100:
+        if self._buffered < MIN_COMMIT:
             await self._send({"type": "input_audio_buffer.clear"})
         else:
             await self._send({"type": "input_audio_buffer.commit"})
             await self._send({"type": "response.create"})
-        self._buffered_ms = 0.0
+        self._buffered = 0
 
     # ------------------------------------------------------------ barge-in
     def _truncation(self, played_s: float) -> dict[str, Any] | None:

@@ -319,3 +319,32 @@ def test_audio_goes_up_as_one_append_of_its_base64(size: int) -> None:
     assert [e["type"] for e in fake.sent] == ["input_audio_buffer.append"] * 2
     assert [base64.b64decode(e["audio"], validate=True) for e in fake.sent] == chunks
     assert all(set(e) == {"type", "audio"} for e in fake.sent)
+
+
+@pytest.mark.parametrize(
+    ("samples", "chunk", "committed"),
+    [(2400, 200, True), (2400, 2, True), (2399, 200, False), (0, 1, False)],
+)
+def test_a_manual_turn_of_100_ms_is_committed_and_a_shorter_one_cleared(
+    samples: int, chunk: int, committed: bool
+) -> None:
+    """The service commits no less than 100 ms (2400 samples). Exactly that,
+    in chunks whose milliseconds do not add up exactly as floats, is a turn;
+    one sample less is a click of the button."""
+    pcm = b"\x01\x00" * samples
+
+    async def scenario() -> FakeRealtime:
+        fake = FakeRealtime()
+        connection = OpenAIRealtimeConnection(fake, manual=True, played=None)
+        await connection.send_realtime(types.ActivityStart())
+        for at in range(0, len(pcm), 2 * chunk):
+            blob = types.Blob(mime_type="audio/pcm;rate=24000", data=pcm[at : at + 2 * chunk])
+            await connection.send_realtime(blob)
+        await connection.send_realtime(types.ActivityEnd())
+        return fake
+
+    kinds = [e["type"] for e in asyncio.run(scenario()).sent if "audio" not in e]
+    ending = ["input_audio_buffer.commit", "response.create"]
+    assert kinds == ["input_audio_buffer.clear"] + (
+        ending if committed else ["input_audio_buffer.clear"]
+    )
