@@ -5,15 +5,19 @@ tells it (the truncation point of a barge-in)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import gc
 from pathlib import Path
 
 import pytest
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
+from server import played_audio
 from server.agent import build_model, build_run_config
 from server.openai_model import OpenAIRealtime, function_tools, session_config
 from server.pacer import AudioFrame, OutputPacer
+from server.played_audio import PlayedAudio
 from server.settings import Settings
 
 
@@ -204,3 +208,46 @@ def test_played_seconds_is_the_released_audio_less_the_clients_lead() -> None:
     assert pacer.played_seconds() == pytest.approx(1.0)  # all of it, 25 whole frames
     pacer.flush()
     assert pacer.played_seconds() == 0.0  # a flushed turn is over
+
+
+def test_the_played_audio_is_this_contexts_and_never_kept_alive() -> None:
+    """``bind`` reaches the tasks the binding context starts (ADK opens the
+    model's connection in one), not another socket's context; a playout that
+    is gone is None, not kept alive by a context that outlived its socket."""
+
+    async def connection_sees() -> PlayedAudio | None:
+        return played_audio.current()
+
+    async def socket(played: PlayedAudio) -> tuple[object, object]:
+        played_audio.bind(played)
+        mine = await asyncio.create_task(connection_sees())
+        return mine, await asyncio.create_task(asyncio.to_thread(played_audio.current))
+
+    async def scenario() -> None:
+        first, second = PlayedAudio(lambda: 1.0), PlayedAudio(lambda: 2.0)
+        seen = await asyncio.gather(socket(first), socket(second))
+        assert seen == [(first, first), (second, second)]
+        assert played_audio.current() is None  # the caller's context: nothing bound
+
+    asyncio.run(scenario())
+    context = contextvars.copy_context()
+    played = PlayedAudio(lambda: 0.0)
+    context.run(played_audio.bind, played)
+    assert context.run(played_audio.current) is played
+    del played
+    gc.collect()
+    assert context.run(played_audio.current) is None
+
+
+def test_a_user_stop_tells_each_listener_the_position_until_it_is_removed() -> None:
+    clock = [0.25]
+    played = PlayedAudio(lambda: clock[0])
+    heard: list[tuple[str, float]] = []
+    remove_a = played.on_user_stop(lambda at: heard.append(("a", at)))
+    played.on_user_stop(lambda at: heard.append(("b", at)))
+    played.user_stopped()
+    remove_a()
+    clock[0] = 1.5
+    played.user_stopped()
+    assert heard == [("a", 0.25), ("b", 0.25), ("b", 1.5)]
+    assert played.played_seconds() == 1.5
