@@ -31,6 +31,7 @@ from google.adk.models.base_llm_connection import BaseLlmConnection, RealtimeInp
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
 
 from .events import audio_rate
 from .played_audio import PlayedAudio
@@ -55,6 +56,8 @@ _KEY = re.compile(r"\bsk-[^\s.,;'\"]*")
 def closed_error(exc: ConnectionClosed) -> ProviderError:
     """The service closed the session: its code and reason (a refused key is
     3000 "invalid_request_error.invalid_api_key"), for the client."""
+    if exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG:
+        return ProviderError(f"the model service sent too large a frame ({exc.sent.reason})")
     code = exc.rcvd.code if exc.rcvd else 1006
     reason = _KEY.sub("sk-…", exc.rcvd.reason) if exc.rcvd else "no close frame"
     return ProviderError(f"the model service closed the live session: {code} {reason}".strip())

@@ -38,6 +38,11 @@ API_KEY_ENV = "OPENAI_API_KEY"
 # Input transcription is off on the service unless a model is named; this
 # one is among those the GA session accepts (docs/providers.md).
 TRANSCRIPTION_MODEL = "gpt-4o-mini-transcribe"
+# The largest event read from the service. The SDK lifts websockets' limit
+# (max_size=None); the service's events are small (audio deltas, a
+# response's items as text), so 16 MiB is far above any, and a frame past it
+# ends the session instead of being read whole into memory.
+MAX_EVENT_BYTES = 16 * 2**20
 
 
 class OpenAIRealtime(BaseLlm):
@@ -70,7 +75,8 @@ class OpenAIRealtime(BaseLlm):
         if not key:
             raise ProviderError(f"no OpenAI API key: set {API_KEY_ENV}")
         client = AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0)
-        options: dict[str, Any] = {}
+        # No permessage-deflate, as the SDK has it without a limit.
+        options: dict[str, Any] = {"max_size": MAX_EVENT_BYTES, "compression": None}
         if self.ca_file is not None:
             # The realtime socket is websockets', not httpx's: its TLS comes
             # from these options (the TypedDict does not declare "ssl").

@@ -7,17 +7,21 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+import websockets.asyncio.server
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
-from server import played_audio
+from server import openai_model, played_audio
 from server.agent import build_model, build_run_config
 from server.openai_model import OpenAIRealtime, function_tools, session_config
 from server.pacer import AudioFrame, OutputPacer
 from server.played_audio import PlayedAudio
+from server.provider_error import ProviderError
 from server.settings import Settings
 
 
@@ -251,3 +255,39 @@ def test_a_user_stop_tells_each_listener_the_position_until_it_is_removed() -> N
     played.user_stopped()
     assert heard == [("a", 0.25), ("b", 0.25), ("b", 1.5)]
     assert played.played_seconds() == 1.5
+
+
+def test_a_frame_from_the_service_past_the_bound_ends_the_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SDK lifts websockets' message limit (``max_size=None``); ours
+    holds: a frame past ``MAX_EVENT_BYTES`` from the service ends the live
+    session with a clear error instead of being read whole into memory, and
+    one at the bound is read."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test-key")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setattr(openai_model, "MAX_EVENT_BYTES", 4096)
+    kind = "response.output_audio_transcript.delta"
+    padding = len(json.dumps({"type": kind, "delta": ""}))
+    heard: list[str] = []
+
+    async def service(ws: Any) -> None:
+        await ws.recv()  # the session.update
+        await ws.send(json.dumps({"type": kind, "delta": "a" * (4096 - padding)}))
+        await ws.send(json.dumps({"type": kind, "delta": "b" * (4097 - padding)}))
+        await ws.close()  # without a bound, the end of the session
+
+    async def scenario() -> None:
+        async with websockets.asyncio.server.serve(service, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            model = OpenAIRealtime(model="gpt-realtime-2", base_url=f"http://127.0.0.1:{port}/v1")
+            async with model.connect(_request(manual=False)) as connection:
+                async for response in connection.receive():
+                    assert response.output_transcription is not None
+                    heard.append(response.output_transcription.text or "")
+
+    with pytest.raises(ProviderError) as ended:
+        asyncio.run(scenario())
+    assert heard == ["a" * (4096 - padding)]
+    assert str(ended.value).startswith("the model service sent too large a frame (")
+    assert "4096" in str(ended.value)
