@@ -55,6 +55,13 @@ async def push_to_talk(ws: Any, audio: Any, rate: int) -> None:
     await ws.send(json.dumps({"type": "activity_end"}))
 
 
+def approve(request: dict[str, Any]) -> str:
+    """The client's approval of a ``tool-approval-request``."""
+    return json.dumps(
+        {"type": "tool_approval", "approvalId": request["approvalId"], "approved": True}
+    )
+
+
 async def say(ws: Any, text: str) -> None:
     await ws.send(json.dumps({"type": "text", "text": text}))
 

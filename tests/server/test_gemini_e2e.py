@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from gemini_helpers import clean_env, gemini_settings, use_endpoint_key
 from live_helpers import (
+    approve,
     errors,
     open_ready_session,
     push_to_talk,
@@ -254,11 +255,7 @@ def test_approval_tool_answer_goes_back_as_tool_response(
         ws, col = await open_session(gemini_server, endpoint)
         await say(ws, "pay 5 EUR to Alice")
         request = await col.wait_for("tool-approval-request")
-        await ws.send(
-            json.dumps(
-                {"type": "tool_approval", "approvalId": request["approvalId"], "approved": True}
-            )
-        )
+        await ws.send(approve(request))
         await col.wait_for("finish")
         await col.close()
         return col
