@@ -85,6 +85,10 @@ class _SpokenItem:
         self.start = start
         self.samples = 0
 
+    @property
+    def end(self) -> int:
+        return self.start + self.samples
+
 
 class OpenAIRealtimeConnection(BaseLlmConnection):
     def __init__(
@@ -102,7 +106,6 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         self._closed = False
         self._ended = False  # receive() has seen the end of the connection
         self._items: list[_SpokenItem] = []  # this turn's audio items, in order
-        self._turn_samples = 0  # audio of this turn so far (24 kHz)
         # The turn is complete but may still be playing (answers arrive faster
         # than real time): its items stay until the next turn's audio comes.
         self._turn_over = False
@@ -246,7 +249,7 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         """The truncation of the item being heard when ``played_s`` of this
         turn has played; None if it all played (the model is not speaking)."""
         played = round(played_s * RATE)
-        if not self._items or played >= self._turn_samples:
+        if not self._items or played >= self._items[-1].end:
             return None
         item = next((i for i in reversed(self._items) if i.start <= played), self._items[0])
         heard = max(0, min(played - item.start, item.samples))
@@ -310,7 +313,6 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
 
     def _new_turn(self) -> None:
         self._items.clear()
-        self._turn_samples = 0
         self._turn_over = False
 
     # ------------------------------------------------------------ outputs
@@ -393,11 +395,10 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         item_id = event.get("item_id") or ""
         if self._turn_over:
             self._new_turn()
-        if not self._items or self._items[-1].item_id != item_id:
-            self._items.append(_SpokenItem(item_id, self._turn_samples))
-        n = len(pcm) // 2
-        self._items[-1].samples += n
-        self._turn_samples += n
+        items = self._items
+        if not items or items[-1].item_id != item_id:
+            items.append(_SpokenItem(item_id, start=items[-1].end if items else 0))
+        items[-1].samples += len(pcm) // 2
         return LlmResponse(
             content=types.Content(
                 role="model",
