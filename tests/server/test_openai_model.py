@@ -291,3 +291,40 @@ def test_a_frame_from_the_service_past_the_bound_ends_the_session(
     assert heard == ["a" * (4096 - padding)]
     assert str(ended.value).startswith("the model service sent too large a frame (")
     assert "4096" in str(ended.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"openai_base_url": "api.openai.com/v1"}, "openai_base_url: expected https://host"),
+        ({"openai_base_url": "wss://api.openai.com/v1"}, "openai_base_url: expected https://host"),
+        ({"openai_base_url": "https:///v1"}, "openai_base_url: expected https://host"),
+        ({"openai_base_url": ""}, "openai_base_url: expected https://host"),
+        ({"openai_ca_file": "missing.pem"}, "openai_ca_file: "),
+        ({"openai_ca_file": "."}, "openai_ca_file: "),
+        ({"gemini_base_url": "127.0.0.1:9"}, "gemini_base_url: expected https://host"),
+        ({"gemini_ca_file": "missing.pem"}, "gemini_ca_file: "),
+    ],
+)
+def test_a_model_service_address_or_ca_file_that_cannot_work_is_told_at_startup(
+    tmp_path: Path, overrides: dict[str, str], problem: str
+) -> None:
+    """Not a failure of every live session later (an SDK that makes wss of
+    any scheme, an SSL context of a file that is not there)."""
+    values: dict[str, object] = dict(overrides)
+    for name in ("openai_ca_file", "gemini_ca_file"):
+        if name in values:
+            values[name] = tmp_path / str(values[name])
+    problems = Settings(model="openai:gpt-realtime-2", data_dir=tmp_path, **values).problems()  # type: ignore[arg-type]
+    assert len(problems) == 1 and problems[0].startswith(problem), problems
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not checked here: the SSL context reads it\n")
+    fine = Settings(
+        model="openai:gpt-realtime-2",
+        data_dir=tmp_path,
+        openai_base_url="http://127.0.0.1:9/v1",
+        openai_ca_file=ca,
+        gemini_base_url="https://[::1]:9",
+        gemini_ca_file=ca,
+    )
+    assert fine.problems() == []
