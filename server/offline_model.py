@@ -68,7 +68,7 @@ from google.genai import types
 
 import audiocore
 
-from . import offline_images, offline_memory, offline_permissions
+from . import live_request, offline_images, offline_memory, offline_permissions
 from .offline_speech import INPUT_RATE, EnergySegmenter, describe_utterance
 from .voice import END_OF_SPEECH_S, VOICE_DBFS
 
@@ -182,9 +182,8 @@ class OfflineLiveModel(BaseLlm):
                 for p in parts
                 if p.inline_data and (p.inline_data.mime_type or "").startswith("image/")
             ]
-            answers = _answer_turn(
-                text, seen, _declared_tools(llm_request), turns, _instruction(llm_request)
-            )
+            tools, instruction = _declared_tools(llm_request), live_request.instruction(llm_request)
+            answers = _answer_turn(text, seen, tools, turns, instruction)
         for response in answers:
             if response.turn_complete or response.content is None:
                 continue
@@ -202,8 +201,8 @@ class OfflineLiveModel(BaseLlm):
         connection = OfflineLiveConnection(
             self,
             _declared_tools(llm_request),
-            manual=_manual_turns(llm_request),
-            instruction=_instruction(llm_request),
+            manual=live_request.manual_turns(llm_request),
+            instruction=live_request.instruction(llm_request),
         )
         try:
             yield connection
@@ -211,23 +210,8 @@ class OfflineLiveModel(BaseLlm):
             await connection.close()
 
 
-def _manual_turns(llm_request: LlmRequest) -> bool:
-    """True when the run config disables automatic activity detection."""
-    realtime = llm_request.live_connect_config.realtime_input_config
-    detection = realtime.automatic_activity_detection if realtime else None
-    return bool(detection and detection.disabled)
-
-
-def _instruction(llm_request: LlmRequest) -> str:
-    given = llm_request.config.system_instruction if llm_request.config else None
-    return given if isinstance(given, str) else ""
-
-
 def _declared_tools(llm_request: LlmRequest) -> set[str]:
-    names: set[str] = set()
-    for tool in (llm_request.config.tools or []) if llm_request.config else []:
-        for decl in getattr(tool, "function_declarations", None) or []:
-            names.add(decl.name)
+    names = {d.name for d in live_request.function_declarations(llm_request) if d.name}
     return names | set(llm_request.tools_dict)
 
 

@@ -30,7 +30,7 @@ from google.genai import types
 from openai import AsyncOpenAI
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from . import played_audio
+from . import live_request, played_audio
 from .openai_connection import AUDIO_FORMAT, OpenAIRealtimeConnection, closed_error
 from .provider_error import ProviderError
 
@@ -38,6 +38,11 @@ API_KEY_ENV = "OPENAI_API_KEY"
 # Input transcription is off on the service unless a model is named; this
 # one is among those the GA session accepts (docs/providers.md).
 TRANSCRIPTION_MODEL = "gpt-4o-mini-transcribe"
+# The largest event read from the service. The SDK lifts websockets' limit
+# (max_size=None); the service's events are small (audio deltas, a
+# response's items as text), so 16 MiB is far above any, and a frame past it
+# ends the session instead of being read whole into memory.
+MAX_EVENT_BYTES = 16 * 2**20
 
 
 class OpenAIRealtime(BaseLlm):
@@ -70,7 +75,8 @@ class OpenAIRealtime(BaseLlm):
         if not key:
             raise ProviderError(f"no OpenAI API key: set {API_KEY_ENV}")
         client = AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0)
-        options: dict[str, Any] = {}
+        # No permessage-deflate, as the SDK has it without a limit.
+        options: dict[str, Any] = {"max_size": MAX_EVENT_BYTES, "compression": None}
         if self.ca_file is not None:
             # The realtime socket is websockets', not httpx's: its TLS comes
             # from these options (the TypedDict does not declare "ssl").
@@ -85,7 +91,7 @@ class OpenAIRealtime(BaseLlm):
             status = exc.response.status_code
             raise ProviderError(f"the model service refused the connection: HTTP {status}") from exc
         connection = OpenAIRealtimeConnection(
-            realtime, manual=_manual_turns(llm_request), played=played_audio.current()
+            realtime, manual=live_request.manual_turns(llm_request), played=played_audio.current()
         )
         try:
             try:
@@ -106,7 +112,7 @@ def session_config(llm_request: LlmRequest) -> dict[str, Any]:
         "format": AUDIO_FORMAT,
         # null: manual turns — the client commits and asks for each answer.
         "turn_detection": None
-        if _manual_turns(llm_request)
+        if live_request.manual_turns(llm_request)
         else {"type": "server_vad", "create_response": True, "interrupt_response": True},
     }
     if live.input_audio_transcription is not None:
@@ -118,7 +124,7 @@ def session_config(llm_request: LlmRequest) -> dict[str, Any]:
     session: dict[str, Any] = {
         "type": "realtime",
         "output_modalities": ["audio"],
-        "instructions": _instruction(llm_request),
+        "instructions": live_request.instruction(llm_request),
         "audio": {"input": audio_in, "output": audio_out},
         "tools": function_tools(llm_request),
     }
@@ -127,18 +133,15 @@ def session_config(llm_request: LlmRequest) -> dict[str, Any]:
 
 def function_tools(llm_request: LlmRequest) -> list[dict[str, Any]]:
     """ADK's function declarations as Realtime function tools."""
-    tools = []
-    for tool in (llm_request.config.tools or []) if llm_request.config else []:
-        for decl in getattr(tool, "function_declarations", None) or []:
-            tools.append(
-                {
-                    "type": "function",
-                    "name": decl.name,
-                    "description": decl.description or "",
-                    "parameters": _parameters(decl),
-                }
-            )
-    return tools
+    return [
+        {
+            "type": "function",
+            "name": decl.name,
+            "description": decl.description or "",
+            "parameters": _parameters(decl),
+        }
+        for decl in live_request.function_declarations(llm_request)
+    ]
 
 
 def _parameters(decl: types.FunctionDeclaration) -> dict[str, Any]:
@@ -162,21 +165,6 @@ def _json_schema(schema: Any) -> Any:
         key: value.lower() if key == "type" and isinstance(value, str) else _json_schema(value)
         for key, value in schema.items()
     }
-
-
-def _manual_turns(llm_request: LlmRequest) -> bool:
-    realtime = llm_request.live_connect_config.realtime_input_config
-    detection = realtime.automatic_activity_detection if realtime else None
-    return bool(detection and detection.disabled)
-
-
-def _instruction(llm_request: LlmRequest) -> str:
-    given = llm_request.config.system_instruction if llm_request.config else None
-    if isinstance(given, str):
-        return given
-    if isinstance(given, types.Content):
-        return "\n".join(p.text for p in given.parts or [] if p.text)
-    return ""
 
 
 def _voice(speech: types.SpeechConfig | None) -> str | None:

@@ -351,6 +351,7 @@ class Settings:
         if self.backend == "openai" and not self.live_model_name:
             found.append(f"model: expected {OPENAI_PREFIX}<model name>, got {self.model!r}")
         found.extend(self._task_backend_problems())
+        found.extend(self._model_service_problems())
         if self.api_key is not None and len(self.api_key) < 16:
             found.append("api_key: expected at least 16 characters")
         minutes = self.live_minutes_per_owner_per_day
@@ -389,6 +390,23 @@ class Settings:
         if self.acp_cwd is not None and not self.acp_cwd.is_dir():
             return [f"acp_cwd: {self.acp_cwd} is not a directory"]
         return []
+
+    def _model_service_problems(self) -> list[str]:
+        """Where a model service is reached and the CAs trusted there: told
+        at startup, not as a failure of every live session."""
+        found = []
+        for service in ("gemini", "openai"):
+            url = getattr(self, f"{service}_base_url")
+            if url is not None:
+                parts = urlsplit(url)
+                if parts.scheme not in ("http", "https") or not parts.hostname:
+                    found.append(
+                        f"{service}_base_url: expected https://host[:port][/path], got {url!r}"
+                    )
+            ca_file = getattr(self, f"{service}_ca_file")
+            if ca_file is not None and not ca_file.is_file():
+                found.append(f"{service}_ca_file: {ca_file} is not a file")
+        return found
 
 
 TASK_BACKENDS = ("adk", "acp")

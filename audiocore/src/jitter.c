@@ -79,6 +79,21 @@ static void end_playing(ac_jb *jb)
     ac_ring_stop(&jb->src);
 }
 
+/* A playing turn whose every sample has been popped, with its end at the
+ * read position, is over now.  Left there, that end would make the next
+ * pop a frame of silence and hold the next turn's audio behind it
+ * (frames_ready 0); a consumer that pops only ready frames would wait for
+ * ever.  Checked where either side can complete a turn: pop() after a full
+ * frame, end_turn() after the last frame already left. */
+static void end_if_played_out(ac_jb *jb)
+{
+    int64_t len;
+    if (jb->playing && !jb->dsp.active && ac_ring_probe(&jb->src, &len) == AC_SRC_END) {
+        ac_ring_pop_bound(&jb->src);
+        end_playing(jb);
+    }
+}
+
 void ac_jb_pop(ac_jb *jb, void *out_le, int64_t *pos)
 {
     const int F = jb->cfg.frame, ch = jb->cfg.channels;
@@ -162,13 +177,8 @@ void ac_jb_pop(ac_jb *jb, void *out_le, int64_t *pos)
             break;
         }
     }
-    /* A turn that ends exactly with this frame is over now.  Left for the
-     * next pop, its end would make that pop a frame of silence and hold the
-     * next turn's audio behind it (frames_ready 0) until then. */
-    if (n == F && jb->playing && !dsp->active && ac_ring_probe(src, &len) == AC_SRC_END) {
-        ac_ring_pop_bound(src);
-        end_playing(jb);
-    }
+    if (n == F)
+        end_if_played_out(jb);
 idle:
     if (n < F) {
         memset(out + n * ch, 0, (size_t)((F - n) * ch) * sizeof(int16_t));
@@ -221,18 +231,9 @@ int ac_jb_push(ac_jb *jb, const void *pcm, int64_t n, int64_t seq, int64_t times
 
 int ac_jb_end_turn(ac_jb *jb)
 {
-    int64_t len;
     int r = ac_ring_end_turn(&jb->src);
-    /* Every sample of the turn has already been popped (it ended on a frame
-     * boundary, after its last frame left): it is over now, as at the end of
-     * pop().  Left in place, its end at the read position would hold the
-     * next turn's audio behind it (frames_ready 0), and a consumer that pops
-     * only ready frames would wait for ever. */
-    if (r == 0 && jb->playing && !jb->dsp.active &&
-        ac_ring_probe(&jb->src, &len) == AC_SRC_END) {
-        ac_ring_pop_bound(&jb->src);
-        end_playing(jb);
-    }
+    if (r == 0)
+        end_if_played_out(jb);
     return r;
 }
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_helpers import Collector, free_port, serve_ws
+from server_helpers import Collector, free_port, serve_ws, stream_realtime
 from test_e2e import START_F32, connect
 
 from server import Settings
@@ -45,6 +45,21 @@ async def open_ready_session(
     ws, col, _ = await connect(url, {**START_F32, **start})
     await endpoint.wait_for_async(lambda rs: len(rs) > before and ready(rs[-1]))
     return ws, col
+
+
+async def push_to_talk(ws: Any, audio: Any, rate: int) -> None:
+    """One manual turn: ``activity_start``, ``audio`` streamed at real time,
+    ``activity_end``."""
+    await ws.send(json.dumps({"type": "activity_start"}))
+    await stream_realtime(ws, audio, rate)
+    await ws.send(json.dumps({"type": "activity_end"}))
+
+
+def approve(request: dict[str, Any]) -> str:
+    """The client's approval of a ``tool-approval-request``."""
+    return json.dumps(
+        {"type": "tool_approval", "approvalId": request["approvalId"], "approved": True}
+    )
 
 
 async def say(ws: Any, text: str) -> None:

@@ -44,13 +44,13 @@ from postgres_helpers import allow_connections, postgres_url, refuse_connections
 from server_helpers import Collector, assert_clean, open_ws, say, server_process
 
 from server import Settings, create_app
+from server.live_request import manual_turns
 from server.model_events import answering
 from server.offline_model import (
     OfflineLiveConnection,
     OfflineLiveModel,
     _audio_response,
     _declared_tools,
-    _manual_turns,
     audio_cue,
 )
 
@@ -100,7 +100,7 @@ class FaultyLiveModel(OfflineLiveModel):
     @contextlib.asynccontextmanager
     async def _connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:
         connection = FaultyLiveConnection(
-            self, _declared_tools(llm_request), manual=_manual_turns(llm_request)
+            self, _declared_tools(llm_request), manual=manual_turns(llm_request)
         )
         try:
             yield connection

@@ -22,8 +22,10 @@ import numpy as np
 import pytest
 from gemini_helpers import clean_env, gemini_settings, use_endpoint_key
 from live_helpers import (
+    approve,
     errors,
     open_ready_session,
+    push_to_talk,
     python_m_server_hello,
     refused_turn,
     said,
@@ -164,9 +166,7 @@ def test_push_to_talk_disables_detection_and_activity_signals_flow(
     async def scenario() -> Collector:
         ws, col = await open_session(gemini_server, endpoint, turnDetection="manual")
         await stream_realtime(ws, silence(0.3), RATE)  # outside the bracket: no turn
-        await ws.send(json.dumps({"type": "activity_start"}))
-        await stream_realtime(ws, speech, RATE)
-        await ws.send(json.dumps({"type": "activity_end"}))
+        await push_to_talk(ws, speech, RATE)
         await col.wait_for("finish", timeout=20)
         await col.close()
         return col
@@ -255,11 +255,7 @@ def test_approval_tool_answer_goes_back_as_tool_response(
         ws, col = await open_session(gemini_server, endpoint)
         await say(ws, "pay 5 EUR to Alice")
         request = await col.wait_for("tool-approval-request")
-        await ws.send(
-            json.dumps(
-                {"type": "tool_approval", "approvalId": request["approvalId"], "approved": True}
-            )
-        )
+        await ws.send(approve(request))
         await col.wait_for("finish")
         await col.close()
         return col

@@ -35,7 +35,10 @@ class FakeRealtime:
         pass
 
     def push(self, **event: Any) -> None:
-        self.incoming.put_nowait(json.dumps(event).encode())
+        self.push_raw(json.dumps(event).encode())
+
+    def push_raw(self, frame: bytes) -> None:
+        self.incoming.put_nowait(frame)
 
 
 async def take(responses: Any, count: int) -> list[LlmResponse]:
@@ -203,8 +206,13 @@ def test_a_steps_calls_answered_in_two_contents_get_one_response_create() -> Non
     assert [json.loads(e["item"]["output"]) for e in fake.sent[:2]] == [{"ok": "c1"}, {"ok": "c2"}]
 
 
-def test_a_quoted_key_never_reaches_the_client() -> None:
-    async def scenario() -> list[LlmResponse]:
+def test_a_service_error_is_an_error_response_and_a_fatal_one_ends_the_session() -> None:
+    """An ``error`` event is an error response with the service's code and
+    reason; ``invalid_api_key`` ends the session. Neither lets the key the
+    service quotes reach the client."""
+    first: list[LlmResponse] = []
+
+    async def scenario() -> None:
         fake = FakeRealtime()
         connection = OpenAIRealtimeConnection(fake, manual=False, played=None)
         fake.push(
@@ -219,33 +227,19 @@ def test_a_quoted_key_never_reaches_the_client() -> None:
             type="error",
             error={"code": "invalid_api_key", "message": "Incorrect API key provided: sk-a***z."},
         )
-        return await take(connection.receive(), 2)
+        responses = connection.receive()
+        first.extend(await take(responses, 1))
+        await take(responses, 1)
 
     with pytest.raises(ProviderError) as ended:
         asyncio.run(scenario())
+    (response,) = first
+    assert response.error_code == "model_not_found"
+    assert response.error_message == "Project of key sk-… has no access to model x."
     assert str(ended.value) == (
         "the model service ended the live session: invalid_api_key: "
         "Incorrect API key provided: sk-…."
     )
-
-
-def test_a_service_error_is_an_error_response_with_its_reason() -> None:
-    async def scenario() -> list[LlmResponse]:
-        fake = FakeRealtime()
-        connection = OpenAIRealtimeConnection(fake, manual=False, played=None)
-        fake.push(
-            type="error",
-            error={
-                "type": "invalid_request_error",
-                "code": "model_not_found",
-                "message": "Project of key sk-proj-****abcd has no access to model x.",
-            },
-        )
-        return await take(connection.receive(), 1)
-
-    (response,) = asyncio.run(scenario())
-    assert response.error_code == "model_not_found"
-    assert response.error_message == "Project of key sk-… has no access to model x."
 
 
 def test_audio_at_another_rate_is_refused() -> None:
@@ -256,3 +250,101 @@ def test_audio_at_another_rate_is_refused() -> None:
 
     with pytest.raises(ValueError, match="expected audio at 24000 Hz for OpenAI"):
         asyncio.run(scenario())
+
+
+def _audio_frame(delta: Any) -> bytes:
+    return json.dumps(
+        {"type": "response.output_audio.delta", "item_id": "i", "delta": delta}
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("frame", "error"),
+    [
+        (b"", "a frame that is not JSON"),
+        (b"{not json", "a frame that is not JSON"),
+        (b'{"type": "\xff\xfe"}', "a frame that is not JSON"),
+        (b"[" * 100_000 + b"]" * 100_000, "a frame that is not JSON"),
+        (b'["response.done"]', "a frame that is not an event: a JSON list"),
+        (b"null", "a frame that is not an event: a JSON NoneType"),
+        (_audio_frame("AAE"), "audio that is not base64"),
+        (_audio_frame(12), "audio that is not base64"),
+        (_audio_frame(["AAAA"]), "audio that is not base64"),
+        (_audio_frame(base64.b64encode(b"\x01\x00\x02").decode()), "audio of 3 bytes"),
+    ],
+    ids=[
+        "empty",
+        "not-json",
+        "not-utf8",
+        "nested",
+        "list",
+        "null",
+        "bad-b64",
+        "number",
+        "list-delta",
+        "odd",
+    ],
+)
+def test_a_malformed_frame_from_the_service_is_a_clear_error(frame: bytes, error: str) -> None:
+    """The SDK passes the service's frames on unchecked: one that is not an
+    event, or audio that is not whole PCM16 samples in base64, ends the
+    session with what was wrong (not a ``TypeError`` of ours, nor audio
+    shifted by a byte)."""
+
+    async def scenario() -> None:
+        fake = FakeRealtime()
+        connection = OpenAIRealtimeConnection(fake, manual=False, played=None)
+        fake.push_raw(frame)
+        await take(connection.receive(), 1)
+
+    with pytest.raises(ProviderError, match=f"^the model service sent {error}"):
+        asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("size", [0, 2, 4800, 4802, 96_000])
+def test_audio_goes_up_as_one_append_of_its_base64(size: int) -> None:
+    """Every byte of every chunk, in order, in one ``input_audio_buffer.append``
+    each (the event is written without ``json.dumps``); sizes from nothing
+    through 50 ms to 2 s, each a length base64 pads differently."""
+    chunks = [bytes(range(256)) * (size // 256) + bytes(size % 256), b"\x7f\xff" * 3]
+
+    async def scenario() -> FakeRealtime:
+        fake = FakeRealtime()
+        connection = OpenAIRealtimeConnection(fake, manual=False, played=None)
+        for pcm in chunks:
+            await connection.send_realtime(types.Blob(mime_type="audio/pcm;rate=24000", data=pcm))
+        return fake
+
+    fake = asyncio.run(scenario())
+    assert [e["type"] for e in fake.sent] == ["input_audio_buffer.append"] * 2
+    assert [base64.b64decode(e["audio"], validate=True) for e in fake.sent] == chunks
+    assert all(set(e) == {"type", "audio"} for e in fake.sent)
+
+
+@pytest.mark.parametrize(
+    ("samples", "chunk", "committed"),
+    [(2400, 200, True), (2400, 2, True), (2399, 200, False), (0, 1, False)],
+)
+def test_a_manual_turn_of_100_ms_is_committed_and_a_shorter_one_cleared(
+    samples: int, chunk: int, committed: bool
+) -> None:
+    """The service commits no less than 100 ms (2400 samples). Exactly that,
+    in chunks whose milliseconds do not add up exactly as floats, is a turn;
+    one sample less is a click of the button."""
+    pcm = b"\x01\x00" * samples
+
+    async def scenario() -> FakeRealtime:
+        fake = FakeRealtime()
+        connection = OpenAIRealtimeConnection(fake, manual=True, played=None)
+        await connection.send_realtime(types.ActivityStart())
+        for at in range(0, len(pcm), 2 * chunk):
+            blob = types.Blob(mime_type="audio/pcm;rate=24000", data=pcm[at : at + 2 * chunk])
+            await connection.send_realtime(blob)
+        await connection.send_realtime(types.ActivityEnd())
+        return fake
+
+    kinds = [e["type"] for e in asyncio.run(scenario()).sent if "audio" not in e]
+    ending = ["input_audio_buffer.commit", "response.create"]
+    assert kinds == ["input_audio_buffer.clear"] + (
+        ending if committed else ["input_audio_buffer.clear"]
+    )

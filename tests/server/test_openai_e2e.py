@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 import websockets
-from live_helpers import errors, said, say
+from live_helpers import errors, push_to_talk, said, say
 from openai_helpers import (
     MODEL,
     keyed_endpoint,
@@ -114,9 +114,7 @@ def test_the_mic_goes_to_24_khz_directly_never_through_16_khz(
 
     async def scenario() -> None:
         ws, col = await open_session(openai_server, endpoint, turnDetection="manual")
-        await ws.send(json.dumps({"type": "activity_start"}))
-        await stream_realtime(ws, tone, RATE)
-        await ws.send(json.dumps({"type": "activity_end"}))
+        await push_to_talk(ws, tone, RATE)
         await col.wait_for("finish", timeout=20)
         await col.close()
 
@@ -183,9 +181,7 @@ def test_push_to_talk_commits_the_bracketed_audio_and_asks_for_the_answer(
 
     async def scenario() -> Collector:
         ws, col = await open_session(openai_server, endpoint, turnDetection="manual")
-        await ws.send(json.dumps({"type": "activity_start"}))
-        await stream_realtime(ws, speech, RATE)
-        await ws.send(json.dumps({"type": "activity_end"}))
+        await push_to_talk(ws, speech, RATE)
         await col.wait_for("finish", timeout=20)
         await col.close()
         return col
@@ -241,9 +237,7 @@ def test_a_typed_turn_while_an_answer_is_generated_cancels_it_first(
 
         async def scenario(url: str) -> Collector:
             ws, col = await open_session(url, endpoint, turnDetection="manual")
-            await ws.send(json.dumps({"type": "activity_start"}))
-            await stream_realtime(ws, speech_48k, RATE)
-            await ws.send(json.dumps({"type": "activity_end"}))
+            await push_to_talk(ws, speech_48k, RATE)
             await col.wait_for("data-pcm", timeout=20)  # the echo is being generated
             await say(ws, "hello")
             await col.wait_for("finish", count=2, timeout=20)
@@ -307,9 +301,7 @@ def test_the_users_stop_truncates_at_the_played_position_and_cancels(
 
         async def scenario(url: str) -> Collector:
             ws, col = await open_session(url, endpoint, turnDetection="manual")
-            await ws.send(json.dumps({"type": "activity_start"}))
-            await stream_realtime(ws, speech_48k, RATE)
-            await ws.send(json.dumps({"type": "activity_end"}))
+            await push_to_talk(ws, speech_48k, RATE)
             await col.wait_for("data-pcm", count=5, timeout=20)
             await ws.send(json.dumps({"type": "interrupt"}))
             await col.wait_for("finish", timeout=20)
@@ -338,9 +330,7 @@ def test_push_to_talk_over_the_answer_interrupts_it_at_the_played_position(
 
         async def scenario(url: str) -> Collector:
             ws, col = await open_session(url, endpoint, turnDetection="manual")
-            await ws.send(json.dumps({"type": "activity_start"}))
-            await stream_realtime(ws, speech_48k, RATE)
-            await ws.send(json.dumps({"type": "activity_end"}))
+            await push_to_talk(ws, speech_48k, RATE)
             await col.wait_for("data-pcm", count=5, timeout=20)
             await ws.send(json.dumps({"type": "activity_start"}))  # over the answer
             await col.wait_for("data-interrupted", timeout=10)

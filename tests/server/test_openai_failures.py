@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from gemini_helpers import clean_env
-from live_helpers import errors, python_m_server_hello, refused_turn, said, say
+from live_helpers import errors, push_to_talk, python_m_server_hello, refused_turn, said, say
 from openai_helpers import (
     MODEL,
     open_session,
@@ -21,7 +21,7 @@ from openai_helpers import (
     serve_openai,  # noqa: F401 (a fixture)
     use_openai_key,
 )
-from server_helpers import Collector, stream_realtime
+from server_helpers import Collector
 from test_e2e import RATE
 
 from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
@@ -78,9 +78,7 @@ def test_the_endpoint_dying_mid_turn_ends_the_socket(
     async def scenario() -> Collector:
         ws, col = await open_session(openai_server, endpoint, turnDetection="manual")
         endpoint.drop_next_answer = True
-        await ws.send(json.dumps({"type": "activity_start"}))
-        await stream_realtime(ws, speech_48k, RATE)
-        await ws.send(json.dumps({"type": "activity_end"}))
+        await push_to_talk(ws, speech_48k, RATE)
         await col.task  # the model is gone: the server ends the socket
         assert ws.close_code == 1011
         return col

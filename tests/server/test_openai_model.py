@@ -5,15 +5,23 @@ tells it (the truncation point of a barge-in)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import gc
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+import websockets.asyncio.server
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
+from server import openai_model, played_audio
 from server.agent import build_model, build_run_config
 from server.openai_model import OpenAIRealtime, function_tools, session_config
 from server.pacer import AudioFrame, OutputPacer
+from server.played_audio import PlayedAudio
+from server.provider_error import ProviderError
 from server.settings import Settings
 
 
@@ -204,3 +212,119 @@ def test_played_seconds_is_the_released_audio_less_the_clients_lead() -> None:
     assert pacer.played_seconds() == pytest.approx(1.0)  # all of it, 25 whole frames
     pacer.flush()
     assert pacer.played_seconds() == 0.0  # a flushed turn is over
+
+
+def test_the_played_audio_is_this_contexts_and_never_kept_alive() -> None:
+    """``bind`` reaches the tasks the binding context starts (ADK opens the
+    model's connection in one), not another socket's context; a playout that
+    is gone is None, not kept alive by a context that outlived its socket."""
+
+    async def connection_sees() -> PlayedAudio | None:
+        return played_audio.current()
+
+    async def socket(played: PlayedAudio) -> tuple[object, object]:
+        played_audio.bind(played)
+        mine = await asyncio.create_task(connection_sees())
+        return mine, await asyncio.create_task(asyncio.to_thread(played_audio.current))
+
+    async def scenario() -> None:
+        first, second = PlayedAudio(lambda: 1.0), PlayedAudio(lambda: 2.0)
+        seen = await asyncio.gather(socket(first), socket(second))
+        assert seen == [(first, first), (second, second)]
+        assert played_audio.current() is None  # the caller's context: nothing bound
+
+    asyncio.run(scenario())
+    context = contextvars.copy_context()
+    played = PlayedAudio(lambda: 0.0)
+    context.run(played_audio.bind, played)
+    assert context.run(played_audio.current) is played
+    del played
+    gc.collect()
+    assert context.run(played_audio.current) is None
+
+
+def test_a_user_stop_tells_each_listener_the_position_until_it_is_removed() -> None:
+    clock = [0.25]
+    played = PlayedAudio(lambda: clock[0])
+    heard: list[tuple[str, float]] = []
+    remove_a = played.on_user_stop(lambda at: heard.append(("a", at)))
+    played.on_user_stop(lambda at: heard.append(("b", at)))
+    played.user_stopped()
+    remove_a()
+    clock[0] = 1.5
+    played.user_stopped()
+    assert heard == [("a", 0.25), ("b", 0.25), ("b", 1.5)]
+    assert played.played_seconds() == 1.5
+
+
+def test_a_frame_from_the_service_past_the_bound_ends_the_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SDK lifts websockets' message limit (``max_size=None``); ours
+    holds: a frame past ``MAX_EVENT_BYTES`` from the service ends the live
+    session with a clear error instead of being read whole into memory, and
+    one at the bound is read."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test-key")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setattr(openai_model, "MAX_EVENT_BYTES", 4096)
+    kind = "response.output_audio_transcript.delta"
+    padding = len(json.dumps({"type": kind, "delta": ""}))
+    heard: list[str] = []
+
+    async def service(ws: Any) -> None:
+        await ws.recv()  # the session.update
+        await ws.send(json.dumps({"type": kind, "delta": "a" * (4096 - padding)}))
+        await ws.send(json.dumps({"type": kind, "delta": "b" * (4097 - padding)}))
+        await ws.close()  # without a bound, the end of the session
+
+    async def scenario() -> None:
+        async with websockets.asyncio.server.serve(service, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            model = OpenAIRealtime(model="gpt-realtime-2", base_url=f"http://127.0.0.1:{port}/v1")
+            async with model.connect(_request(manual=False)) as connection:
+                async for response in connection.receive():
+                    assert response.output_transcription is not None
+                    heard.append(response.output_transcription.text or "")
+
+    with pytest.raises(ProviderError) as ended:
+        asyncio.run(scenario())
+    assert heard == ["a" * (4096 - padding)]
+    assert str(ended.value).startswith("the model service sent too large a frame (")
+    assert "4096" in str(ended.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"openai_base_url": "api.openai.com/v1"}, "openai_base_url: expected https://host"),
+        ({"openai_base_url": "wss://api.openai.com/v1"}, "openai_base_url: expected https://host"),
+        ({"openai_base_url": "https:///v1"}, "openai_base_url: expected https://host"),
+        ({"openai_base_url": ""}, "openai_base_url: expected https://host"),
+        ({"openai_ca_file": "missing.pem"}, "openai_ca_file: "),
+        ({"openai_ca_file": "."}, "openai_ca_file: "),
+        ({"gemini_base_url": "127.0.0.1:9"}, "gemini_base_url: expected https://host"),
+        ({"gemini_ca_file": "missing.pem"}, "gemini_ca_file: "),
+    ],
+)
+def test_a_model_service_address_or_ca_file_that_cannot_work_is_told_at_startup(
+    tmp_path: Path, overrides: dict[str, str], problem: str
+) -> None:
+    """Not a failure of every live session later (an SDK that makes wss of
+    any scheme, an SSL context of a file that is not there)."""
+    values: dict[str, object] = dict(overrides)
+    for name in ("openai_ca_file", "gemini_ca_file"):
+        if name in values:
+            values[name] = tmp_path / str(values[name])
+    problems = Settings(model="openai:gpt-realtime-2", data_dir=tmp_path, **values).problems()  # type: ignore[arg-type]
+    assert len(problems) == 1 and problems[0].startswith(problem), problems
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not checked here: the SSL context reads it\n")
+    fine = Settings(
+        model="openai:gpt-realtime-2",
+        data_dir=tmp_path,
+        openai_base_url="http://127.0.0.1:9/v1",
+        openai_ca_file=ca,
+        gemini_base_url="https://[::1]:9",
+        gemini_ca_file=ca,
+    )
+    assert fine.problems() == []

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from live_helpers import errors, said, say
+from live_helpers import approve, errors, said, say
 from openai_helpers import (
     open_session,
     openai_endpoint,  # noqa: F401 (a fixture)
@@ -45,19 +45,13 @@ def test_server_tool_round_trip(openai_server: str, endpoint: LocalOpenAIRealtim
     assert col.types().count("finish") == 1 and not endpoint.records[0].errors
 
 
-def _approve(request: dict[str, Any]) -> str:
-    return json.dumps(
-        {"type": "tool_approval", "approvalId": request["approvalId"], "approved": True}
-    )
-
-
 def test_approval_tool_answer_goes_back_as_function_call_output(
     openai_server: str, endpoint: LocalOpenAIRealtime
 ) -> None:
     async def scenario() -> Collector:
         ws, col = await open_session(openai_server, endpoint)
         await say(ws, "pay 5 EUR to Alice")
-        await ws.send(_approve(await col.wait_for("tool-approval-request")))
+        await ws.send(approve(await col.wait_for("tool-approval-request")))
         await col.wait_for("finish")
         await col.close()
         return col
@@ -82,7 +76,7 @@ def test_two_calls_in_one_step_get_one_response_create(
     async def scenario() -> Collector:
         ws, col = await open_session(openai_server, endpoint)
         await say(ws, "pay 5 EUR to Alice and what time is it")
-        await ws.send(_approve(await col.wait_for("tool-approval-request")))
+        await ws.send(approve(await col.wait_for("tool-approval-request")))
         await col.wait_for("finish")
         await col.close()
         return col
