@@ -67,6 +67,7 @@ from bench_server_client import (
     our_session,
     paced_frames,
     percentile,
+    run_clients,
     speech_48k,
     split,
 )
@@ -126,7 +127,7 @@ def run(
     with our_server(stats_path, **env) as (url, proc), py_spy(proc.pid, profile):
         cpu0, t0, me0 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
         far0 = cpu_seconds(endpoint_pid) if endpoint_pid else 0.0
-        sessions = asyncio.run(_run_sessions(url, speech, n, turns, stagger_s))
+        sessions = run_clients(_run_sessions(url, speech, n, turns, stagger_s))
         cpu1, t1, me1 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
         far1 = cpu_seconds(endpoint_pid) if endpoint_pid else 0.0
     server = _server_stats(stats_path)
@@ -207,7 +208,7 @@ def barge_in(
     stats_path = Path(tempfile.mkdtemp()) / "stats.json"
     env = {"AUDIOCORE_WORKERS": str(workers), **(model_env or {})}
     with our_server(stats_path, **env) as (url, _):
-        client = asyncio.run(_barge_ins(url, speech, count))
+        client = run_clients(_barge_ins(url, speech, count))
     server = _server_stats(stats_path)
     return {
         "notice_ms": [1e3 * a for a, _ in client],

@@ -83,6 +83,7 @@ from bench_server_client import (
     our_session,
     percentile,
     push_to_talk_turns,
+    run_clients,
     speech_48k,
     wait_http,
 )
@@ -248,7 +249,7 @@ def run_block(contender: str, n: int, turns: int, target: dict, inputs: dict) ->
 
     pid = target["pid " + contender.split()[1]]
     c0, t0, me0 = cpu_seconds(pid), time.monotonic(), time.process_time()
-    sessions = asyncio.run(_sessions(n, one))
+    sessions = run_clients(_sessions(n, one))
     c1, t1, me1 = cpu_seconds(pid), time.monotonic(), time.process_time()
     # The checks, after the timed region.
     failures = [f"{type(s).__name__}: {s}" for s in sessions if isinstance(s, BaseException)]

@@ -192,8 +192,8 @@ class Settings:
 
     # Audio.
     model_input_rate: int = 16_000
-    # Audio per message to the model (re-framed chunks); None: 20 ms for the
-    # offline model, 50 ms for Gemini (see model_input_chunk_ms).
+    # Audio per message to the model (re-framed chunks); None: 50 ms for
+    # every model (see model_input_chunk_ms).
     input_chunk_ms: int | None = None
     output_frame_ms: int = 40  # paced frames sent to the client (size only: no added delay)
     output_lead_ms: int = 150  # how far ahead of real-time playback we may send
@@ -266,8 +266,10 @@ class Settings:
         # cost (benchmarks/README.md). 50 ms chunks — the "balanced" size ADK
         # recommends (https://google.github.io/adk-docs/streaming/dev-guide/part5)
         # — cost 2.5 times less; a turn's last partial chunk is flushed at its
-        # end, so push-to-talk turns wait for nothing.
-        return 20 if self.backend == "offline" else 50
+        # end, so push-to-talk turns wait for nothing. The offline model and
+        # OpenAI's take the same: ADK's path costs the same per message
+        # whatever the model (capacity, benchmarks/README.md).
+        return 50
 
     @property
     def session_db_path(self) -> Path:

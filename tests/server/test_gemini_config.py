@@ -407,7 +407,7 @@ def test_vertex_settings_produce_the_vertex_url_and_auth(clean_env, tmp_path) ->
 
 def test_audio_goes_to_gemini_in_50_ms_chunks(clean_env, tmp_path) -> None:
     """Each message to Gemini has a fixed CPU cost (benchmarks/README.md)."""
-    assert Settings(data_dir=tmp_path).model_input_chunk_ms == 20  # offline
+    assert Settings(data_dir=tmp_path).model_input_chunk_ms == 50  # offline, as Gemini
     clean_env.setenv("GOOGLE_API_KEY", "test-key")
     assert Settings(data_dir=tmp_path).model_input_chunk_ms == 50
     assert Settings(data_dir=tmp_path, input_chunk_ms=20).model_input_chunk_ms == 20
