@@ -7,6 +7,7 @@ production model path side by side, in the same run.
     python benchmarks/bench_server.py --workers 2     # python -m server --workers 2
     python benchmarks/bench_server.py --models offline  # the offline model only
     python benchmarks/bench_server.py --sessions 1,10,25,50 --models offline,gemini,openai
+    python benchmarks/bench_server.py --trees ../before,.  # two checkouts' servers in turn
 
 Models: "offline" is the embedded offline model; "gemini" is the production
 path — ADK's Gemini model and google-genai's live client over TLS, JSON and
@@ -57,9 +58,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import websockets
 from bench_server_client import (
     IN_RATE,
     OUT_FRAME,
+    REPO,
     cpu_seconds,
     local_gemini,
     local_openai,
@@ -76,7 +79,12 @@ from bench_server_client import (
 async def _run_sessions(url: str, speech, n: int, turns: int, stagger_s: float):
     async def one(k: int):
         await asyncio.sleep(stagger_s * k / max(1, n))
-        return await our_session(url, speech, turns)
+        try:
+            return await our_session(url, speech, turns)
+        except (RuntimeError, OSError, websockets.ConnectionClosed) as exc:
+            # An overloaded server: a turn that never finished, a socket
+            # closed. Counted as a failed session, not the end of the run.
+            return exc
 
     return await asyncio.gather(*(one(k) for k in range(n)))
 
@@ -121,20 +129,23 @@ def run(
     model_env: dict[str, str] | None = None,
     endpoint_pid: int | None = None,
     profile: Path | None = None,
+    tree: Path = REPO,
 ) -> dict:
     stats_path = Path(tempfile.mkdtemp()) / "stats.json"
     env = {"AUDIOCORE_WORKERS": str(workers), **(model_env or {})}
-    with our_server(stats_path, **env) as (url, proc), py_spy(proc.pid, profile):
+    with our_server(stats_path, tree, **env) as (url, proc), py_spy(proc.pid, profile):
         cpu0, t0, me0 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
         far0 = cpu_seconds(endpoint_pid) if endpoint_pid else 0.0
         sessions = run_clients(_run_sessions(url, speech, n, turns, stagger_s))
         cpu1, t1, me1 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
         far1 = cpu_seconds(endpoint_pid) if endpoint_pid else 0.0
     server = _server_stats(stats_path)
-    turns_all = [t for s in sessions for t in s]
+    finished = [s for s in sessions if not isinstance(s, BaseException)]
+    turns_all = [t for s in finished for t in s]
     first = [t.first_audio_s for t in turns_all]
     return {
         "sessions": n,
+        "failed_sessions": n - len(finished),
         "turns": len(turns_all),
         "server_cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
         "client_cpu_pct": 100 * (me1 - me0) / (t1 - t0),
@@ -236,6 +247,12 @@ def main() -> None:
         "--barge-ins", type=int, default=5, help="interrupted turns per model (1: a smoke run)"
     )
     parser.add_argument(
+        "--trees",
+        default=str(REPO),
+        help="comma-separated checkouts whose servers to run in turn, each N and model "
+        "(a before/after comparison with the same clients; each with its extension built)",
+    )
+    parser.add_argument(
         "--py-spy",
         type=Path,
         metavar="DIR",
@@ -262,27 +279,40 @@ def main() -> None:
             "gemini": gemini.proc.pid if gemini else None,
             "openai": openai.proc.pid if openai else None,
         }
+        trees = [Path(t).resolve() for t in args.trees.split(",") if t.strip()]
+        width = max(len(t.name) for t in trees)
         header = (
-            f"{'N':>4} {'model':>7} {'cpu%':>6} {'client%':>7} {'endpt%':>6} "
+            f"{'tree':>{width}} {'N':>4} {'model':>7} {'cpu%':>6} {'client%':>7} {'endpt%':>6} "
             f"{'in p50/p99 µs':>15} {'out p50/p99 µs':>16} {'first audio p50/p99 ms':>23} "
-            f"{'late/frames':>14} {'lost':>6} {'dropped in':>10} {'concealed':>9}"
+            f"{'late/frames':>14} {'lost':>6} {'dropped in':>10} {'concealed':>9} {'failed':>6}"
         )
         print(header)
         for n in (int(v) for v in args.sessions.split(",")):
-            for model in models:
+            for model, tree in ((m, t) for m in models for t in trees):
                 pid = endpoints.get(model)
-                profile = args.py_spy / f"{model}-{n}.txt" if args.py_spy else None
+                name = f"{tree.name}-{model}-{n}" if len(trees) > 1 else f"{model}-{n}"
+                profile = args.py_spy / f"{name}.txt" if args.py_spy else None
                 r = run(
-                    n, args.turns, speech, args.stagger, args.workers, envs[model], pid, profile
+                    n,
+                    args.turns,
+                    speech,
+                    args.stagger,
+                    args.workers,
+                    envs[model],
+                    pid,
+                    profile,
+                    tree,
                 )
                 print(
-                    f"{n:>4} {model:>7} {r['server_cpu_pct']:>6.1f} {r['client_cpu_pct']:>7.1f} "
+                    f"{tree.name:>{width}} {n:>4} {model:>7} {r['server_cpu_pct']:>6.1f} "
+                    f"{r['client_cpu_pct']:>7.1f} "
                     f"{r['endpoint_cpu_pct']:>6.1f} "
                     f"{r['in_p50_us']:>7.0f}/{r['in_p99_us']:<7.0f} "
                     f"{r['out_p50_us']:>8.0f}/{r['out_p99_us']:<7.0f} "
                     f"{r['first_audio_p50_ms']:>11.1f}/{r['first_audio_p99_ms']:<11.1f} "
                     f"{r['late_frames']:>6}/{r['frames']:<7} {r['lost_samples']:>6} "
-                    f"{r['dropped_input_chunks']:>10} {r['concealed_frames']:>9}",
+                    f"{r['dropped_input_chunks']:>10} {r['concealed_frames']:>9} "
+                    f"{r['failed_sessions']:>6}",
                     flush=True,
                 )
                 assert r["lost_samples"] >= 0, "more echo than was spoken"

@@ -181,7 +181,11 @@ def local_openai(*args: str) -> Iterator[LocalOpenAI]:
 
 
 @contextlib.contextmanager
-def our_server(stats_path: Path, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
+def our_server(
+    stats_path: Path, tree: Path = REPO, **env: str
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``python -m server`` of the checkout ``tree`` (another one: a
+    before/after comparison with the same clients), on a free port."""
     port = free_port()
     data = tempfile.mkdtemp()
     environ = {
@@ -197,7 +201,7 @@ def our_server(stats_path: Path, **env: str) -> Iterator[tuple[str, subprocess.P
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "server", "--port", str(port), "--log-level", "warning"],
-        cwd=REPO,
+        cwd=tree,
         env=environ,
     )
     try:

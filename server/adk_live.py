@@ -283,6 +283,7 @@ class AdkDialect:
         self._base_run_config = base_run_config
         self._speaker = Speaker()
         self._input = protocol.InputFormat(_ADK_MODEL_RATE, "s16", 1)  # binary frames' format
+        self._input_mime: str | None = None  # the audio blobs' mime type that set it
 
     async def open(self, ws: WebSocket, timeout_s: float, limits: fields.Limits) -> Opening:
         start = protocol.Start(
@@ -339,6 +340,8 @@ class AdkDialect:
         return out
 
     def _blob(self, mime: str, data: bytes, limits: fields.Limits) -> protocol.ClientMessage:
+        if mime == self._input_mime:  # fifty a second: the rate read once
+            return protocol.decode_binary(data, self._input, limits)
         if mime.startswith("audio/pcm"):
             try:
                 rate = audio_rate(mime, _ADK_MODEL_RATE)
@@ -351,6 +354,7 @@ class AdkDialect:
                     f"blob: audio rate {rate} Hz; expected one of {list(fields.SUPPORTED_RATES)}"
                 )
             self._input = protocol.InputFormat(rate, "s16", 1)
+            self._input_mime = mime
             return protocol.decode_binary(data, self._input, limits)
         if mime in fields.IMAGE_TYPES:
             return fields.image_bytes(mime, data, limits, "blob")

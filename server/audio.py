@@ -37,8 +37,9 @@ class InputAudio:
 
     def process(self, data: bytes) -> list[bytes]:
         """Converted audio, as whole chunks; the remainder waits for more."""
-        self._pending += self._convert(data)
-        return self._take_chunks()
+        pending = self._pending
+        pending += self._convert(data)
+        return self._take_chunks() if len(pending) >= self._chunk_bytes else []
 
     def flush(self) -> list[bytes]:
         """End of a turn: the resampler's tail and any short remainder."""

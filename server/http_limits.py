@@ -104,6 +104,8 @@ class _ReadGate:
     def __init__(self, transport: asyncio.Transport, backlog: bytearray) -> None:
         self._transport = transport
         self._backlog = backlog  # the protocol's (not the protocol: no cycle)
+        # Every frame sent writes: the transport's own method, not __getattr__.
+        self.write = transport.write
 
     def resume_reading(self) -> None:
         if not self._backlog:

@@ -48,7 +48,9 @@ class MicPath:
     def audio(self, audio: Audio) -> None:
         """Convert and offer the client's audio (whole chunks; the rest waits)."""
         converter = self._converter
-        if converter is None or converter.format != audio.format:
+        if converter is None or (
+            converter.format is not audio.format and converter.format != audio.format
+        ):
             # The first audio, or a client that changed its rate (ADK's
             # blobs say theirs each time): finish the old stream first.
             tail = converter.flush() if converter is not None else []
@@ -66,7 +68,9 @@ class MicPath:
 
     def _offer(self, chunks: list[bytes]) -> None:
         self.sent = bool(chunks)
-        if chunks and voiced(chunks[-1]):
+        if not chunks:
+            return  # most client frames: less than a chunk so far
+        if voiced(chunks[-1]):
             self.voice_until = self._clock() + LINE_HANGOVER_S
         mime, queue = self._mime, self._queue
         for chunk in chunks:

@@ -34,6 +34,10 @@ DECODER = json.JSONDecoder(parse_constant=_refuse)
 
 def loads(text: str | bytes | bytearray) -> Any:
     """``json.loads`` that raises ``NonFiniteNumber`` for the non-JSON constants."""
+    if isinstance(text, str) and not text.startswith("\ufeff"):
+        # The common case, without the decoder json.loads builds per call
+        # (a byte order mark: json.loads's own refusal, below).
+        return DECODER.decode(text)
     return json.loads(text, parse_constant=_refuse)
 
 

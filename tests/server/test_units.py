@@ -532,6 +532,25 @@ def test_json_tree_limits_depth_and_lone_surrogates_at_any_place() -> None:
             protocol.check_json_tree(bad)
 
 
+def test_load_json_refuses_what_the_tree_check_refuses_however_it_is_written() -> None:
+    """``load_json`` walks the tree only when the text could hold something to
+    refuse (more containers than the depth bound, an escape, non-ASCII): the
+    refusals reach the client whichever way a frame is written."""
+    limit = protocol.MAX_JSON_DEPTH
+    assert protocol.load_json('{"a":' * (limit - 1) + r'"x\\u"' + "}" * (limit - 1), LIMITS)
+    assert protocol.load_json(r'{"text": "caf\u00e9", "é": "ü"}', LIMITS)["text"] == "café"
+    deep = '{"a":' * limit + "[1]" + "}" * limit  # one container more than the bound
+    with pytest.raises(protocol.UnparsableJson, match=f"nested at most {limit} deep"):
+        protocol.load_json(deep, LIMITS)
+    for bad in (r'{"text": "bad \ud800 here"}', r'{"t": ["\uDFFF"]}', r'{"é": {"\ud812": 1}}'):
+        with pytest.raises(fields.InputError, match="lone surrogates"):
+            protocol.load_json(bad, LIMITS)
+    with pytest.raises(protocol.UnparsableJson):
+        protocol.load_json("\ufeff{}", LIMITS)  # a byte order mark: json.loads refuses it
+    with pytest.raises(fields.InputError, match="finite"):
+        protocol.load_json('{"x": NaN}', LIMITS)
+
+
 def test_run_live_audio_fast_path_reads_what_adks_model_reads() -> None:
     """``audio_blob`` skips pydantic for the common audio request; whatever it
     reads, LiveRequest reads the same; what it declines goes the full path."""
