@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import json
 import signal
@@ -146,6 +147,9 @@ def run(
     return {
         "sessions": n,
         "failed_sessions": n - len(finished),
+        "failures": collections.Counter(
+            f"{type(s).__name__}: {s}"[:160] for s in sessions if isinstance(s, BaseException)
+        ),
         "turns": len(turns_all),
         "server_cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
         "client_cpu_pct": 100 * (me1 - me0) / (t1 - t0),
@@ -315,6 +319,8 @@ def main() -> None:
                     f"{r['failed_sessions']:>6}",
                     flush=True,
                 )
+                for why, count in r["failures"].most_common(3):
+                    print(f"      failed sessions: {count} × {why}")
                 assert r["lost_samples"] >= 0, "more echo than was spoken"
         for model in models:
             b = barge_in(speech, args.barge_ins, workers=args.workers, model_env=envs[model])
