@@ -30,10 +30,12 @@ in this one (both on this machine's cores):
 * first-audio latency: ``activity_end`` sent → first echoed audio frame
   received by the client (push-to-talk turns of real espeak-ng speech,
   48 kHz float32 in, binary 24 kHz PCM16 out);
-* capacity: N concurrent real-time sessions; per N the server's CPU use,
-  latency p99, late frames (a listener with a 100 ms prebuffer would have
-  run dry) and lost samples (echo samples expected − received; the echo is
-  exact, so anything else is a loss).
+* capacity: N concurrent real-time sessions; per N the server's CPU use
+  (% of one core over the run; ms per session), latency p99, late frames
+  (a listener with a 100 ms prebuffer would have run dry), lost samples
+  (echo samples expected − received; the echo is exact, so anything else
+  is a loss) and failed sessions (a turn not finished in 30 s, a socket
+  closed), with their reasons.
 
 Session starts are spread evenly over ``--stagger`` seconds (default 1 s):
 with every session speaking the same 2.5 s turns, their turn ends — when the
@@ -52,11 +54,8 @@ import asyncio
 import collections
 import contextlib
 import json
-import signal
-import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import websockets
@@ -71,6 +70,7 @@ from bench_server_client import (
     our_session,
     paced_frames,
     percentile,
+    py_spy,
     run_clients,
     speech_48k,
     split,
@@ -88,27 +88,6 @@ async def _run_sessions(url: str, speech, n: int, turns: int, stagger_s: float):
             return exc
 
     return await asyncio.gather(*(one(k) for k in range(n)))
-
-
-@contextlib.contextmanager
-def py_spy(pid: int, output: Path | None) -> Iterator[None]:
-    """Sample the server with py-spy (``pip install py-spy``) into ``output``
-    (collapsed stacks, idle excluded) while the block runs; nothing if None."""
-    if output is None:
-        yield
-        return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    spy = subprocess.Popen(
-        ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "250",
-         "--nonblocking", "--output", str(output)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        yield
-    finally:
-        spy.send_signal(signal.SIGINT)
-        spy.wait(30)
 
 
 def _server_stats(stats_path: Path) -> dict:
@@ -152,6 +131,8 @@ def run(
         ),
         "turns": len(turns_all),
         "server_cpu_pct": 100 * (cpu1 - cpu0) / (t1 - t0),
+        # Per session, whatever the run's length (failed sessions stretch it).
+        "server_cpu_ms_per_session": 1e3 * (cpu1 - cpu0) / n,
         "client_cpu_pct": 100 * (me1 - me0) / (t1 - t0),
         "endpoint_cpu_pct": 100 * (far1 - far0) / (t1 - t0),
         "in_p50_us": 1e6 * percentile(server["latency_in"], 50),
@@ -286,7 +267,8 @@ def main() -> None:
         trees = [Path(t).resolve() for t in args.trees.split(",") if t.strip()]
         width = max(len(t.name) for t in trees)
         header = (
-            f"{'tree':>{width}} {'N':>4} {'model':>7} {'cpu%':>6} {'client%':>7} {'endpt%':>6} "
+            f"{'tree':>{width}} {'N':>4} {'model':>7} {'cpu%':>6} {'ms/ses':>6} "
+            f"{'client%':>7} {'endpt%':>6} "
             f"{'in p50/p99 µs':>15} {'out p50/p99 µs':>16} {'first audio p50/p99 ms':>23} "
             f"{'late/frames':>14} {'lost':>6} {'dropped in':>10} {'concealed':>9} {'failed':>6}"
         )
@@ -309,6 +291,7 @@ def main() -> None:
                 )
                 print(
                     f"{tree.name:>{width}} {n:>4} {model:>7} {r['server_cpu_pct']:>6.1f} "
+                    f"{r['server_cpu_ms_per_session']:>6.0f} "
                     f"{r['client_cpu_pct']:>7.1f} "
                     f"{r['endpoint_cpu_pct']:>6.1f} "
                     f"{r['in_p50_us']:>7.0f}/{r['in_p99_us']:<7.0f} "

@@ -83,6 +83,7 @@ from bench_server_client import (
     our_session,
     percentile,
     push_to_talk_turns,
+    py_spy,
     run_clients,
     speech_48k,
     wait_http,
@@ -378,6 +379,13 @@ def main() -> None:
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help="a subset, in order")
     parser.add_argument("--json", type=Path, help="write every block's figures here")
     parser.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="DIR",
+        help="profile the server of each contender's first repetition with py-spy into "
+        "DIR/<contender>-<N>.txt (profile_summary.py reads them)",
+    )
+    parser.add_argument(
         "--no-warm-up",
         dest="warm_up",
         action="store_false",
@@ -417,7 +425,12 @@ def main() -> None:
                 for rep in range(args.repeat):
                     order = contenders if rep % 2 == 0 else contenders[::-1]
                     for contender in order:
-                        r = run_block(contender, n, args.turns, target, inputs) | {"rep": rep}
+                        pid = target["pid adk" if contender == "run_live adk" else "pid ours"]
+                        name = f"{contender.replace(' ', '-')}-{n}.txt"
+                        profile = args.py_spy / name if args.py_spy and rep == 0 else None
+                        with py_spy(pid, profile):
+                            r = run_block(contender, n, args.turns, target, inputs)
+                        r |= {"rep": rep}
                         results.append(r)
                         print(row(r), flush=True)
                         for failure in sorted(set(r["failures"])):

@@ -181,6 +181,27 @@ def local_openai(*args: str) -> Iterator[LocalOpenAI]:
 
 
 @contextlib.contextmanager
+def py_spy(pid: int, output: Path | None) -> Iterator[None]:
+    """Sample the server with py-spy (``pip install py-spy``) into ``output``
+    (collapsed stacks, idle excluded) while the block runs; nothing if None."""
+    if output is None:
+        yield
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    spy = subprocess.Popen(
+        ["py-spy", "record", "--pid", str(pid), "--format", "raw", "--rate", "250",
+         "--nonblocking", "--output", str(output)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(30)
+
+
+@contextlib.contextmanager
 def our_server(
     stats_path: Path, tree: Path = REPO, **env: str
 ) -> Iterator[tuple[str, subprocess.Popen]]:
