@@ -56,7 +56,7 @@ import json
 import re
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -303,8 +303,12 @@ class OfflineLiveConnection(BaseLlmConnection):
         if pcm is None:
             return
         self._history_len += 1
-        for response in _answer_speech(pcm, self._model.chunk_ms):
+        for k, response in enumerate(_answer_speech(pcm, self._model.chunk_ms)):
             await self._emit(response)
+            if k % 8 == 7:
+                # Built as they go, the loop let go between them: a whole
+                # answer at once held every other conversation ~1 ms.
+                await asyncio.sleep(0)
         echo_seconds = len(pcm) / 2 / INPUT_RATE
         self._speaking_until = time.monotonic() + echo_seconds
 
@@ -360,24 +364,23 @@ def _audio_response(pcm: bytes) -> LlmResponse:
     )
 
 
-def _answer_speech(pcm: bytes, chunk_ms: int) -> list[LlmResponse]:
+def _answer_speech(pcm: bytes, chunk_ms: int) -> Iterator[LlmResponse]:
     n = len(pcm) // 2
     echo = bytes(audiocore.resample(pcm, INPUT_RATE, OUTPUT_RATE, input="s16", output="s16"))
-    responses = [
-        LlmResponse(
-            input_transcription=types.Transcription(text=describe_utterance(pcm), finished=True),
-            partial=False,
+    yield LlmResponse(
+        input_transcription=types.Transcription(text=describe_utterance(pcm), finished=True),
+        partial=False,
+    )
+    yield LlmResponse(
+        output_transcription=types.Transcription(
+            text=f"I heard {n / INPUT_RATE:.2f} seconds of audio. Here it is back.",
+            finished=True,
         ),
-        LlmResponse(
-            output_transcription=types.Transcription(
-                text=f"I heard {n / INPUT_RATE:.2f} seconds of audio. Here it is back.",
-                finished=True,
-            ),
-            partial=False,
-        ),
-    ]
+        partial=False,
+    )
     step = chunk_ms * OUTPUT_RATE // 1000 * 2
-    responses += [_audio_response(echo[i : i + step]) for i in range(0, len(echo), step)]
+    for i in range(0, len(echo), step):
+        yield _audio_response(echo[i : i + step])
     heard, said = (
         round(len(b) / 2 / rate * AUDIO_TOKENS_PER_S)
         for b, rate in (
@@ -385,8 +388,7 @@ def _answer_speech(pcm: bytes, chunk_ms: int) -> list[LlmResponse]:
             (echo, OUTPUT_RATE),
         )
     )
-    responses.append(_reported(LlmResponse(turn_complete=True), heard, said))
-    return responses
+    yield _reported(LlmResponse(turn_complete=True), heard, said)
 
 
 def _tokens(text: str) -> int:
