@@ -32,8 +32,9 @@ in this one (both on this machine's cores):
   48 kHz float32 in, binary 24 kHz PCM16 out);
 * capacity: N concurrent real-time sessions; per N the server's CPU use,
   latency p99, late frames (a listener with a 100 ms prebuffer would have
-  run dry) and lost samples (echo samples expected − received; the echo is
-  exact, so anything else is a loss).
+  run dry) and lost samples (the echo's samples − the received samples that
+  are echo: received − what the server sent that is not; the echo is exact,
+  so anything else is a loss).
 
 Session starts are spread evenly over ``--stagger`` seconds (default 1 s):
 with every session speaking the same 2.5 s turns, their turn ends — when the
@@ -62,7 +63,6 @@ from pathlib import Path
 import websockets
 from bench_server_client import (
     IN_RATE,
-    OUT_FRAME,
     REPO,
     cpu_seconds,
     local_gemini,
@@ -164,10 +164,12 @@ def run(
         "frames": sum(t.frames for t in turns_all),
         "server_late_frames": server["late_frames"],
         "concealed_frames": server["concealed_frames"],
-        # The pacer conceals a stall with silence and plays the late audio
-        # after it: what it added is not echo.
-        "lost_samples": sum(t.expected - t.samples for t in turns_all)
-        + server["concealed_frames"] * OUT_FRAME,
+        # The echo's samples (24 kHz: half the 48 kHz speech's) less those
+        # received that are echo: the server counts what it sent that is not
+        # (a stall's concealment and fade-out, a turn's padding to a frame).
+        "lost_samples": len(speech) // 2 * len(turns_all)
+        - sum(t.samples for t in turns_all)
+        + server["made_up_samples"],
         "dropped_input_chunks": server["dropped_input_chunks"],
     }
 

@@ -57,6 +57,9 @@ class AudioFrame:
 class PacerStats:
     frames: int = 0
     concealed_frames: int = 0
+    # Samples sent that are no sample of the model's audio: concealment, a
+    # turn's padding to a whole frame, a stalled turn's fade-out.
+    made_up_samples: int = 0
     # Released after the client's playback had already run dry although the
     # frame was waiting in time: the sender (event loop) fell behind.
     late_frames: int = 0
@@ -240,7 +243,10 @@ class OutputPacer:
             return self._messages.popleft()[1]
         real = self._jb.frames_ready > 0  # a frame of audio, or a turn's padded tail
         self._fade_owed = False
-        return self._release(self._jb.pop(), self._clock(), real)
+        start = self._jb.read_position
+        pcm = self._jb.pop()
+        self.stats.made_up_samples += self._jb.frame_samples - (self._jb.read_position - start)
+        return self._release(pcm, self._clock(), real)
 
     def _message_due(self) -> bool:
         # An owed fade-out is the ended turn's last frame: it goes before

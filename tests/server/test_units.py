@@ -370,6 +370,7 @@ def test_pacer_pads_the_tail_of_a_turn_to_a_frame() -> None:
             "finish",
         ]
         assert got[0].pcm + got[1].pcm == b"\1\0" * 500 + b"\0\0" * 460
+        assert pacer.stats.made_up_samples == 460
 
     asyncio.run(scenario())
 
@@ -441,6 +442,7 @@ def test_pacer_plays_the_next_turn_after_one_that_ended_in_a_stall() -> None:
         ]
         assert got[2].pcm + got[3].pcm == b"\2\0" * 960
         assert pacer.stats.concealed_frames == 2
+        assert pacer.stats.made_up_samples == 2 * 480  # not a sample of the model's
 
     asyncio.run(scenario())
 
