@@ -33,8 +33,9 @@ in this one (both on this machine's cores):
 * capacity: N concurrent real-time sessions; per N the server's CPU use
   (% of one core over the run; ms per session), latency p99, late frames
   (a listener with a 100 ms prebuffer would have run dry), lost samples
-  (echo samples expected − received; the echo is exact, so anything else
-  is a loss) and failed sessions (a turn not finished in 30 s, a socket
+  (the echo's samples − the received samples that are echo: received −
+  what the server sent that is not; the echo is exact, so anything else is
+  a loss) and failed sessions (a turn not finished in 30 s, a socket
   closed), with their reasons.
 
 Session starts are spread evenly over ``--stagger`` seconds (default 1 s):
@@ -123,6 +124,13 @@ def run(
     finished = [s for s in sessions if not isinstance(s, BaseException)]
     turns_all = [t for s in finished for t in s]
     first = [t.first_audio_s for t in turns_all]
+    echo = len(speech) // 2  # 24 kHz: half the 48 kHz speech
+    made_up = server.get("made_up_samples")
+    if made_up is None:
+        # A server from before it counted them (--trees): its padding of each
+        # turn to whole frames, and whole concealed frames.
+        padded = -(-echo // OUT_FRAME) * OUT_FRAME
+        made_up = (padded - echo) * len(turns_all) + server["concealed_frames"] * OUT_FRAME
     return {
         "sessions": n,
         "failed_sessions": n - len(finished),
@@ -145,10 +153,10 @@ def run(
         "frames": sum(t.frames for t in turns_all),
         "server_late_frames": server["late_frames"],
         "concealed_frames": server["concealed_frames"],
-        # The pacer conceals a stall with silence and plays the late audio
-        # after it: what it added is not echo.
-        "lost_samples": sum(t.expected - t.samples for t in turns_all)
-        + server["concealed_frames"] * OUT_FRAME,
+        # The echo's samples less those received that are echo: the server
+        # counts what it sent that is not (a stall's concealment and
+        # fade-out, a turn's padding to a frame).
+        "lost_samples": echo * len(turns_all) - sum(t.samples for t in turns_all) + made_up,
         "dropped_input_chunks": server["dropped_input_chunks"],
     }
 

@@ -247,6 +247,7 @@ class LiveConnection:
             metrics.frames_sent = stats.frames
             metrics.late_frames = stats.late_frames
             metrics.concealed_frames = stats.concealed_frames
+            metrics.made_up_samples = stats.made_up_samples
 
     # ------------------------------------------------------------ receiver
     async def _receiver(self, first: Message | None) -> None:

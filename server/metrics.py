@@ -20,6 +20,7 @@ class ConnectionMetrics:
     frames_sent: int = 0
     late_frames: int = 0
     concealed_frames: int = 0
+    made_up_samples: int = 0  # sent, and no sample of the model's audio
     dropped_input_chunks: int = 0
     # Per barge-in: flush → last stale audio frame sent (0 when none was on its way).
     bargein_last_frame_s: list[float] = dataclasses.field(default_factory=list)
@@ -48,6 +49,7 @@ class MetricsTotals(ConnectionMetrics):
         self.frames_sent += metrics.frames_sent
         self.late_frames += metrics.late_frames
         self.concealed_frames += metrics.concealed_frames
+        self.made_up_samples += metrics.made_up_samples
         self.dropped_input_chunks += metrics.dropped_input_chunks
         self.bargein_last_frame_s += metrics.bargein_last_frame_s
         self.latency_in += metrics.latency_in

@@ -10,8 +10,10 @@ ride out network jitter, small enough that a barge-in flush is heard at once.
 
 The jitter buffer frames the audio, pads a turn's tail to a whole frame,
 conceals when the model stalls mid-turn (only once the client is about to run
-dry: the lead is the jitter allowance), and on ``flush`` drops what is
-buffered and rejects late chunks of the interrupted turn. It is also the one
+dry: the lead is the jitter allowance; a turn that ends in such a stall owes
+the concealment's fade-out, a frame sent before its finish), and on
+``flush`` drops what is buffered and rejects late chunks of the interrupted
+turn. It is also the one
 account of what is queued: non-audio chunks carry its ``write_position`` when
 they were queued and leave once its ``read_position`` has reached it, and the
 pacer keeps no count of its own.
@@ -55,6 +57,9 @@ class AudioFrame:
 class PacerStats:
     frames: int = 0
     concealed_frames: int = 0
+    # Samples sent that are no sample of the model's audio: concealment, a
+    # turn's padding to a whole frame, a stalled turn's fade-out.
+    made_up_samples: int = 0
     # Released after the client's playback had already run dry although the
     # frame was waiting in time: the sender (event loop) fell behind.
     late_frames: int = 0
@@ -96,6 +101,11 @@ class OutputPacer:
         self._room = asyncio.Event()
         self._room.set()
         self._play_end = 0.0
+        # A turn ended in a stall after its last sample had left: the jitter
+        # buffer still owes the fade-out of its concealment, one frame that
+        # is never "ready", and holds the next turn's audio behind it until
+        # it is popped.
+        self._fade_owed = False
         # When the last audio frame returned by get_nowait() was due: the
         # later of its arrival and the pacing deadline. Its send time minus
         # this is the delay the server added beyond the intended pacing.
@@ -164,6 +174,7 @@ class OutputPacer:
     def end_turn(self) -> None:
         """The model's turn is over: its tail plays, padded to a whole frame."""
         self._jb.end_turn()
+        self._fade_owed = self._jb.playing and not self._jb.frames_ready
         self._wake()
 
     def flush(self, notice: chunks.Chunk | None = None) -> int:
@@ -178,6 +189,7 @@ class OutputPacer:
         # queued chunk's position is now behind the read position.
         self._jb.flush(fade_ms=0)
         self._arrivals.clear()
+        self._fade_owed = False
         if notice is not None:
             self._messages.appendleft((0, notice))
         self._play_end = self._clock()
@@ -230,17 +242,27 @@ class OutputPacer:
             self._room.set()
             return self._messages.popleft()[1]
         real = self._jb.frames_ready > 0  # a frame of audio, or a turn's padded tail
-        return self._release(self._jb.pop(), self._clock(), real)
+        self._fade_owed = False
+        start = self._jb.read_position
+        pcm = self._jb.pop()
+        self.stats.made_up_samples += self._jb.frame_samples - (self._jb.read_position - start)
+        return self._release(pcm, self._clock(), real)
 
     def _message_due(self) -> bool:
-        return bool(self._messages) and self._messages[0][0] <= self._jb.read_position
+        # An owed fade-out is the ended turn's last frame: it goes before
+        # the turn's finish, which a client takes as the end of its audio.
+        return (
+            bool(self._messages)
+            and self._messages[0][0] <= self._jb.read_position
+            and not self._fade_owed
+        )
 
     def _next(self) -> tuple[bool, float | None]:
         """(due now, else how long to sleep: None until woken)."""
         if self._message_due():
             return True, 0.0
         now = self._clock()
-        if self._jb.frames_ready:
+        if self._jb.frames_ready or self._fade_owed:
             wait = self._play_end - self._lead - now
         else:
             # A stall mid-turn: conceal only while the client is still

@@ -41,7 +41,7 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 from postgres_helpers import allow_connections, postgres_url, refuse_connections  # noqa: F401
-from server_helpers import Collector, assert_clean, open_ws, say, server_process
+from server_helpers import Collector, assert_clean, check_padded, open_ws, say, server_process
 
 from server import Settings, create_app
 from server.live_request import manual_turns
@@ -61,7 +61,10 @@ _T = TypeVar("_T")
 FAIL_CUE = "fail mid-answer"
 STALL_CUE = "stall mid-answer"
 LONG_CUE = "answer at length"
+LATE_END_CUE = "end late"
 _FAIL = LlmResponse(error_code="TEST_FAIL")  # a marker in the response queue
+# Lets the model end its LATE_END_CUE answer (set from the test's thread).
+_LATE_END = threading.Event()
 
 
 def _half_an_answer(text: str) -> list[LlmResponse]:
@@ -79,6 +82,12 @@ class FaultyLiveConnection(OfflineLiveConnection):
             await self._emit_all([*_half_an_answer(text), _FAIL])
         elif STALL_CUE in text:
             await self._emit_all(_half_an_answer(text))  # and then nothing, ever
+        elif LATE_END_CUE in text:
+            # The whole answer, but its turn_complete only when the test says:
+            # as a loaded server's runner hands it over late.
+            await self._emit_all(_half_an_answer(text))
+            await asyncio.to_thread(_LATE_END.wait, 30)
+            await self._emit(LlmResponse(turn_complete=True))
         elif LONG_CUE in text:
             # 20 s of audio in 100 ms responses, as a live model streams it.
             said = types.Content(role="model", parts=[types.Part(text=f"You said: {text}")])
@@ -329,6 +338,37 @@ def test_a_model_waiting_for_a_tool_is_not_stalled() -> None:
     assert not answering(Event(author="voice_agent", turn_complete=True))
     assert not answering(Event(author="voice_agent", interrupted=True, content=said))
     assert not answering(Event(author="user", content=said))
+
+
+def test_a_turn_that_ends_after_its_audio_ran_dry_does_not_hold_the_next(
+    settings: Settings, faulty_model: None
+) -> None:
+    """The model's turn_complete comes after the client played the turn's
+    audio and the pacer concealed the stall: the concealment's fade-out is
+    owed, and the next turn's audio and finish come after it (they waited
+    for good: the jitter buffer holds them behind a frame never ready)."""
+    frame = 960  # 40 ms at 24 kHz
+    _LATE_END.clear()
+
+    async def scenario(base: str) -> None:
+        client, _ = await open_ws(base, output={"sampleRate": 24_000, "binary": True})
+        await client.ws.send(json.dumps({"type": "text", "text": LATE_END_CUE}))
+        # The cue's 100 ms: two whole frames, then its last 20 ms leave in a
+        # frame filled by concealment once the client is about to run dry.
+        await until(lambda: len(client.binary) == 3, "the stall concealed")
+        stalled = np.frombuffer(client.binary[2][1], "<i2")
+        assert stalled[len(audio_cue(0.1)) // 2 - 2 * frame :].any()  # not the padded tail
+        _LATE_END.set()
+        await client.wait_for("finish")
+        assert (await say(client, "and now?", 2)).startswith("You said: and now?")
+        audio = [pcm for _, pcm in client.binary]
+        assert len(audio) == 3 + 1 + 4  # the stalled turn, its fade-out, the next turn
+        cue = audio_cue()
+        assert check_padded(b"".join(audio[4:]), len(cue) // 2, frame).tobytes() == cue
+        await client.close()
+
+    with serving(replace(settings, allowed_hosts=())) as served:
+        asyncio.run(scenario(served.base))
 
 
 # ---------------------------------------------------------------- 3. a client that never reads

@@ -370,6 +370,7 @@ def test_pacer_pads_the_tail_of_a_turn_to_a_frame() -> None:
             "finish",
         ]
         assert got[0].pcm + got[1].pcm == b"\1\0" * 500 + b"\0\0" * 460
+        assert pacer.stats.made_up_samples == 460
 
     asyncio.run(scenario())
 
@@ -409,6 +410,39 @@ def test_pacer_conceals_a_stall_only_when_the_client_runs_dry() -> None:
         await pacer.put_audio(b"\1\0" * 480, turn=0)  # the model resumes
         (frame,) = await _drain_due(pacer)
         assert not frame.concealed
+
+    asyncio.run(scenario())
+
+
+def test_pacer_plays_the_next_turn_after_one_that_ended_in_a_stall() -> None:
+    # The model's turn_complete comes after the client ran dry (a loaded
+    # server): the jitter buffer still fades the concealment out, a frame
+    # that is never ready; held back, it held the next turn for good.
+    async def scenario() -> None:
+        clock = FakeClock()
+        pacer = _pacer(clock)
+        await pacer.put_audio(b"\1\0" * 960, turn=0)  # two frames, turn still open
+        assert len(await _drain_due(pacer)) == 2
+        clock.now += 0.039
+        (filler,) = await _drain_due(pacer)
+        assert filler.concealed
+        pacer.end_turn()
+        await pacer.put_message({"type": "finish"})
+        await pacer.put_audio(b"\2\0" * 960, turn=1)
+        pacer.end_turn()
+        await pacer.put_message({"type": "finish"})
+        clock.now += 1.0
+        got = await _drain_due(pacer)
+        assert [g["type"] if isinstance(g, dict) else g.concealed for g in got] == [
+            True,  # the fade-out of the stalled turn, its last frame
+            "finish",
+            False,
+            False,
+            "finish",
+        ]
+        assert got[2].pcm + got[3].pcm == b"\2\0" * 960
+        assert pacer.stats.concealed_frames == 2
+        assert pacer.stats.made_up_samples == 2 * 480  # not a sample of the model's
 
     asyncio.run(scenario())
 
