@@ -13,10 +13,9 @@ conceals when the model stalls mid-turn (only once the client is about to run
 dry: the lead is the jitter allowance; a turn that ends in such a stall owes
 the concealment's fade-out, a frame sent before its finish), and on
 ``flush`` drops what is buffered and rejects late chunks of the interrupted
-turn. It is also the one
-account of what is queued: non-audio chunks carry its ``write_position`` when
-they were queued and leave once its ``read_position`` has reached it, and the
-pacer keeps no count of its own.
+turn. It is also the one account of what is queued: non-audio chunks carry
+its ``write_position`` when they were queued and leave once its
+``read_position`` has reached it, and the pacer keeps no count of its own.
 """
 
 from __future__ import annotations
