@@ -8,6 +8,7 @@ production model path side by side, in the same run.
     python benchmarks/bench_server.py --models offline  # the offline model only
     python benchmarks/bench_server.py --sessions 1,10,25,50 --models offline,gemini,openai
     python benchmarks/bench_server.py --trees ../before,.  # two checkouts' servers in turn
+    python benchmarks/bench_server.py --sessions 100 --idle 10  # the input path alone
 
 Models: "offline" is the embedded offline model; "gemini" is the production
 path — ADK's Gemini model and google-genai's live client over TLS, JSON and
@@ -59,10 +60,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import websockets
 from bench_server_client import (
+    FRAME_S,
     IN_RATE,
     OUT_FRAME,
+    PUSH_TO_TALK_START,
     REPO,
     cpu_seconds,
     local_gemini,
@@ -161,6 +165,46 @@ def run(
     }
 
 
+async def _idle_window(url: str, n: int, seconds: float, pid: int) -> float:
+    """N push-to-talk sessions that stream silence in 20 ms frames and never
+    take a turn — the input path alone: socket, parser, budgets, resampler,
+    the model's request queue. The server's CPU over ``seconds`` once every
+    session streams, in µs per client frame."""
+    quiet = np.zeros(int(IN_RATE * FRAME_S), np.float32).tobytes()
+    start = time.monotonic()
+    deadline = start + 1.5 + seconds + 0.5  # 1 s of starts, the window, a margin
+
+    async def one(k: int) -> None:
+        await asyncio.sleep(k / n)
+        async with websockets.connect(url, max_size=None, compression=None) as ws:
+            await ws.send(PUSH_TO_TALK_START)
+
+            async def drain() -> None:
+                async for _ in ws:
+                    pass
+
+            reader = asyncio.create_task(drain())
+            try:
+                count = int((deadline - time.monotonic()) / FRAME_S)
+                await paced_frames([quiet] * count, ws.send)
+            finally:
+                reader.cancel()
+
+    sessions = asyncio.gather(*(one(k) for k in range(n)))
+    await asyncio.sleep(start + 1.5 - time.monotonic())
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    await asyncio.sleep(seconds)
+    cpu1, t1 = cpu_seconds(pid), time.monotonic()
+    await sessions
+    return 1e6 * (cpu1 - cpu0) / (n * (t1 - t0) / FRAME_S)
+
+
+def idle(n: int, seconds: float, workers: int, tree: Path) -> float:
+    stats_path = Path(tempfile.mkdtemp()) / "stats.json"
+    with our_server(stats_path, tree, AUDIOCORE_WORKERS=str(workers)) as (url, proc):
+        return run_clients(_idle_window(url, n, seconds, proc.pid))
+
+
 async def _barge_ins(url: str, speech, count: int) -> list[tuple[float, float]]:
     """Push-to-talk turns interrupted 0.5 s into the echo: (interrupt sent →
     data-interrupted received, interrupt sent → last audio frame received)."""
@@ -246,6 +290,13 @@ def main() -> None:
         "(a before/after comparison with the same clients; each with its extension built)",
     )
     parser.add_argument(
+        "--idle",
+        type=float,
+        metavar="SECONDS",
+        help="instead of turns: N sessions stream silence and never take a turn; the server's "
+        "CPU per client frame over SECONDS (the input path alone; offline model)",
+    )
+    parser.add_argument(
         "--py-spy",
         type=Path,
         metavar="DIR",
@@ -255,6 +306,13 @@ def main() -> None:
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     if not models or not set(models) <= {"offline", "gemini", "openai"}:
         parser.error(f"--models: expected some of offline, gemini, openai, got {args.models!r}")
+    trees = [Path(t).resolve() for t in args.trees.split(",") if t.strip()]
+    if args.idle:
+        for n in (int(v) for v in args.sessions.split(",")):
+            for tree in trees:
+                us = idle(n, args.idle, args.workers, tree)
+                print(f"{tree.name}: {n} idle sessions, {us:.1f} µs of server CPU per client frame")
+        return
     speech = speech_48k()
     print(
         f"speech: {len(speech) / 48000:.2f} s per turn; turns per session: {args.turns}; "
@@ -272,7 +330,6 @@ def main() -> None:
             "gemini": gemini.proc.pid if gemini else None,
             "openai": openai.proc.pid if openai else None,
         }
-        trees = [Path(t).resolve() for t in args.trees.split(",") if t.strip()]
         width = max(len(t.name) for t in trees)
         header = (
             f"{'tree':>{width}} {'N':>4} {'model':>7} {'cpu%':>6} {'ms/ses':>6} "

@@ -196,3 +196,20 @@ def test_the_benchmark_runs_in_a_smoke_size(name: str, tmp_path: Path) -> None:
     output = (tmp_path / "output").read_text(errors="replace")
     assert process.returncode == 0, output[-6000:]
     assert SMOKE[name].expected in output, output[-6000:]
+
+
+def test_the_server_benchmark_measures_the_input_path_alone(tmp_path: Path) -> None:
+    """``bench_server.py --idle``: sessions that stream and never take a turn."""
+    reason = missing("bench_server.py")
+    if reason is not None:
+        pytest.skip(reason)
+    run = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_server.py"), "--sessions", "2", "--idle", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        start_new_session=True,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "2 idle sessions" in run.stdout and "µs of server CPU per client frame" in run.stdout
