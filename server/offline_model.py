@@ -8,8 +8,9 @@ speech. What it does, deterministically:
   the live request's ``realtime_input_config``. With automatic activity
   detection disabled ("manual", push-to-talk) a turn is exactly the audio
   between ``activity_start`` and ``activity_end``, and other audio is
-  ignored. Otherwise an energy detector ends turns — a 20 ms chunk whose RMS
-  is above ``vad_threshold_dbfs`` is speech, and the turn ends after
+  ignored. Otherwise an energy detector ends turns — a chunk (50 ms, as the
+  server sends them) whose RMS is above ``vad_threshold_dbfs`` is speech,
+  and the turn ends after
   ``hangover_ms`` without speech — and activity brackets still work as
   explicit edges: the bracketed audio is one turn, then detection resumes.
   It then answers with, as separate responses: an input "transcription" that
