@@ -93,19 +93,27 @@ def test_the_index_holds_hashes_and_follows_every_insert_and_delete(
     assert MAX_TURNS_PER_OWNER > 3  # the patch above was the test's own
 
 
-def test_a_file_of_the_earlier_schema_is_reindexed_as_it_opens(tmp_path: Path) -> None:
-    path = tmp_path / "memory.db"
+def earlier_file(folder: Path, rows: list[tuple[str, str, str, str, float]]) -> Path:
+    """A memory file of the schema before (one index of every owner's words)."""
+    path = folder / "memory.db"
     with sqlite3.connect(path) as db:
         db.executescript(EARLIER_SCHEMA)
         db.executemany(
-            "INSERT INTO memories (id, owner, kind, text, created) VALUES (?, ?, ?, ?, ?)",
-            [
-                ("mem_000000000001", ALICE, "fact", "my dog is called Rex", 1.0),
-                ("mem_000000000002", BOB, "fact", "my dog is called Fido", 2.0),
-                ("mem_000000000003", ALICE, "turn", "we talked about the dog", 3.0),
-            ],
+            "INSERT INTO memories (id, owner, kind, text, created) VALUES (?, ?, ?, ?, ?)", rows
         )
     db.close()
+    return path
+
+
+def test_a_file_of_the_earlier_schema_is_reindexed_as_it_opens(tmp_path: Path) -> None:
+    path = earlier_file(
+        tmp_path,
+        [
+            ("mem_000000000001", ALICE, "fact", "my dog is called Rex", 1.0),
+            ("mem_000000000002", BOB, "fact", "my dog is called Fido", 2.0),
+            ("mem_000000000003", ALICE, "turn", "we talked about the dog", 3.0),
+        ],
+    )
 
     async def scenario(store: SqliteMemoryStore) -> None:
         assert [r.id for r in await store.search(ALICE, "dog", kind="fact")] == ["mem_000000000001"]
@@ -132,17 +140,13 @@ def test_a_reindex_cut_short_leaves_the_earlier_schema_to_redo(
 ) -> None:
     """The re-index is one transaction: a failure midway (here the second
     record's) leaves the file as it was, and the next open does it whole."""
-    path = tmp_path / "memory.db"
-    with sqlite3.connect(path) as db:
-        db.executescript(EARLIER_SCHEMA)
-        db.executemany(
-            "INSERT INTO memories (id, owner, kind, text, created) VALUES (?, ?, ?, ?, ?)",
-            [
-                ("mem_000000000001", ALICE, "fact", "my dog is called Rex", 1.0),
-                ("mem_000000000002", ALICE, "fact", "the dog likes the park", 2.0),
-            ],
-        )
-    db.close()
+    path = earlier_file(
+        tmp_path,
+        [
+            ("mem_000000000001", ALICE, "fact", "my dog is called Rex", 1.0),
+            ("mem_000000000002", ALICE, "fact", "the dog likes the park", 2.0),
+        ],
+    )
     indexed = sqlite_memory.index_record
     calls = 0
 
