@@ -416,3 +416,30 @@ def test_voice_check_against_the_rms_and_on_odd_input() -> None:
             rms = float(np.sqrt(np.mean(pcm.astype(np.float64) ** 2)))
             if abs(rms / threshold - 1) > 1e-3:
                 assert voiced(pcm.tobytes()) == (rms >= threshold), (n, scale, rms)
+
+
+def test_run_live_reads_each_blobs_rate_also_when_it_changes() -> None:
+    """/run_live reads the rate once per mime type: a client that switches
+    rates mid-stream, back and forth, is read at each one; a bad rate after a
+    good one is still refused, and does not replace the good one."""
+    from google.adk.agents.run_config import RunConfig
+
+    from server.adk_live import AdkDialect, RunLiveQuery
+
+    dialect = AdkDialect(RunLiveQuery("app", "user", "session"), RunConfig())
+
+    def blob(rate: int, pcm: bytes = b"\1\0\2\0") -> dict:
+        data = base64.b64encode(pcm).decode()
+        text = json.dumps({"blob": {"mime_type": f"audio/pcm;rate={rate}", "data": data}})
+        return {"type": "websocket.receive", "text": text}
+
+    for rate in (16_000, 16_000, 24_000, 16_000, 48_000, 48_000):
+        (audio,) = dialect.decode(blob(rate), DEFAULT, LIMITS)
+        assert isinstance(audio, protocol.Audio)
+        assert (audio.format.sample_rate, audio.data) == (rate, b"\1\0\2\0")
+    with pytest.raises(fields.InputError, match="audio rate 12345"):
+        dialect.decode(blob(12_345), DEFAULT, LIMITS)
+    with pytest.raises(fields.InputError, match="multiple of 2 bytes"):
+        dialect.decode(blob(48_000, b"\1\0\2"), DEFAULT, LIMITS)  # odd length: half a sample
+    (audio,) = dialect.decode(blob(48_000, b""), DEFAULT, LIMITS)  # empty: nothing to play
+    assert audio.format.sample_rate == 48_000 and audio.data == b""
