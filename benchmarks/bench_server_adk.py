@@ -18,7 +18,7 @@ within a repetition, then the median over repetitions):
 Each session is push-to-talk turns of espeak-ng speech (``activity_start``,
 the utterance, ``activity_end``, then silence while the echo comes back);
 the sessions start spread over 1 s. Both servers run the same agent
-(``server.agent.build_agent`` with the offline model and the demo tools) in
+(``server.agent.definition.build_agent`` with the offline model and the demo tools) in
 one process each, with ADK's SQLite session service, and are warmed up by
 one session before the first timed one.
 
@@ -92,10 +92,10 @@ from bench_server_client import (
 # Not "audiocore": ADK imports the app's directory as a module, and that is our package.
 APP = "voice_app"
 AGENT_PY = """
-from server.agent import build_agent
-from server.demo_tools import DEMO_TOOLS
+from server.agent.definition import build_agent
+from server.agent.demo_tools import DEMO_TOOLS
 from server.settings import Settings
-from server.tools import spec_of
+from server.tools.spec import spec_of
 
 root_agent = build_agent(Settings(model="offline"), [spec_of(f) for f in DEMO_TOOLS])
 """

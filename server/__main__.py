@@ -18,7 +18,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from .app import create_app
-from .http_limits import BoundedH11Protocol, BoundedSendWebSockets
+from .gate.http_limits import BoundedH11Protocol, BoundedSendWebSockets
 from .settings import ENV_PREFIX, OFFLINE_MODEL, Settings, parse_value
 
 

@@ -8,12 +8,12 @@
 | ``POST /tokens`` | a signed token for a browser, with the API key (``credentials.py``) |
 | ``WS /ws`` | our live protocol (docs/protocol.md) |
 | ``WS /live`` | the seed project's BIDI dialect of it |
-| ``WS /run_live`` | ADK's live protocol (``server/adk_live.py``) |
-| ``/apps/…``, ``/list-apps`` | ADK's session REST routes (``server/rest.py``) |
-| ``POST /api/chat``, ``POST /stream`` | AI SDK's HTTP chat (``server/http_chat.py``) |
+| ``WS /run_live`` | ADK's live protocol (``server/live/run_live.py``) |
+| ``/apps/…``, ``/list-apps`` | ADK's session REST routes (``server/http/session_rest.py``) |
+| ``POST /api/chat``, ``POST /stream`` | AI SDK's HTTP chat (``server/http/chat.py``) |
 
-Who may talk to the server at all is ``server/guard.py`` (Host, Origin,
-the caps on live sockets) and ``server/credentials.py`` (the API key and
+Who may talk to the server at all is ``server/gate/guard.py`` (Host, Origin,
+the caps on live sockets) and ``server/gate/credentials.py`` (the API key and
 tokens, on every surface); CORS answers allowed origins. The
 page is served with a Content Security Policy that allows only what it
 loads.
@@ -34,27 +34,27 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from . import chunks, protocol
-from .adk_live import AdkDialect, parse_query
-from .budget import AddressBudgets
-from .connection import LiveConnection
-from .conversation import LiveParts
-from .credentials import (
+from .gate.credentials import (
     CredentialGuard,
     Credentials,
     live_time_limit,
     redact_tokens_in_server_logs,
     token_route,
 )
-from .dialects import SEED, UI_STREAM, Dialect
-from .guard import LOCAL_ORIGIN, ConnectionLimits, HttpGuard, origin_allowed
-from .http_chat import ChatEndpoint
-from .memory_rest import memory_routes
-from .quotas import build_quotas
-from .rest import rest_routes
+from .gate.guard import LOCAL_ORIGIN, ConnectionLimits, HttpGuard, origin_allowed
+from .gate.quotas import build_quotas
+from .http.chat import ChatEndpoint
+from .http.memory_rest import memory_routes
+from .http.session_rest import rest_routes
+from .live.budget import AddressBudgets
+from .live.connection import LiveConnection
+from .live.conversation import LiveParts
+from .live.dialects import SEED, UI_STREAM, Dialect
+from .live.run_live import AdkDialect, parse_query
+from .ops.telemetry import CONTENT_TYPE, Telemetry
 from .runtime import Runtime
 from .settings import Settings, redact_url
-from .telemetry import CONTENT_TYPE, Telemetry
+from .wire import chunks, protocol
 
 log = logging.getLogger(__name__)
 

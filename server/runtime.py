@@ -16,19 +16,19 @@ from typing import Any
 
 from google.adk.sessions import BaseSessionService
 
-from .agents import Agents, warm_up
-from .claims import SessionClaims
-from .delegation import Delegations
-from .demo_tools import DEMO_TOOLS
-from .memory import ConnectionReaper
-from .memory_store import MemoryStore
-from .memory_tool import memory_tool_spec
-from .session_access import SessionAccess, build_lease_store, build_session_service
+from .agent.demo_tools import DEMO_TOOLS
+from .agent.runners import Agents, warm_up
+from .http.session_worker import StoreWorker
+from .memory.store import MemoryStore
+from .memory.tool import memory_tool_spec
+from .ops.reaper import ConnectionReaper
 from .settings import Settings, is_postgres_url
-from .store_worker import StoreWorker
+from .storage.claims import SessionClaims
+from .storage.session_access import SessionAccess, build_lease_store, build_session_service
 from .tasks import TaskManager
 from .tasks.live_tools import build_live_tools
-from .tools import spec_of, with_approvals
+from .tools.delegation import Delegations
+from .tools.spec import spec_of, with_approvals
 
 
 class Runtime:
@@ -84,10 +84,10 @@ def build_memory_store(settings: Settings) -> MemoryStore:
     """The memory store the settings name: PostgreSQL with a PostgreSQL
     ``database_url``, else SQLite in the data directory."""
     if is_postgres_url(settings.database_url):
-        from .pg_memory import PostgresMemoryStore  # asyncpg: google-adk[db]
+        from .memory.postgres import PostgresMemoryStore
 
         assert settings.database_url is not None
         return PostgresMemoryStore(settings.database_url, max_facts=settings.max_memories_per_owner)
-    from .sqlite_memory import SqliteMemoryStore
+    from .memory.sqlite import SqliteMemoryStore
 
     return SqliteMemoryStore(settings.memory_db_path, max_facts=settings.max_memories_per_owner)

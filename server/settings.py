@@ -61,9 +61,9 @@ class Settings:
     chat_model: str | None = None  # the HTTP chat's text model; None: CHAT_MODEL
     # When set, every surface but /healthz and the page's files requires it
     # (X-API-Key, or Authorization: Bearer) or a token it minted
-    # (server/credentials.py).
+    # (server/gate/credentials.py).
     api_key: str | None = None
-    # Secrets that sign and verify tokens (server/tokens.py): the first
+    # Secrets that sign and verify tokens (server/gate/tokens.py): the first
     # signs, all verify (rotation). Empty: one derived from api_key.
     token_secrets: tuple[str, ...] = ()
     # Listen beyond localhost without an API key (refused otherwise).
@@ -126,7 +126,7 @@ class Settings:
     max_pending_requests: int = 100  # LiveRequestQueue entries (2 s of 20 ms audio, 5 s of 50 ms)
     max_buffered_output_s: float = 30.0  # model audio held for pacing, per socket
     max_pending_messages: int = 1000  # non-audio chunks waiting to be sent
-    # A client past a message kind's rate (server/budget.py) has what it
+    # A client past a message kind's rate (server/live/budget.py) has what it
     # sends dropped; this many dropped in a row closes it (1008).
     max_dropped_messages: int = 1000
     client_rate_scale: float = 1.0  # multiplies every message kind's rate (not its burst)
@@ -149,12 +149,12 @@ class Settings:
     # A REST user's session not updated for this long is deleted (0: never).
     api_session_ttl_s: float = 30 * 24 * 3600.0
     # A token owner's live sockets at once and live minutes per UTC day,
-    # across processes and hosts (server/quotas.py); None: no quota.
+    # across processes and hosts (server/gate/quotas.py); None: no quota.
     max_live_sessions_per_owner: int | None = None
     live_minutes_per_owner_per_day: float | None = None
     # Events an open session holds in memory besides those ADK may still look
     # up (tool calls and answers, actions): the newest this many, trimmed
-    # every this many (server/history.py; about 20 voice turns); the store
+    # every this many (server/storage/history.py; about 20 voice turns); the store
     # keeps all. 0: all.
     live_history_events: int = 50
 
@@ -181,7 +181,7 @@ class Settings:
     acp_permission_timeout_s: float = 120.0  # an unanswered permission request is rejected
     acp_restart_backoff_s: float = 1.0  # the first wait before restarting a dead agent
 
-    # Long-term memory (server/memory_store.py, docs/memory.md), in
+    # Long-term memory (server/memory/store.py, docs/memory.md), in
     # data_dir/memory.db. False: no user_memory tool, nothing stored.
     memory: bool = True
     inject_memory_context: bool = True  # the owner's profile and facts told at connect

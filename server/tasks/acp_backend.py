@@ -44,11 +44,11 @@ from acp.stdio import spawn_agent_process
 from ..settings import Settings
 from .acp_client import AcpClient, AgentFiles, PromptRun
 from .acp_permissions import PermissionDesk
-from .backend import MAX_FAILURE_CHARS, TASK_FILES_DIR, BackendOutcome, Progress, TaskFiles
+from .adk_backend import MAX_FAILURE_CHARS, TASK_FILES_DIR, BackendOutcome, Progress, TaskFiles
 from .envelope import envelope, split_answer
+from .ledger import TaskStore
 from .records import MAX_PROGRESS_DETAIL, TaskRecord, clip
 from .redact import redact, screened
-from .store import TaskStore
 
 MAX_BACKOFF_S = 30.0
 MAX_STDERR_LINE = 500  # characters of one stderr line in our log

@@ -43,7 +43,7 @@ from acp.schema import (
 )
 
 from .acp_permissions import Option, PermissionDesk
-from .backend import Progress
+from .adk_backend import Progress
 from .records import MAX_PROGRESS_DETAIL, clip
 from .redact import screened
 

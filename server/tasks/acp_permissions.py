@@ -3,7 +3,7 @@
 A ``session/request_permission`` of a task's agent becomes a pending
 request of the task's owner (``ask``): shown on the task's card, told to the
 user by a live connection of that owner at a safe moment (``next_untold``,
-``server/delivery.py``), and answered only through the live tool
+``server/live/outcomes.py``), and answered only through the live tool
 ``respond_agent_permission`` (``respond``), with one of two decisions:
 
 * ``always`` — the agent's ``allow_always`` option when it offers one, else

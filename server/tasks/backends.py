@@ -15,9 +15,9 @@ from google.adk.sessions import BaseSessionService
 
 from ..settings import Settings
 from .acp_permissions import PermissionDesk
-from .backend import Backend, BackendOutcome, Progress, TaskFiles
+from .adk_backend import Backend, BackendOutcome, Progress, TaskFiles
+from .ledger import TaskStore
 from .records import TaskRecord
-from .store import TaskStore
 
 
 class TaskBackend(Protocol):
@@ -40,7 +40,7 @@ def build_backend(
 ) -> TaskBackend:
     """The backend ``settings.task_backend`` names: ADK (in this server) or ACP."""
     if settings.task_backend == "acp":
-        from .acp_backend import AcpBackend  # the agent-client-protocol package
+        from .acp_backend import AcpBackend
 
         return AcpBackend(settings, store, permissions)
     return Backend(settings, session_service)

@@ -22,8 +22,8 @@ from google.adk.events import Event, EventActions
 from google.adk.sessions import BaseSessionService, Session
 from google.adk.tools.tool_context import ToolContext
 
-from ..demo_tools import TIME_ZONE_STATE_KEY
-from ..session_access import session_history
+from ..agent.demo_tools import TIME_ZONE_STATE_KEY
+from ..storage.session_access import session_history
 from .acp_permissions import PROMPT_PREFIX
 from .envelope import SERVER_TURN_PREFIXES, voice_context
 from .records import TaskRecord

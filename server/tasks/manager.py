@@ -42,13 +42,13 @@ from typing import Any
 from google.adk.agents.invocation_context import LlmCallsLimitExceededError
 from google.adk.sessions import BaseSessionService
 
-from ..leases import LeaseStore
 from ..settings import Settings
+from ..storage.leases import LeaseStore
 from .acp_permissions import PermissionDesk, PermissionRequest
 from .backends import build_backend
-from .delivery import DeliveryClaims
+from .ledger import Ledger, TaskStore
+from .outcome_claims import DeliveryClaims
 from .records import DELIVERABLE_STATES, MAX_OWNER_CHARS, TaskRecord, TaskState, check_text
-from .store import Ledger, TaskStore
 
 RESTARTED = "the server restarted while this task was running"
 STOPPED = "the server stopped while this task was running"

@@ -30,8 +30,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from server.offline_speech import EnergySegmenter
-from server.voice import VOICE_DBFS
+from server.audio.voice import VOICE_DBFS
+from server.offline.speech import EnergySegmenter
 from tests.gemini_live.tls import SelfSignedCert, make_self_signed_cert
 from tests.local_endpoint import ThreadedEndpoint
 

@@ -1,6 +1,6 @@
 """Fuzz targets for the server's decoders of client messages (issue 13):
-``/ws`` frames (`server.dialects.decode_frame`, the /ws and /live dialects)
-and ``/run_live`` (`server.adk_live.AdkDialect.decode`, and `parse_query`
+``/ws`` frames (`server.live.dialects.decode_frame`, the /ws and /live dialects)
+and ``/run_live`` (`server.live.run_live.AdkDialect.decode`, and `parse_query`
 for its query string).
 
 Documented outcomes: a decoded message, `fields.InputError` (the client
@@ -23,10 +23,10 @@ from typing import Any, get_args
 
 from fuzz_input import FuzzInput, check, documented
 
-from server import fields, protocol
-from server.adk_live import AdkDialect, RunLiveQuery, parse_query
-from server.dialects import decode_frame
+from server.live.dialects import decode_frame
+from server.live.run_live import AdkDialect, RunLiveQuery, parse_query
 from server.settings import Settings
+from server.wire import fields, protocol
 
 _CLOSE_CODES = {
     protocol.CLOSE_UNSUPPORTED_DATA,

@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from server.memory_store import MemoryStore
+from server.memory.store import MemoryStore
 from server.runtime import Runtime
 
 

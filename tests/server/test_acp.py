@@ -27,7 +27,7 @@ from test_tasks import all_final, running, until
 from websockets.sync.client import connect
 
 from server import Settings, create_app
-from server.offline_permissions import call_for, told
+from server.offline.permission_cues import call_for, told
 from server.tasks import TaskManager, TaskRecord
 from server.tasks.acp_backend import AgentProcess
 from server.tasks.acp_client import MAX_READ_BYTES, MAX_WRITE_CHARS, AgentFiles
@@ -38,7 +38,7 @@ from server.tasks.acp_permissions import (
     PermissionRequest,
     choose,
 )
-from server.tasks.backend import MAX_FAILURE_CHARS
+from server.tasks.adk_backend import MAX_FAILURE_CHARS
 from server.tasks.envelope import split_answer
 from server.tasks.live_tools import heard_after
 from server.tasks.redact import REDACTED, redact

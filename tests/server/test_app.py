@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from server import Settings, create_app
-from server.chunks import client_executes
+from server.wire.chunks import client_executes
 
 
 def test_healthz_and_index(client: TestClient) -> None:

@@ -17,10 +17,10 @@ from server_helpers import start
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
-from server.memory_tool import NO_MEMORY
+from server.memory.tool import NO_MEMORY
 from server.runtime import Runtime
+from server.storage.users import CHAT_USER_ID
 from server.tasks import OWNER_STATE_KEY
-from server.users import CHAT_USER_ID
 
 KEY = "alice-key-0123456789abcdef"
 OTHER = "bob-key-0123456789abcdef01"

@@ -1,5 +1,5 @@
 """Background tasks in a live conversation: the outcome is told at a safe
-moment, exactly once (server/delivery.py over server/tasks/).
+moment, exactly once (server/live/outcomes.py over server/tasks/).
 
 Real app, runner, SQLite session store and offline models: the live model
 starts tasks on cues, the offline backend does the work, and the live model

@@ -44,9 +44,9 @@ from postgres_helpers import allow_connections, postgres_url, refuse_connections
 from server_helpers import Collector, assert_clean, check_padded, open_ws, say, server_process
 
 from server import Settings, create_app
-from server.live_request import manual_turns
-from server.model_events import answering
-from server.offline_model import (
+from server.live.model_events import answering
+from server.models.live_request import manual_turns
+from server.offline.model import (
     OfflineLiveConnection,
     OfflineLiveModel,
     _audio_response,
@@ -120,7 +120,7 @@ class FaultyLiveModel(OfflineLiveModel):
 @pytest.fixture
 def faulty_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Apps created in the test run on ``FaultyLiveModel``."""
-    monkeypatch.setattr("server.agent.OfflineLiveModel", FaultyLiveModel)
+    monkeypatch.setattr("server.agent.definition.OfflineLiveModel", FaultyLiveModel)
 
 
 # ---------------------------------------------------------------- a server in this process

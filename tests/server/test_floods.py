@@ -11,9 +11,10 @@ import pytest
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, create_app, protocol
-from server.budget import RATES, AddressBudgets, MessageBudget, Rate, TokenBucket
-from server.shutdown import Shutdown
+from server import Settings, create_app
+from server.live.budget import RATES, AddressBudgets, MessageBudget, Rate, TokenBucket
+from server.live.shutdown import Shutdown
+from server.wire import protocol
 from tests.server.server_helpers import start
 
 

@@ -1,4 +1,4 @@
-"""server/gemini_model.py's connection wrapper on scripted responses (the
+"""server/models/gemini.py's connection wrapper on scripted responses (the
 end-to-end proof against the local endpoint is test_gemini_e2e.py)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import errors, types
 
-from server.gemini_model import _ResumableConnection, describe_model_failure
+from server.models.gemini import _ResumableConnection, describe_model_failure
 
 AUDIO = LlmResponse(
     content=types.Content(

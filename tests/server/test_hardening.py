@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from server import Settings, create_app
-from server.guard import SECURITY_HEADERS, host_allowed
+from server.gate.guard import SECURITY_HEADERS, host_allowed
 from server.settings import redact_url
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -358,7 +358,7 @@ def test_a_model_connection_that_dies_on_a_send_ends_the_socket_with_an_error(
 ) -> None:
     """ADK awaits its sending task only when the model's side ends: a send
     that raises left the run alive but deaf (no error, no close)."""
-    from server.offline_model import OfflineLiveConnection
+    from server.offline.model import OfflineLiveConnection
 
     original = OfflineLiveConnection.send_content
 

@@ -27,11 +27,14 @@ from server_helpers import start, uvicorn_thread
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, adk_live, chunks, create_app, fields, large_json, protocol, store_ops
-from server.adk_json import encode_event
-from server.http_body import HttpError
-from server.session_access import build_session_service
-from server.users import CHAT_USER_ID, USER_ID
+from server import Settings, create_app
+from server.http import session_ops as store_ops
+from server.live import run_live as adk_live
+from server.storage.session_access import build_session_service
+from server.storage.users import CHAT_USER_ID, USER_ID
+from server.wire import chunks, fields, large_json, protocol
+from server.wire.adk_json import encode_event
+from server.wire.http_body import HttpError
 
 BASE = "/apps/audiocore/users/u1/sessions"
 
@@ -226,7 +229,7 @@ class _Records(logging.Handler):
 def server_log() -> Iterator[_Records]:
     handler = _Records()
     root = logging.getLogger()
-    body_log = logging.getLogger("server.http_body")
+    body_log = logging.getLogger("server.wire.http_body")
     level = body_log.level
     body_log.setLevel(logging.INFO)
     root.addHandler(handler)
@@ -340,7 +343,7 @@ def test_non_finite_numbers_that_reach_the_wire_are_sent_as_null(
     """From a server tool's own result or the model, not a client: sent as
     null (and logged), never as a bare NaN."""
     output = {"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5], "c": "NaN"}
-    with caplog.at_level(logging.WARNING, logger="server.strict_json"):
+    with caplog.at_level(logging.WARNING, logger="server.wire.strict_json"):
         frame = strict(chunks.encode(chunks.ToolOutput("call_1", output)))
     assert frame["output"] == {"a": None, "b": [None, None, 1.5], "c": "NaN"}
     assert "sent as null" in caplog.text

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from server import Settings, create_app, http_chat
-from server.chunks import client_executes
-from server.users import CHAT_USER_ID
+from server import Settings, create_app
+from server.http import chat as http_chat
+from server.storage.users import CHAT_USER_ID
+from server.wire.chunks import client_executes
 
 HEADERS = {
     "content-type": "text/event-stream",

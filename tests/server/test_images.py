@@ -29,8 +29,8 @@ from test_http_chat import chunks, post
 from test_seed_dialect import SeedStream, send, submit
 
 from server import Settings, create_app
-from server.fields import Limits
-from server.offline_images import COLOURS, DRAWING_SIZE, MAX_PIXELS, describe
+from server.offline.images import COLOURS, DRAWING_SIZE, MAX_PIXELS, describe
+from server.wire.fields import Limits
 from tests.gemini_live import EndpointConfig, LocalGeminiLive
 
 RNG_SEED = 21

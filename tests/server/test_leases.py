@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from postgres_helpers import refuse_connections
 
-from server.claims import SessionClaims
-from server.leases import Leases, SessionLeases
-from server.pg_leases import PostgresLeases, asyncpg_dsn
+from server.storage.claims import SessionClaims
+from server.storage.leases import Leases, SessionLeases
+from server.storage.pg_leases import PostgresLeases, asyncpg_dsn
 
 SESSION = "s" * 32
 

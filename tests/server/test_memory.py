@@ -6,9 +6,9 @@ import gc
 import weakref
 from typing import Any
 
-from server import memory
-from server.memory import GC_EVERY_S, ConnectionReaper
-from server.metrics import ConnectionMetrics
+from server.ops import reaper as memory
+from server.ops.metrics import ConnectionMetrics
+from server.ops.reaper import GC_EVERY_S, ConnectionReaper
 
 
 class Node:

@@ -15,9 +15,9 @@ import pytest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 
-from server.openai_connection import OpenAIRealtimeConnection
-from server.played_audio import PlayedAudio
-from server.provider_error import ProviderError
+from server.models.openai_connection import OpenAIRealtimeConnection
+from server.models.played_audio import PlayedAudio
+from server.models.provider_error import ProviderError
 
 
 class FakeRealtime:

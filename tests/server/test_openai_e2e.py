@@ -36,7 +36,7 @@ from server_helpers import Collector, check_padded, serve_ws, stream_realtime
 from test_e2e import RATE, aligned_correlation, silence
 from test_run_live import APP, audio_of, blob, create_session, live_url, read_turn, texts
 
-from server.pacer import OutputPacer
+from server.audio.pacer import OutputPacer
 from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
 from tests.openai_realtime.conversation import describe
 

@@ -16,12 +16,13 @@ import websockets.asyncio.server
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
-from server import openai_model, played_audio
-from server.agent import build_model, build_run_config
-from server.openai_model import OpenAIRealtime, function_tools, session_config
-from server.pacer import AudioFrame, OutputPacer
-from server.played_audio import PlayedAudio
-from server.provider_error import ProviderError
+from server.agent.definition import build_model, build_run_config
+from server.audio.pacer import AudioFrame, OutputPacer
+from server.models import openai_realtime as openai_model
+from server.models import played_audio
+from server.models.openai_realtime import OpenAIRealtime, function_tools, session_config
+from server.models.played_audio import PlayedAudio
+from server.models.provider_error import ProviderError
 from server.settings import Settings
 
 

@@ -22,21 +22,20 @@ import pytest
 from google.adk.events import Event
 from google.genai import types
 
-from server import chunks, protocol
-from server.adk_live import AdkEventTranslator, Speaker
-from server.delegation import SessionDelegations
-from server.events import TurnTranslator
-from server.fields import InputError, ToolApproval, ToolResult
-from server.line import LinePolicy
-from server.live_queue import BoundedLiveRequestQueue
-from server.metrics import ConnectionMetrics
-from server.mic import MicPath
-from server.model_events import ModelEvents, answering
-from server.pacer import AudioFrame, OutputPacer
-from server.playout import Playout
-from server.sender import Sender
-from server.shutdown import Shutdown
-from server.tool_calls import (
+from server.audio.pacer import AudioFrame, OutputPacer
+from server.audio.voice import LINE_HANGOVER_S
+from server.live.frames import SseOverWebSocketWire, UiStreamWire
+from server.live.line import LinePolicy
+from server.live.mic import MicPath
+from server.live.model_events import ModelEvents, answering
+from server.live.playout import Playout
+from server.live.request_queue import BoundedLiveRequestQueue
+from server.live.run_live import AdkEventTranslator, Speaker
+from server.live.sender import Sender
+from server.live.shutdown import Shutdown
+from server.live.uplink import Uplink
+from server.ops.metrics import ConnectionMetrics
+from server.tools.calls import (
     PendingCall,
     apply,
     approval_id_of,
@@ -44,10 +43,11 @@ from server.tool_calls import (
     pending_in,
     run_on_server,
 )
-from server.tools import ToolSpec, ToolState, spec_of, tool
-from server.uplink import Uplink
-from server.voice import LINE_HANGOVER_S
-from server.wire import SseOverWebSocketWire, UiStreamWire
+from server.tools.delegation import SessionDelegations
+from server.tools.spec import ToolSpec, ToolState, spec_of, tool
+from server.turns.events import TurnTranslator
+from server.wire import chunks, protocol
+from server.wire.fields import InputError, ToolApproval, ToolResult
 
 F32_48K = protocol.InputFormat(48_000, "f32", 1)
 S16_16K = protocol.InputFormat(16_000, "s16", 1)
@@ -556,8 +556,11 @@ def test_an_approved_server_tool_runs_within_its_timeout_and_failures_get_a_refe
 # ---------------------------------------------------------------- structure
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
-SURFACES = {"connection", "adk_live", "rest", "http_chat"}
-PARTS = {"mic", "uplink", "line", "playout", "model_events", "sender", "conversation", "voice"}
+SURFACES = {"live.connection", "live.run_live", "http.session_rest", "http.chat"}
+PARTS = {
+    f"live.{name}"
+    for name in ("mic", "uplink", "line", "playout", "model_events", "sender", "conversation")
+} | {"audio.voice"}
 
 
 def _imports() -> dict[str, set[str]]:
@@ -601,7 +604,12 @@ def test_surfaces_share_helpers_but_never_import_each_other() -> None:
     for surface in SURFACES:
         assert not graph[surface] & SURFACES, (surface, graph[surface] & SURFACES)
     # The mic's audio goes one way: nothing it leads to leads back.
-    assert not graph["mic"] & {"connection", "conversation", "uplink", "playout"}
+    assert not graph["live.mic"] & {
+        "live.connection",
+        "live.conversation",
+        "live.uplink",
+        "live.playout",
+    }
     # Only the composition root builds the runtime; no handler sees it.
     assert [m for m, deps in graph.items() if "runtime" in deps] == ["app"]
 
@@ -612,6 +620,6 @@ def test_no_test_imports_a_private_name_of_the_conversations_parts() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("server."):
                 module = node.module.split(".", 1)[1]
-                if module in PARTS | {"connection"}:
+                if module in PARTS | {"live.connection"}:
                     private += [f"{path.name}: {a.name}" for a in node.names if a.name[0] == "_"]
     assert private == []

@@ -1,4 +1,4 @@
-"""Quotas per token owner across processes (server/quotas.py): the stores
+"""Quotas per token owner across processes (server/gate/quotas.py): the stores
 on their own, two owners of one store standing for two processes (a SQLite
 file; a PostgreSQL database from ``postgres_helpers``), then two apps on
 one data directory."""
@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from server import Settings, create_app
-from server.quotas import OwnerQuotas, PostgresQuotas, QuotaExceeded, SqliteQuotas
+from server.gate.quotas import OwnerQuotas, PostgresQuotas, QuotaExceeded, SqliteQuotas
 from tests.server.server_helpers import start
 
 KEY = "test-api-key-0123456789"

@@ -1,4 +1,4 @@
-"""A client's read is parsed a slice per turn of the loop (server/http_limits.py):
+"""A client's read is parsed a slice per turn of the loop (server/gate/http_limits.py):
 a turn whose every frame arrives in one burst of bytes — far more than one
 slice, more than one read — still reaches the model whole and in order."""
 
@@ -13,7 +13,7 @@ import websockets.sync.client
 from websockets.frames import Frame, Opcode
 
 from server.app import create_app
-from server.http_limits import WEBSOCKET_READ_SLICE, BoundedSendWebSockets
+from server.gate.http_limits import WEBSOCKET_READ_SLICE, BoundedSendWebSockets
 from server.settings import Settings
 from tests.server.server_helpers import uvicorn_thread
 

@@ -1,4 +1,4 @@
-"""ADK's session REST routes (server/rest.py): the same paths, bodies and
+"""ADK's session REST routes (server/http/session_rest.py): the same paths, bodies and
 status codes as ``adk api_server`` (google-adk 2.13.0), on the real session
 store; CORS and the API key."""
 
@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from server import Settings, create_app, store_worker
-from server.session_access import build_session_service
+from server import Settings, create_app
+from server.http import session_worker as store_worker
+from server.storage.session_access import build_session_service
 
 BASE = "/apps/audiocore/users/u1/sessions"
 

@@ -38,10 +38,10 @@ APP = "voice_app"
 FRAME = 960  # 40 ms at 24 kHz: the offline model's audio events and our paced frames
 
 AGENT_PY = """
-from server.agent import build_agent
-from server.demo_tools import DEMO_TOOLS
+from server.agent.definition import build_agent
+from server.agent.demo_tools import DEMO_TOOLS
 from server.settings import Settings
-from server.tools import spec_of
+from server.tools.spec import spec_of
 
 root_agent = build_agent(Settings(model="offline"), [spec_of(f) for f in DEMO_TOOLS])
 """

@@ -22,7 +22,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
-from server.chunks import client_executes
+from server.wire.chunks import client_executes
 
 VERSION = {"version": "1.0", "timestamp": 1764547200000}
 

@@ -31,16 +31,16 @@ from server_helpers import receive_until, start
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
-from server.delivery import TaskDelivery
-from server.leases import LeaseStore, SessionLeases
-from server.offline_model import _answer_text
+from server.live.outcomes import TaskDelivery
+from server.offline.model import _answer_text
 from server.runtime import Runtime
-from server.session_access import build_session_service
+from server.storage.leases import LeaseStore, SessionLeases
+from server.storage.session_access import build_session_service
+from server.storage.users import USER_ID
 from server.tasks import TaskManager, TaskRecord, TooManyTasks, session_owner
-from server.tasks.backend import SAMPLE_FILES, TaskFiles, offline_plan
+from server.tasks.adk_backend import SAMPLE_FILES, TaskFiles, offline_plan
+from server.tasks.ledger import TASKS_USER, TaskStore, backend_session_id, tasks_app_name
 from server.tasks.manager import RESTARTED, STOPPED
-from server.tasks.store import TASKS_USER, TaskStore, backend_session_id, tasks_app_name
-from server.users import USER_ID
 
 SUM = "sum the amount column of sales.csv"
 SUM_UNITS = "sum the units column of sales.csv"
@@ -76,7 +76,7 @@ def lease_store(settings: Settings, ttl_s: float) -> LeaseStore:
     """A process's lease store (whose heartbeat says it is alive), as the
     runtime would build it for ``settings``, with its own ``ttl_s``."""
     if settings.database_url:
-        from server.pg_leases import PostgresLeases
+        from server.storage.pg_leases import PostgresLeases
 
         return PostgresLeases(settings.database_url, ttl_s=ttl_s)
     return SessionLeases(settings.data_dir / "leases.db", ttl_s=ttl_s)
@@ -986,7 +986,7 @@ def test_the_offline_live_model_calls_the_task_tools_on_cues() -> None:
 
 def ask(ws: Any, text: str) -> list[dict[str, Any]]:
     """The answer to a typed turn. A finished task's outcome may be told
-    meanwhile, in a turn of its own (server/delivery.py): that one is skipped."""
+    meanwhile, in a turn of its own (server/live/outcomes.py): that one is skipped."""
     ws.send_text(json.dumps({"type": "text", "text": text}))
     while True:
         turn = receive_until(ws, "finish")

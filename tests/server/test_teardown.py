@@ -16,8 +16,8 @@ import websockets.sync.client
 from websockets.exceptions import ConnectionClosed
 
 from server.app import create_app
-from server.connection import LiveConnection
-from server.http_limits import BoundedSendWebSockets
+from server.gate.http_limits import BoundedSendWebSockets
+from server.live.connection import LiveConnection
 from server.settings import Settings
 from tests.server.server_helpers import uvicorn_thread
 
@@ -50,18 +50,18 @@ def without_collector(monkeypatch) -> Iterator[list[weakref.ref]]:
 # What one conversation makes: ours, and ADK's invocation of it. (Not the
 # app's parts: an app an earlier test made may still be on its way out.)
 PER_CONNECTION = (
-    "server.connection.",
-    "server.conversation.",
-    "server.live_queue.",
-    "server.events.",
-    "server.sender.",
-    "server.playout.",
-    "server.pacer.",
-    "server.mic.",
-    "server.uplink.",
-    "server.delivery.",
-    "server.model_events.",
-    "server.voice.",
+    "server.live.connection.",
+    "server.live.conversation.",
+    "server.live.request_queue.",
+    "server.turns.events.",
+    "server.live.sender.",
+    "server.live.playout.",
+    "server.audio.pacer.",
+    "server.live.mic.",
+    "server.live.uplink.",
+    "server.live.outcomes.",
+    "server.live.model_events.",
+    "server.audio.voice.",
     "google.adk.agents.invocation_context.",
     "google.adk.sessions.session.",
 )

@@ -23,10 +23,11 @@ from starlette.testclient import TestClient
 from test_run_live import APP, create_session, live_url, read_turn
 from test_seed_dialect import SeedStream, submit, user
 
-from server import Settings, protocol
-from server.fields import InputError
-from server.handshake import DEFAULT_START
-from server.users import USER_ID
+from server import Settings
+from server.live.handshake import DEFAULT_START
+from server.storage.users import USER_ID
+from server.wire import protocol
+from server.wire.fields import InputError
 
 ZONE = "Asia/Kathmandu"
 

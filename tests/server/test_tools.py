@@ -18,8 +18,8 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from server import Settings, create_app
-from server.chunks import client_executes
-from server.users import USER_ID
+from server.storage.users import USER_ID
+from server.wire.chunks import client_executes
 
 PAY = "pay 5 EUR to Alice"
 
@@ -106,7 +106,7 @@ def test_denied_payment_never_runs_and_the_model_is_told(client: TestClient) -> 
 
 
 def test_every_decision_is_logged(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="server.tool_calls")
+    caplog.set_level(logging.INFO, logger="server.tools.calls")
     with client.websocket_connect("/ws") as ws:
         session_id = start(ws)["data"]["sessionId"]
         request = approval_of(ask(ws, PAY))

@@ -11,10 +11,10 @@ import pytest
 from google.adk.events import Event
 from google.genai import types
 
-from server import chunks, fields, protocol
-from server.events import ModelAudio, TurnEnd, TurnTranslator, audio_rate
-from server.offline_model import OfflineLiveModel
-from server.offline_speech import EnergySegmenter, describe_utterance
+from server.offline.model import OfflineLiveModel
+from server.offline.speech import EnergySegmenter, describe_utterance
+from server.turns.events import ModelAudio, TurnEnd, TurnTranslator, audio_rate
+from server.wire import chunks, fields, protocol
 
 LIMITS = fields.Limits()
 DEFAULT = protocol.InputFormat()
@@ -354,7 +354,7 @@ def test_run_live_audio_fast_path_reads_what_adks_model_reads() -> None:
     reads, LiveRequest reads the same; what it declines goes the full path."""
     from google.adk.agents.live_request_queue import LiveRequest
 
-    from server.adk_live import audio_blob
+    from server.live.run_live import audio_blob
 
     pcm = bytes(range(256)) * 3 + b"\xfb\xff\xbf\x01"  # "+", "/" and "==" in base64
     standard = base64.b64encode(pcm).decode()
@@ -394,7 +394,7 @@ def _rms_dbfs(dbfs: float) -> float:
 
 
 def test_voice_check_against_the_rms_and_on_odd_input() -> None:
-    from server.voice import voiced
+    from server.audio.voice import voiced
 
     threshold = voiced.rms
     assert not voiced(b"") and not voiced(b"\x7f")  # no whole sample
@@ -424,7 +424,7 @@ def test_run_live_reads_each_blobs_rate_also_when_it_changes() -> None:
     good one is still refused, and does not replace the good one."""
     from google.adk.agents.run_config import RunConfig
 
-    from server.adk_live import AdkDialect, RunLiveQuery
+    from server.live.run_live import AdkDialect, RunLiveQuery
 
     dialect = AdkDialect(RunLiveQuery("app", "user", "session"), RunConfig())
 

@@ -27,8 +27,8 @@ from server_helpers import (
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
-from server.memory_tool import NO_MEMORY
-from server.sqlite_memory import SqliteMemoryStore
+from server.memory.sqlite import SqliteMemoryStore
+from server.memory.tool import NO_MEMORY
 
 KEY = "alice-key-0123456789abcdef"
 OTHER = "bob-key-0123456789abcdef01"
@@ -237,8 +237,8 @@ def test_adk_load_memory_finds_a_stored_fact(settings: Settings) -> None:
         from google.adk.runners import Runner
         from google.adk.tools.load_memory_tool import load_memory_tool
 
-        from server.offline_model import OfflineLiveModel
-        from server.session_access import build_session_service
+        from server.offline.model import OfflineLiveModel
+        from server.storage.session_access import build_session_service
 
         store = SqliteMemoryStore(settings.memory_db_path)
         service = build_session_service(settings)

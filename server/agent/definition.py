@@ -1,0 +1,96 @@
+"""The ADK agent the server bridges to, and its live run config."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from google.adk.agents import Agent
+from google.adk.agents.run_config import RunConfig
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.google_llm import Gemini
+from google.genai import types
+
+from ..models.gemini import LiveGemini, gemini_client_kwargs
+from ..models.openai_realtime import OpenAIRealtime
+from ..offline.model import OfflineLiveModel
+from ..settings import Settings
+from ..tools.spec import ToolSpec, adk_tool
+from ..wire.protocol import TurnDetection
+
+
+def build_model(settings: Settings, *, chat: bool = False) -> BaseLlm:
+    """The live model, or with ``chat`` the text model of the HTTP chat."""
+    if settings.backend == "openai" and not chat:
+        return OpenAIRealtime(
+            model=settings.live_model_name,
+            base_url=settings.openai_base_url,
+            ca_file=str(settings.openai_ca_file) if settings.openai_ca_file else None,
+        )
+    if (settings.text_backend if chat else settings.backend) == "offline":
+        return OfflineLiveModel()
+    if chat:  # the HTTP chat's text model, reached the same way
+        return Gemini(
+            model=settings.chat_model_name,
+            base_url=settings.gemini_base_url,
+            client_kwargs=gemini_client_kwargs(settings),
+        )
+    return LiveGemini(
+        model=settings.live_model_name,
+        base_url=settings.gemini_base_url,
+        client_kwargs=gemini_client_kwargs(settings),
+    )
+
+
+def build_agent(settings: Settings, tools: Sequence[ToolSpec], *, chat: bool = False) -> Agent:
+    return Agent(
+        name="voice_agent",
+        model=build_model(settings, chat=chat),
+        instruction=settings.agent_instruction,
+        tools=[adk_tool(spec) for spec in tools],
+    )
+
+
+def build_run_config(settings: Settings, turn_detection: TurnDetection = "server") -> RunConfig:
+    """Live configuration: audio answers, both transcriptions, and turn detection.
+
+    ``turn_detection`` is the connection's choice (``start.turnDetection``):
+    "server" leaves voice activity detection to the model; "manual" turns it
+    off, and the client marks every turn with activity_start/activity_end —
+    Gemini accepts those signals only with its automatic detection disabled.
+    The offline model reads the same setting from the live request.
+    """
+    realtime_input = None
+    if turn_detection == "manual":
+        realtime_input = types.RealtimeInputConfig(
+            automatic_activity_detection=types.AutomaticActivityDetection(disabled=True)
+        )
+    google = settings.backend in ("gemini-api", "vertex")
+    return RunConfig(
+        response_modalities=[types.Modality.AUDIO],
+        input_audio_transcription=types.AudioTranscriptionConfig(),
+        output_audio_transcription=types.AudioTranscriptionConfig(),
+        realtime_input_config=realtime_input,
+        speech_config=_speech_config(settings),
+        # A connection lasts about 10 minutes; resumption carries the
+        # conversation over to the next one (ADK reconnects with the handle).
+        session_resumption=types.SessionResumptionConfig() if google else None,
+        # Without compression an audio session ends at 15 minutes or when the
+        # context window is full; a sliding window (the service's default
+        # sizes) makes it unlimited.
+        context_window_compression=(
+            types.ContextWindowCompressionConfig(sliding_window=types.SlidingWindow())
+            if google
+            else None
+        ),
+    )
+
+
+def _speech_config(settings: Settings) -> types.SpeechConfig | None:
+    if settings.voice is None and settings.language is None:
+        return None
+    voice = None
+    if settings.voice is not None:
+        voice = types.VoiceConfig(
+            prebuilt_voice_config=types.PrebuiltVoiceConfig(voice_name=settings.voice)
+        )
+    return types.SpeechConfig(voice_config=voice, language_code=settings.language)

@@ -1,0 +1,88 @@
+"""Audio conversion at the edges of a connection, on top of audiocore.
+
+``InputAudio``: client audio in the negotiated format → 16 kHz PCM16 in
+steady chunks for the model (one fused audiocore pass: resample and convert).
+``OutputAudio``: model PCM16 at its rate → PCM16 at the client's rate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import audiocore
+
+from ..wire.protocol import InputFormat
+
+
+def _identity(buf: bytes) -> bytes:
+    return bytes(buf)
+
+
+class InputAudio:
+    def __init__(self, fmt: InputFormat, *, out_rate: int, chunk_ms: int) -> None:
+        self.format = fmt
+        self.out_rate = out_rate
+        self._chunk_bytes = out_rate * chunk_ms // 1000 * 2
+        self._pending = bytearray()
+        self._resampler: Any = None
+        if fmt.sample_rate != out_rate:
+            self._resampler = audiocore.Resampler(
+                fmt.sample_rate, out_rate, input=fmt.format, output="s16"
+            )
+            self._convert = self._resampler.process
+        elif fmt.format == "f32":
+            self._convert = audiocore.float32_to_pcm16
+        else:
+            self._convert = _identity
+
+    def process(self, data: bytes) -> list[bytes]:
+        """Converted audio, as whole chunks; the remainder waits for more."""
+        pending = self._pending
+        pending += self._convert(data)
+        return self._take_chunks() if len(pending) >= self._chunk_bytes else []
+
+    def flush(self) -> list[bytes]:
+        """End of a turn: the resampler's tail and any short remainder."""
+        if self._resampler is not None:
+            self._pending += self._resampler.flush()
+            self._resampler.reset()
+        chunks = self._take_chunks()
+        if self._pending:
+            chunks.append(bytes(self._pending))
+            self._pending.clear()
+        return chunks
+
+    def _take_chunks(self) -> list[bytes]:
+        size = self._chunk_bytes
+        n = len(self._pending) // size * size
+        if not n:
+            return []
+        data = bytes(self._pending[:n])
+        del self._pending[:n]
+        return [data[i : i + size] for i in range(0, n, size)]
+
+
+class OutputAudio:
+    """Model audio → the client's rate. One resampler per source rate."""
+
+    def __init__(self, out_rate: int) -> None:
+        self.out_rate = out_rate
+        self._resamplers: dict[int, Any] = {}
+
+    def process(self, pcm: bytes, rate: int) -> bytes:
+        if rate == self.out_rate:
+            return pcm
+        resampler = self._resamplers.get(rate)
+        if resampler is None:
+            resampler = audiocore.Resampler(rate, self.out_rate, input="s16", output="s16")
+            self._resamplers[rate] = resampler
+        return bytes(resampler.process(pcm))
+
+    def end_turn(self, *, discard: bool = False) -> bytes:
+        """The resamplers' tails (nothing if ``discard``); state reset for the next turn."""
+        tail = b""
+        for resampler in self._resamplers.values():
+            if not discard:
+                tail += bytes(resampler.flush())
+            resampler.reset()
+        return tail

@@ -1,0 +1,151 @@
+"""The REST of an owner's long-term memory: list, search, forget, and the
+user's own section of the profile.
+
+Two ways to name the owner, as the live surfaces do:
+
+* ``/apps/{app}/users/{user}/memory…``: an ADK user's (``/run_live``, the
+  session REST), under the same checks as the session REST (a token must
+  name its owner as the user; the server's own users are not reachable);
+* ``/memory…`` with the client's key in ``X-User-Key``: a ``/ws`` or
+  ``/live`` client's (``userKey``); a token stands for its owner's key, and
+  another key is refused (403).
+
+Routes (each under both prefixes):
+
+* ``GET …/memory[?query=…&limit=…&kind=fact|turn|all]``: ``{"profile",
+  "memories"}`` — the newest records, or those matching ``query``;
+* ``DELETE …/memory/{id}``: ``{"forgotten": [id]}``; 404 for an id the
+  owner does not have;
+* ``DELETE …/memory``: everything of the owner, ``{"forgotten": n}``;
+* ``PUT …/memory/profile`` ``{"user": "…"}``: the user's section (the agent
+  never writes it), ``{"profile"}``.
+
+The work is a few indexed SQLite statements on the memory store's own
+thread (``sqlite_thread.py``), and answers of at most ``MAX_RESULTS`` short
+records, so it stays in this process: the loop only awaits the thread, and
+the JSON it builds is small (unlike a stored session's, which the session
+REST parses in ``store_worker.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..gate.credentials import principal_of
+from ..memory.store import (
+    MAX_PROFILE_CHARS,
+    MAX_RESULTS,
+    Kind,
+    MemoryInputError,
+    MemoryStore,
+    checked_ids,
+)
+from ..settings import Settings
+from ..storage.users import API_USER_ID, RESERVED_USERS
+from ..wire.http_body import HttpError, read_json_body
+from ..wire.protocol import USER_KEY
+
+USER_KEY_HEADER = "x-user-key"
+_KINDS: dict[str, Kind | None] = {"fact": "fact", "turn": "turn", "all": None}
+
+Handler = Callable[[Request, str], Awaitable[Response]]
+
+
+def memory_routes(settings: Settings, store: MemoryStore) -> list[Route]:
+    body_limit = MAX_PROFILE_CHARS * 4 + 1024  # UTF-8 at its widest, and the JSON around it
+
+    def user_owner(request: Request) -> str:
+        app = request.path_params["app_name"]
+        user = request.path_params["user_id"]
+        if app != settings.app_name:
+            raise HttpError(404, f"App not found: {app!r}")
+        if user in RESERVED_USERS or not API_USER_ID.fullmatch(user):
+            raise HttpError(404, f"User not found: {user!r}")
+        return f"user:{user}"
+
+    def key_owner(request: Request) -> str:
+        key = request.headers.get(USER_KEY_HEADER)
+        principal = principal_of(request.scope)
+        token_owner = principal.owner if principal is not None else None
+        if token_owner is not None:
+            if key is not None and key != token_owner:
+                raise HttpError(403, f"{USER_KEY_HEADER}: not the token's owner")
+            return f"key:{token_owner}"
+        if key is None or not USER_KEY.fullmatch(key):
+            raise HttpError(
+                400, f"{USER_KEY_HEADER}: expected the client's userKey (20-100 of A-Z a-z 0-9 _ -)"
+            )
+        return f"key:{key}"
+
+    def both(path: str, methods: list[str], handler: Handler) -> list[Route]:
+        def with_owner(owner_of: Callable[[Request], str]) -> Callable[..., Any]:
+            async def guarded(request: Request) -> Response:
+                try:
+                    return await handler(request, owner_of(request))
+                except HttpError as exc:
+                    return JSONResponse({"detail": exc.detail}, status_code=exc.status)
+                except MemoryInputError as exc:
+                    return JSONResponse({"detail": str(exc)}, status_code=400)
+
+            return guarded
+
+        return [
+            Route(
+                f"/apps/{{app_name}}/users/{{user_id}}{path}",
+                with_owner(user_owner),
+                methods=methods,
+            ),
+            Route(path, with_owner(key_owner), methods=methods),
+        ]
+
+    async def listing(request: Request, owner: str) -> Response:
+        params = request.query_params
+        kind_name = params.get("kind", "fact")
+        if kind_name not in _KINDS:
+            raise HttpError(400, f'kind: expected "fact", "turn" or "all", got {kind_name!r}')
+        kind = _KINDS[kind_name]
+        raw_limit = params.get("limit", "20")
+        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_RESULTS:
+            raise HttpError(400, f"limit: expected 1 to {MAX_RESULTS}, got {raw_limit!r}")
+        limit = int(raw_limit)
+        query = params.get("query")
+        found = (
+            await store.search(owner, query, limit, kind=kind)
+            if query is not None
+            else await store.latest(owner, limit, kind=kind)
+        )
+        profile = await store.profile(owner)
+        return JSONResponse(
+            {"profile": profile.as_json(), "memories": [r.as_json() for r in found]}
+        )
+
+    async def forget_one(request: Request, owner: str) -> Response:
+        memory_id = request.path_params["memory_id"]
+        (checked,) = checked_ids([memory_id])
+        try:
+            forgotten = await store.forget(owner, [checked])
+        except MemoryInputError:
+            raise HttpError(404, f"Memory not found: {memory_id!r}") from None
+        return JSONResponse({"forgotten": forgotten})
+
+    async def forget_all(request: Request, owner: str) -> Response:
+        return JSONResponse({"forgotten": await store.forget_owner(owner)})
+
+    async def set_user_section(request: Request, owner: str) -> Response:
+        body = await read_json_body(request, body_limit, settings.body_timeout_s)
+        if not isinstance(body, dict) or set(body) != {"user"}:
+            raise HttpError(400, 'expected {"user": "<the user\'s section of the profile>"}')
+        profile = await store.edit_profile(owner, user_section=body["user"])
+        return JSONResponse({"profile": profile.as_json()})
+
+    return [
+        *both("/memory", ["GET"], listing),
+        *both("/memory", ["DELETE"], forget_all),
+        *both("/memory/profile", ["PUT"], set_user_section),
+        *both("/memory/{memory_id}", ["DELETE"], forget_one),
+    ]

@@ -1,0 +1,154 @@
+"""ADK's ``Gemini`` model with its live connection made to survive Google's
+connection hand-overs.
+
+A Gemini Live connection lasts about ten minutes; the service announces the
+end with ``goAway{timeLeft}`` and, with ``sessionResumption`` on, hands out
+a handle at every point the conversation can be resumed from. ADK 2.13's
+live flow reconnects with the latest handle, but checked against the local
+endpoint (tests/server/test_gemini_e2e.py) two things lose the conversation:
+
+* Google sends ``sessionResumptionUpdate{resumable: false}`` (no handle)
+  while the model is generating or a tool call is pending; ADK stores that
+  empty handle, so a goAway or a dropped connection during a turn starts a
+  fresh session instead of resuming.
+* ADK reconnects the moment ``goAway`` arrives, ignoring ``timeLeft``: the
+  rest of the turn being spoken is never received, and the client's turn
+  never finishes.
+
+``LiveGemini.connect`` wraps ADK's connection in ``_ResumableConnection``,
+which keeps the last resumable handle and holds a ``goAway`` back until the
+current turn is over and the handle that follows it has arrived (or the
+service closes first: ADK then reconnects with the last good handle). A
+turn cut off by a dropped connection is ended with ``interrupted``, so the
+client is never left inside a turn that will not finish.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import ssl
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from google.adk.models.base_llm_connection import BaseLlmConnection, RealtimeInput
+from google.adk.models.google_llm import Gemini
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.genai import errors, types
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+from ..settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class LiveGemini(Gemini):
+    """ADK's Gemini model; live connections as described in the module docstring."""
+
+    @contextlib.asynccontextmanager
+    async def connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:
+        resumption = llm_request.live_connect_config.session_resumption is not None
+        async with super().connect(llm_request) as connection:
+            yield _ResumableConnection(connection, resumption)
+
+
+class _ResumableConnection(BaseLlmConnection):
+    def __init__(self, inner: BaseLlmConnection, resumption: bool) -> None:
+        self._inner = inner
+        self._resumption = resumption  # the service sends handles
+        self._in_turn = False  # the model has started a turn that has not completed
+        self._handle_stale = False  # a turn completed; its handle has not come yet
+        self._go_away: LlmResponse | None = None  # held back until the turn is over
+
+    async def send_history(self, history: list[types.Content]) -> None:
+        await self._inner.send_history(history)
+
+    async def send_content(self, content: types.Content) -> None:
+        await self._inner.send_content(content)
+
+    async def _send_content(self, content: types.Content, *, partial: bool = False) -> None:
+        await self._inner._send_content(content, partial=partial)
+
+    async def send_realtime(self, blob: RealtimeInput) -> None:
+        # The base class says Blob; ADK's flow passes every RealtimeInput.
+        await self._inner.send_realtime(blob)  # type: ignore[arg-type]
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+    async def receive(self) -> AsyncGenerator[LlmResponse, None]:
+        try:
+            async with contextlib.aclosing(self._inner.receive()) as responses:
+                async for response in responses:
+                    update = response.live_session_resumption_update
+                    if update is not None:
+                        if not (update.resumable and update.new_handle):
+                            continue  # ADK would forget the last good handle
+                        self._handle_stale = False
+                        yield response
+                    elif response.go_away is not None:
+                        log.info(
+                            "goAway (%s left): held until the turn is over",
+                            response.go_away.time_left,
+                        )
+                        self._go_away = response
+                    else:
+                        self._track_turn(response)
+                        yield response
+                    if self._go_away is not None and self._may_leave():
+                        go_away, self._go_away = self._go_away, None
+                        yield go_away
+                        return
+        except (errors.APIError, ConnectionClosed):
+            if self._in_turn:
+                # The connection died mid-turn: end the turn for the client;
+                # ADK then reconnects (with a handle) or fails the run.
+                self._in_turn = False
+                yield LlmResponse(interrupted=True)
+            raise
+
+    def _track_turn(self, response: LlmResponse) -> None:
+        if response.turn_complete or response.interrupted:
+            self._in_turn = False
+            self._handle_stale = self._resumption
+        elif response.content or response.output_transcription or response.input_transcription:
+            self._in_turn = True
+
+    def _may_leave(self) -> bool:
+        """Reconnecting now loses nothing: no turn is under way, and the
+        handle ADK holds is the one after the last turn."""
+        return not self._in_turn and not self._handle_stale
+
+
+def describe_model_failure(error: BaseException) -> str | None:
+    """What to tell the client when the live run failed talking to Google
+    (None: not such a failure). A Live API close carries the service's own
+    reason for developers ("API key not valid. …"), never our internals."""
+    if isinstance(error, errors.APIError) and isinstance(error.code, int) and error.code < 5000:
+        reason = error.details if isinstance(error.details, str) else ""
+        return f"the model service closed the live session: {error.code} {reason}".strip()
+    if isinstance(
+        error, (ConnectionError, socket.gaierror, ssl.SSLError, TimeoutError, InvalidHandshake)
+    ):
+        return f"the model service could not be reached ({type(error).__name__})"
+    return None
+
+
+def gemini_client_kwargs(settings: Settings) -> dict[str, Any] | None:
+    """google-genai client options: the CAs to trust, when set.
+
+    The live client takes its SSL context from ``async_client_args["ssl"]``
+    (websockets); the HTTP clients from ``verify``. ADK merges its own
+    headers, base URL and API version into these options.
+    """
+    if settings.gemini_ca_file is None:
+        return None
+    context = ssl.create_default_context(cafile=str(settings.gemini_ca_file))
+    return {
+        "http_options": types.HttpOptions(
+            client_args={"verify": context},
+            async_client_args={"ssl": context, "verify": context},
+        )
+    }
