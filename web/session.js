@@ -11,7 +11,7 @@
 
 import { base64ToBytes, float32ToPcm16, pcm16Bytes } from "./pcm.js";
 
-/** Rates the server resamples from and to (server/fields.py SUPPORTED_RATES). */
+/** Rates the server resamples from and to (server/wire/fields.py SUPPORTED_RATES). */
 /**
  * Is this `tool-input-available` the server's ask to run the tool in the
  * browser now? The mark rides in `providerMetadata.audiocore`, which every
