@@ -28,14 +28,13 @@ from typing import Any
 
 from google.adk.tools.tool_context import ToolContext
 
+from ..storage.state_keys import LEDGER_STATE_KEY, TIME_ZONE_STATE_KEY
 from ..tools.spec import ToolState, tool
 
-LEDGER_STATE_KEY = "ledger"  # process_payment's record; no client writes it
-# The IANA time zone the connected client declared (``start.timeZone``):
-# get_current_time answers in it, and in UTC when there is none. ``temp:``
+# get_current_time answers in the IANA time zone the connected client
+# declared (``start.timeZone``), and in UTC when there is none. ``temp:``
 # state lives for one invocation — one live connection's run — and is never
 # stored, so it is always the zone of the client now connected.
-TIME_ZONE_STATE_KEY = "temp:time_zone"
 
 # (temperature °C, condition, humidity %): fixed, so answers are reproducible.
 _WEATHER = {

@@ -19,12 +19,12 @@ from google.adk.sessions import Session
 from google.genai import types
 from starlette.websockets import WebSocket
 
-from ..agent.demo_tools import TIME_ZONE_STATE_KEY
 from ..agent.runners import Agents
 from ..audio.pacer import OutputPacer
 from ..ops.metrics import ConnectionMetrics
 from ..settings import Settings
 from ..storage.session_access import OpenedSession, SessionAccess, session_history
+from ..storage.state_keys import TIME_ZONE_STATE_KEY
 from ..tasks import TaskManager, TaskRecord, session_owner, write_owner
 from ..tools.delegation import Delegations, SessionDelegations
 from ..turns.events import Translator

@@ -37,7 +37,7 @@ from google.adk.tools.function_tool import FunctionTool
 from google.adk.tools.tool_context import ToolContext
 from typing_extensions import override
 
-from ..tasks import OWNER_STATE_KEY
+from ..storage.state_keys import OWNER_STATE_KEY
 from ..tools.spec import ToolSpec
 from .store import (
     MAX_PROFILE_CHARS,

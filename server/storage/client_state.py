@@ -14,9 +14,9 @@ lands:
 * ``temp:`` lives for one invocation and is never stored: allowed.
 
 The server's own keys are refused whatever their prefix: ``task_owner``
-(``tasks.OWNER_STATE_KEY``: whose background tasks a session's tools
+(``state_keys.OWNER_STATE_KEY``: whose background tasks a session's tools
 count and see; written by the server for ``/ws`` clients with a user key),
-and ``ledger`` (``demo_tools.LEDGER_STATE_KEY``: the payments the user
+and ``ledger`` (``state_keys.LEDGER_STATE_KEY``: the payments the user
 approved, appended to by ``process_payment`` alone).
 """
 
@@ -27,8 +27,7 @@ from typing import Any
 
 from google.adk.sessions.state import State
 
-from ..agent.demo_tools import LEDGER_STATE_KEY
-from ..tasks import OWNER_STATE_KEY
+from .state_keys import LEDGER_STATE_KEY, OWNER_STATE_KEY
 
 SERVER_KEYS = frozenset({OWNER_STATE_KEY, LEDGER_STATE_KEY})
 

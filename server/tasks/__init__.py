@@ -2,17 +2,17 @@
 
 The live agent starts, checks and cancels tasks with three tools
 (``live_tools.py``) that answer at once; a backend agent does the work, one
-task at a time per owner (``backend.py``, ``manager.py``); the records live
-in the session database (``records.py``, ``store.py``); a live connection
-delivers each outcome once, through a renewable claim (``delivery.py``).
+task at a time per owner (``adk_backend.py`` or ``acp_backend.py``, ``manager.py``); the records
+live in the session database (``records.py``, ``ledger.py``); a live
+connection delivers each outcome once, through a renewable claim
+(``outcome_claims.py``).
 """
 
-from .live_tools import OWNER_STATE_KEY, owner_from_context, session_owner, write_owner
+from .live_tools import owner_from_context, session_owner, write_owner
 from .manager import TaskManager, TooManyTasks
 from .records import TaskRecord
 
 __all__ = [
-    "OWNER_STATE_KEY",
     "TaskManager",
     "TaskRecord",
     "TooManyTasks",

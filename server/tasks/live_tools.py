@@ -22,8 +22,8 @@ from google.adk.events import Event, EventActions
 from google.adk.sessions import BaseSessionService, Session
 from google.adk.tools.tool_context import ToolContext
 
-from ..agent.demo_tools import TIME_ZONE_STATE_KEY
 from ..storage.session_access import session_history
+from ..storage.state_keys import OWNER_STATE_KEY, TIME_ZONE_STATE_KEY
 from .acp_permissions import PROMPT_PREFIX
 from .envelope import SERVER_TURN_PREFIXES, voice_context
 from .records import TaskRecord
@@ -31,7 +31,6 @@ from .records import TaskRecord
 if TYPE_CHECKING:
     from .manager import TaskManager
 
-OWNER_STATE_KEY = "task_owner"
 OwnerOf = Callable[[ToolContext], str]
 
 

@@ -19,8 +19,8 @@ from starlette.testclient import TestClient
 from server import Settings, create_app
 from server.memory.tool import NO_MEMORY
 from server.runtime import Runtime
+from server.storage.state_keys import OWNER_STATE_KEY
 from server.storage.users import CHAT_USER_ID
-from server.tasks import OWNER_STATE_KEY
 
 KEY = "alice-key-0123456789abcdef"
 OTHER = "bob-key-0123456789abcdef01"
