@@ -16,6 +16,7 @@ from typing import Any
 
 from google.adk.sessions import BaseSessionService
 
+from .agent.definition import build_task_model
 from .agent.demo_tools import DEMO_TOOLS
 from .agent.runners import Agents, warm_up
 from .http.session_worker import StoreWorker
@@ -41,7 +42,7 @@ class Runtime:
         self.store_worker = StoreWorker(settings)
         self._expiry: asyncio.Task[None] | None = None
         # Background tasks: their engine, and the live tools that drive it.
-        self.tasks = TaskManager(settings, service, leases=leases)
+        self.tasks = TaskManager(settings, service, build_task_model(settings), leases=leases)
         tools: list[Callable[..., Any]] = [*DEMO_TOOLS, *build_live_tools(self.tasks)]
         specs = with_approvals([spec_of(f) for f in tools], settings.tools_requiring_approval)
         # Long-term memory: the user_memory tool, and the turns stored as they end.

@@ -1,4 +1,4 @@
-"""The ADK agent the server bridges to, and its live run config."""
+"""The ADK agent the server bridges to, its models, and its live run config."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ from collections.abc import Sequence
 from google.adk.agents import Agent
 from google.adk.agents.run_config import RunConfig
 from google.adk.models.base_llm import BaseLlm
-from google.adk.models.google_llm import Gemini
 from google.genai import types
 
-from ..models.gemini import LiveGemini, gemini_client_kwargs
-from ..models.openai_realtime import OpenAIRealtime
+from ..models import choice
 from ..offline.model import OfflineLiveModel
+from ..offline.task_model import OfflineTaskModel
 from ..settings import Settings
 from ..tools.spec import ToolSpec, adk_tool
 from ..wire.protocol import TurnDetection
@@ -20,24 +19,17 @@ from ..wire.protocol import TurnDetection
 
 def build_model(settings: Settings, *, chat: bool = False) -> BaseLlm:
     """The live model, or with ``chat`` the text model of the HTTP chat."""
-    if settings.backend == "openai" and not chat:
-        return OpenAIRealtime(
-            model=settings.live_model_name,
-            base_url=settings.openai_base_url,
-            ca_file=str(settings.openai_ca_file) if settings.openai_ca_file else None,
-        )
-    if (settings.text_backend if chat else settings.backend) == "offline":
-        return OfflineLiveModel()
-    if chat:  # the HTTP chat's text model, reached the same way
-        return Gemini(
-            model=settings.chat_model_name,
-            base_url=settings.gemini_base_url,
-            client_kwargs=gemini_client_kwargs(settings),
-        )
-    return LiveGemini(
-        model=settings.live_model_name,
-        base_url=settings.gemini_base_url,
-        client_kwargs=gemini_client_kwargs(settings),
+    if chat:
+        return choice.text_model(settings, settings.chat_model_name, OfflineLiveModel)
+    return choice.live_model(settings, OfflineLiveModel)
+
+
+def build_task_model(settings: Settings) -> BaseLlm:
+    """The background task agent's text model (``tasks/adk_backend.py``)."""
+    return choice.text_model(
+        settings,
+        settings.task_model_name,
+        lambda: OfflineTaskModel(step_delay_s=settings.task_offline_delay_s),
     )
 
 

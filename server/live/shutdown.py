@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from ..models.gemini import describe_model_failure
-from ..models.provider_error import ProviderError
+from ..models.provider_error import ProviderError, describe_model_failure
 from ..wire import chunks, protocol
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import socket
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
@@ -37,7 +36,7 @@ from google.adk.models.google_llm import Gemini
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import errors, types
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed
 
 from ..settings import Settings
 
@@ -120,20 +119,6 @@ class _ResumableConnection(BaseLlmConnection):
         """Reconnecting now loses nothing: no turn is under way, and the
         handle ADK holds is the one after the last turn."""
         return not self._in_turn and not self._handle_stale
-
-
-def describe_model_failure(error: BaseException) -> str | None:
-    """What to tell the client when the live run failed talking to Google
-    (None: not such a failure). A Live API close carries the service's own
-    reason for developers ("API key not valid. …"), never our internals."""
-    if isinstance(error, errors.APIError) and isinstance(error.code, int) and error.code < 5000:
-        reason = error.details if isinstance(error.details, str) else ""
-        return f"the model service closed the live session: {error.code} {reason}".strip()
-    if isinstance(
-        error, (ConnectionError, socket.gaierror, ssl.SSLError, TimeoutError, InvalidHandshake)
-    ):
-        return f"the model service could not be reached ({type(error).__name__})"
-    return None
 
 
 def gemini_client_kwargs(settings: Settings) -> dict[str, Any] | None:

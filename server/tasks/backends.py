@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
+from google.adk.models.base_llm import BaseLlm
 from google.adk.sessions import BaseSessionService
 
 from ..settings import Settings
@@ -37,10 +38,12 @@ def build_backend(
     session_service: BaseSessionService,
     store: TaskStore,
     permissions: PermissionDesk,
+    model: BaseLlm,
 ) -> TaskBackend:
-    """The backend ``settings.task_backend`` names: ADK (in this server) or ACP."""
+    """The backend ``settings.task_backend`` names: ADK (in this server, on
+    ``model``) or ACP."""
     if settings.task_backend == "acp":
         from .acp_backend import AcpBackend
 
         return AcpBackend(settings, store, permissions)
-    return Backend(settings, session_service)
+    return Backend(settings, session_service, model)

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from google.adk.agents.invocation_context import LlmCallsLimitExceededError
+from google.adk.models.base_llm import BaseLlm
 from google.adk.sessions import BaseSessionService
 
 from ..settings import Settings
@@ -85,12 +86,14 @@ class TaskManager:
         self,
         settings: Settings,
         session_service: BaseSessionService,
+        model: BaseLlm,
         *,
         clock: Callable[[], float] = time.time,
         leases: LeaseStore | None = None,
     ) -> None:
-        """``leases``: whose heartbeat tells which processes are alive;
-        without, this process takes itself for the only one."""
+        """``model``: the ADK backend's text model; ``leases``: whose
+        heartbeat tells which processes are alive; without, this process
+        takes itself for the only one."""
         self.settings = settings
         self._leases = leases
         self._runner = leases.owner if leases is not None else None
@@ -99,7 +102,7 @@ class TaskManager:
         self.permissions = PermissionDesk(
             settings.acp_permission_timeout_s, self._permission_changed
         )
-        self.backend = build_backend(settings, session_service, self.store, self.permissions)
+        self.backend = build_backend(settings, session_service, self.store, self.permissions, model)
         # Wall-clock seconds: timestamps and claim expiry outlive the process.
         self._clock = clock
         self._owners: dict[str, _Owner] = {}

@@ -10,7 +10,8 @@ import pytest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import errors, types
 
-from server.models.gemini import _ResumableConnection, describe_model_failure
+from server.models.gemini import _ResumableConnection
+from server.models.provider_error import describe_model_failure
 
 AUDIO = LlmResponse(
     content=types.Content(

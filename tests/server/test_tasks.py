@@ -31,14 +31,16 @@ from server_helpers import receive_until, start
 from starlette.testclient import TestClient
 
 from server import Settings, create_app
+from server.agent.definition import build_task_model
 from server.live.outcomes import TaskDelivery
 from server.offline.model import _answer_text
+from server.offline.task_model import offline_plan
 from server.runtime import Runtime
 from server.storage.leases import LeaseStore, SessionLeases
 from server.storage.session_access import build_session_service
 from server.storage.users import USER_ID
 from server.tasks import TaskManager, TaskRecord, TooManyTasks, session_owner
-from server.tasks.adk_backend import SAMPLE_FILES, TaskFiles, offline_plan
+from server.tasks.adk_backend import SAMPLE_FILES, TaskFiles
 from server.tasks.ledger import TASKS_USER, TaskStore, backend_session_id, tasks_app_name
 from server.tasks.manager import RESTARTED, STOPPED
 
@@ -89,7 +91,7 @@ def lease_store(settings: Settings, ttl_s: float) -> LeaseStore:
 async def running(settings: Settings, **options: Any) -> AsyncIterator[TaskManager]:
     """A started manager on the server's session store (a real SQLite file)."""
     service = build_session_service(settings)
-    manager = TaskManager(settings, service, **options)
+    manager = TaskManager(settings, service, build_task_model(settings), **options)
     await manager.start()
     try:
         yield manager
