@@ -38,9 +38,10 @@ from ..settings import Settings
 from ..storage.client_state import ForbiddenState, check_client_state
 from ..storage.users import API_USER_ID, RESERVED_USERS
 from ..tools.spec import ToolSpec
-from ..turns.events import ModelAudio, Outgoing, TurnEnd, audio_rate
+from ..turns.events import ModelAudio, Outgoing, TurnEnd
 from ..wire import chunks, fields, protocol
 from ..wire.adk_json import encode_event, event_json
+from ..wire.audio_mime import audio_rate
 from .dialects import Opening
 
 Modality = Literal["TEXT", "AUDIO"]

@@ -33,7 +33,7 @@ from google.genai import types
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
-from ..turns.events import audio_rate
+from ..wire.audio_mime import audio_rate
 from .played_audio import PlayedAudio
 from .provider_error import ProviderError
 

@@ -22,7 +22,6 @@ tools has no steps.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
@@ -31,13 +30,9 @@ from google.genai import types
 
 from ..tools.spec import ToolSpec
 from ..wire import chunks
+from ..wire.audio_mime import audio_rate
 from .metadata import TurnMetadata, finish_reason
 
-_RATE = re.compile(r"rate=0*(\d+)")
-# No sample rate has more digits.  A longer run (a client's mime type may
-# hold thousands, past int()'s 4300-digit limit and its ValueError) is
-# refused before int() sees it.
-_RATE_DIGITS = 9
 # The model's voice detection (Gemini's ``voiceActivity``, the offline
 # model's detector) → ``data-speech``.
 _SPEECH: dict[types.VoiceActivityType | None, chunks.SpeechState] = {
@@ -74,18 +69,6 @@ class Translator(Protocol):
     def begin(self, message_id: str | None = None) -> list[chunks.Chunk]: ...
 
     def end_step(self) -> list[chunks.Chunk]: ...
-
-
-def audio_rate(mime_type: str | None, default: int = 24_000) -> int:
-    """The rate a mime type names (``audio/pcm;rate=16000``), else `default`;
-    ``ValueError`` for a rate of more than nine digits."""
-    match = _RATE.search(mime_type or "")
-    if match is None:
-        return default
-    digits = match.group(1)
-    if len(digits) > _RATE_DIGITS:
-        raise ValueError(f"audio rate of {len(digits)} digits is not a sample rate")
-    return int(digits)
 
 
 class TextPart:

@@ -13,8 +13,9 @@ from google.genai import types
 
 from server.offline.model import OfflineLiveModel
 from server.offline.speech import EnergySegmenter, describe_utterance
-from server.turns.events import ModelAudio, TurnEnd, TurnTranslator, audio_rate
+from server.turns.events import ModelAudio, TurnEnd, TurnTranslator
 from server.wire import chunks, fields, protocol
+from server.wire.audio_mime import audio_rate
 
 LIMITS = fields.Limits()
 DEFAULT = protocol.InputFormat()
