@@ -34,23 +34,21 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from .gate.credentials import (
-    CredentialGuard,
-    Credentials,
-    live_time_limit,
-    redact_tokens_in_server_logs,
-    token_route,
-)
+from .gate.credential_guard import CredentialGuard
+from .gate.credentials import Credentials
 from .gate.guard import LOCAL_ORIGIN, ConnectionLimits, HttpGuard, origin_allowed
 from .gate.quotas import build_quotas
+from .gate.redaction import redact_tokens_in_server_logs
 from .http.chat import ChatEndpoint
 from .http.memory_rest import memory_routes
 from .http.session_rest import rest_routes
+from .http.token_route import token_route
 from .live.budget import AddressBudgets
 from .live.connection import LiveConnection
 from .live.conversation import LiveParts
 from .live.dialects import SEED, UI_STREAM, Dialect
 from .live.run_live import AdkDialect, parse_query
+from .live.time_limit import live_time_limit
 from .ops.telemetry import CONTENT_TYPE, Telemetry
 from .runtime import Runtime
 from .settings import Settings, redact_url

@@ -1,6 +1,6 @@
-"""One rule for every surface: with an API key configured, every request
-and socket carries credentials, except ``GET /healthz``, the demo page's
-files and CORS preflights.
+"""What a credential is, and who it proves: one rule for every surface.
+With an API key configured, every request and socket carries credentials,
+except ``GET /healthz``, the demo page's files and CORS preflights.
 
 Credentials are the key (``X-API-Key``, or ``Authorization: Bearer``) or a
 token that the key minted (``server/gate/tokens.py``): ``Authorization: Bearer``
@@ -8,46 +8,30 @@ on HTTP; on a WebSocket also ``?token=`` or a ``Sec-WebSocket-Protocol``
 entry ``audiocore.token.<token>`` (what a browser can send). ``POST
 /tokens`` and ``/metrics`` take the key only.
 
-``CredentialGuard`` checks them once, before the routes: the verified
-``Principal`` goes into the ASGI scope, where the surfaces read it
+``Credentials.check`` reads them (``Refused`` says why not); the guard
+(``credential_guard.py``) runs it once, before the routes, and puts the
+verified ``Principal`` into the ASGI scope, where the surfaces read it
 (``principal_of``). A token binds its owner: REST paths and ``/run_live``
 must name it as their user (here), ``/ws`` and ``/live`` clients' ``userKey``
-must be it or absent (``bind_user_key``, at the opening). A token's
+must be it or absent (``owners.bind_user_key``, at the opening). A token's
 ``maxSessions`` caps its owner's live sockets in this process, its
-``liveMinutes`` how long each may last (``live_time_limit``).
-
-Every refusal is counted by its reason and logged as one line with the
-surface, the client's address and the token's id if known — never the key
-or the token.
+``liveMinutes`` how long each may last (``live/time_limit.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import hmac
 import logging
-import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import anyio
 from starlette.datastructures import Headers, QueryParams
-from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
-from ..live.shutdown import Shutdown
 from ..settings import Settings
-from ..storage.users import RESERVED_USERS
-from ..wire import protocol
-from ..wire.http_body import HttpError, read_json_body
-from .quotas import OwnerQuotas, QuotaExceeded
-from .tokens import DEFAULT_TTL_S, TokenClaims, TokenLimits, TokenRefused, TokenSigner, secrets_from
+from .tokens import TokenClaims, TokenRefused, TokenSigner, secrets_from
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +40,7 @@ SUBPROTOCOL_PREFIX = "audiocore.token."
 # Offered beside the token entry, it is the one the server accepts (so the
 # token is not echoed in the response).
 SUBPROTOCOL = "audiocore"
-_LIVE_SURFACES = frozenset({"ws", "live", "run_live"})
+LIVE_SURFACES = frozenset({"ws", "live", "run_live"})
 _KEY_ONLY = frozenset({"tokens", "metrics"})
 
 
@@ -91,51 +75,6 @@ def principal_of(scope: Scope) -> Principal | None:
     return principal
 
 
-@contextlib.contextmanager
-def live_time_limit(scope: Scope, stop: Callable[[Shutdown], None]) -> Iterator[None]:
-    """While a live socket runs: stopped (1008) once its token's
-    ``liveMinutes`` are over."""
-    principal = principal_of(scope)
-    seconds = principal.live_seconds if principal is not None else None
-    if seconds is None:
-        yield
-        return
-    over = Shutdown(
-        protocol.CLOSE_POLICY_VIOLATION,
-        "live time limit reached",
-        error="this token's live time is over; connect again with a new one",
-    )
-    timer = asyncio.get_running_loop().call_later(seconds, stop, over)
-    try:
-        yield
-    finally:
-        timer.cancel()
-
-
-_TOKEN_IN_URL = re.compile(r"([?&]token=)[^&\s\"]+")
-
-
-class RedactTokens(logging.Filter):
-    """uvicorn logs every socket's path with its query: a ``?token=`` there
-    is logged as ``token=***``."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple):
-            record.args = tuple(
-                _TOKEN_IN_URL.sub(r"\1***", arg) if isinstance(arg, str) else arg
-                for arg in record.args
-            )
-        return True
-
-
-def redact_tokens_in_server_logs() -> None:
-    """Add ``RedactTokens`` to uvicorn's loggers, once."""
-    for name in ("uvicorn.error", "uvicorn.access"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, RedactTokens) for f in logger.filters):
-            logger.addFilter(RedactTokens())
-
-
 class Refused(Exception):
     """A request or socket refused: ``reason`` counted, ``text`` told."""
 
@@ -144,26 +83,6 @@ class Refused(Exception):
         self.reason = reason
         self.text = text
         self.token_id = token_id
-
-
-def bind_user_key(scope: Scope, user_key: str | None) -> str | None:
-    """A live client's ``userKey`` under its credentials: a token's owner
-    must be it, or stands for it when absent. ``ProtocolError`` (1008)
-    for another user's key."""
-    principal = principal_of(scope)
-    if principal is None or principal.owner is None:
-        return user_key
-    if user_key is not None and user_key != principal.owner:
-        log.warning(
-            "refused %s from %s: userKey is not the token's owner (token %s)",
-            scope.get("path", "?"),
-            _client(scope),
-            principal.token_id,
-        )
-        raise protocol.ProtocolError(
-            protocol.CLOSE_POLICY_VIOLATION, "userKey: not the token's owner"
-        )
-    return principal.owner
 
 
 def surface_of(scope: Scope, web_dir: Path) -> str | None:
@@ -199,7 +118,7 @@ def _page_file(path: str, web_dir: Path) -> bool:
     return target.is_relative_to(root) and target.is_file()
 
 
-def _client(scope: Scope) -> str:
+def client_address(scope: Scope) -> str:
     client = scope.get("client")
     return client[0] if client else "?"
 
@@ -271,13 +190,13 @@ class Credentials:
 
 
 def _socket_token(scope: Scope, headers: Headers) -> str | None:
-    for entry in _offered(headers):
+    for entry in offered_subprotocols(headers):
         if entry.startswith(SUBPROTOCOL_PREFIX):
             return entry[len(SUBPROTOCOL_PREFIX) :]
     return QueryParams(scope.get("query_string", b"")).get("token")
 
 
-def _offered(headers: Headers) -> list[str]:
+def offered_subprotocols(headers: Headers) -> list[str]:
     return [
         entry.strip()
         for value in headers.getlist("sec-websocket-protocol")
@@ -294,159 +213,3 @@ def _users_named(scope: Scope, surface: str) -> list[str]:
     if surface == "run_live":
         return QueryParams(scope.get("query_string", b"")).getlist("user_id")
     return []
-
-
-class CredentialGuard:
-    """Refuses what lacks credentials (401; a socket, close 1008 before
-    accept, 1013 past a token's ``maxSessions``) and puts the principal in
-    the scope. Inactive without an API key."""
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        settings: Settings,
-        credentials: Credentials | None,
-        quotas: OwnerQuotas | None = None,
-        on_refused: Callable[[str], None] = lambda reason: None,
-    ) -> None:
-        self.app = app
-        self.web_dir = settings.web_dir
-        self.credentials = credentials
-        self.quotas = quotas
-        self._refused = on_refused
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        credentials = self.credentials
-        if credentials is None or scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
-        surface = surface_of(scope, self.web_dir)
-        if surface is None:
-            await self.app(scope, receive, send)
-            return
-        try:
-            principal = credentials.check(scope, surface)
-        except Refused as exc:
-            await self._refuse(scope, receive, send, surface, exc)
-            return
-        scope[SCOPE_KEY] = principal
-        if scope["type"] == "http":
-            await self.app(scope, receive, send)
-            return
-        if surface not in _LIVE_SURFACES:
-            await self.app(scope, receive, _accepting_offered(scope, send))
-            return
-        if not credentials.admit(principal):
-            over = Refused(
-                "over_limit", "too many live sessions for this token", principal.token_id
-            )
-            await self._refuse(scope, receive, send, surface, over)
-            return
-        ticket = None
-        try:
-            if self.quotas is not None and principal.owner is not None:
-                try:
-                    ticket = await self.quotas.admit(principal.owner)
-                except QuotaExceeded as exc:
-                    quota = Refused("over_quota", str(exc), principal.token_id)
-                    await self._refuse(scope, receive, send, surface, quota)
-                    return
-                except Exception:  # the store is away: closed, not open
-                    log.warning("quota store failed; socket refused", exc_info=True)
-                    away = Refused("over_quota", "quotas unavailable", principal.token_id)
-                    await self._refuse(scope, receive, send, surface, away)
-                    return
-                scope[SCOPE_KEY] = dataclasses.replace(principal, quota_seconds=ticket.seconds_left)
-            await self.app(scope, receive, _accepting_offered(scope, send))
-        finally:
-            credentials.release(principal)
-            if ticket is not None and self.quotas is not None:
-                # Even when the socket's task is cancelled: a row left behind
-                # would count against the owner until it expires.
-                with anyio.CancelScope(shield=True):
-                    await self.quotas.release(ticket)
-
-    async def _refuse(
-        self, scope: Scope, receive: Receive, send: Send, surface: str, refused: Refused
-    ) -> None:
-        self._refused(refused.reason)
-        log.warning(
-            "refused %s from %s: %s (token %s)",
-            surface,
-            _client(scope),
-            refused.text,
-            refused.token_id or "-",
-        )
-        if scope["type"] == "websocket":
-            code = (
-                protocol.CLOSE_TRY_AGAIN_LATER
-                if refused.reason in ("over_limit", "over_quota")
-                else protocol.CLOSE_POLICY_VIOLATION
-            )
-            await send({"type": "websocket.close", "code": code, "reason": refused.text})
-            return
-        status = 429 if refused.reason == "over_limit" else 401
-        await PlainTextResponse(f"Unauthorized: {refused.text}", status)(scope, receive, send)
-
-
-def _accepting_offered(scope: Scope, send: Send) -> Send:
-    """A client that offered subprotocols (a token entry among them) gets
-    one of them back, as RFC 6455 requires of a server that picks one and
-    browsers of any answer: ``audiocore`` if offered, else the entry."""
-    offered = _offered(Headers(scope=scope))
-    if not offered:
-        return send
-    chosen = SUBPROTOCOL if SUBPROTOCOL in offered else offered[0]
-
-    async def accept_with_subprotocol(message: Message) -> None:
-        if message["type"] == "websocket.accept" and message.get("subprotocol") is None:
-            message = {**message, "subprotocol": chosen}
-        await send(message)
-
-    return accept_with_subprotocol
-
-
-def token_route(settings: Settings, signer: TokenSigner) -> Route:
-    """``POST /tokens`` (the key only, checked by the guard): ``{"owner",
-    "ttlSeconds"?, "limits"?}`` → ``{"token", "tokenId", "owner",
-    "expiresAt", "limits"}``."""
-
-    async def mint(request: Request) -> Response:
-        try:
-            body = await read_json_body(request, 64 * 1024, settings.body_timeout_s)
-        except HttpError as exc:
-            return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
-        try:
-            token, claims = _mint(signer, body)
-        except ValueError as exc:
-            return JSONResponse({"detail": str(exc)}, 422)
-        log.info("token %s minted for %s", claims.token_id, claims.owner)
-        return JSONResponse(
-            {
-                "token": token,
-                "tokenId": claims.token_id,
-                "owner": claims.owner,
-                "expiresAt": claims.expires_at,
-                "limits": claims.limits.to_json(),
-            }
-        )
-
-    return Route("/tokens", mint, methods=["POST"])
-
-
-def _mint(signer: TokenSigner, body: Any) -> tuple[str, TokenClaims]:
-    if not isinstance(body, dict):
-        raise ValueError(f"expected a JSON object, got {type(body).__name__}")
-    unknown = sorted(set(body) - {"owner", "ttlSeconds", "limits"})
-    if unknown:
-        raise ValueError(f"unknown {unknown}; expected owner, ttlSeconds, limits")
-    owner = body.get("owner")
-    if not isinstance(owner, str):
-        raise ValueError(f"owner: expected a string, got {type(owner).__name__}")
-    if owner in RESERVED_USERS:
-        raise ValueError(f"owner: {owner!r} is reserved")
-    return signer.mint(
-        owner,
-        body.get("ttlSeconds", DEFAULT_TTL_S),
-        TokenLimits.from_json(body.get("limits")),
-    )

@@ -57,7 +57,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from ..agent.runners import Agents
-from ..gate.credentials import bind_user_key
+from ..gate.owners import NotOwner, bind_user_key, key_owner
 from ..settings import Settings
 from ..storage.claims import SessionBusy
 from ..storage.session_access import SessionAccess
@@ -68,7 +68,6 @@ from ..tools.spec import ToolSpec, ToolState
 from ..turns.events import ModelAudio, TurnEnd, TurnTranslator
 from ..wire import chat_messages, chunks, fields
 from ..wire.http_body import HttpError, read_json_body
-from ..wire.protocol import ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -173,9 +172,9 @@ def chat_owner(request: Request, user_key: object) -> str | None:
     for a key that is not the token's owner."""
     try:
         key = bind_user_key(request.scope, fields.user_key(user_key))
-    except ProtocolError as exc:
-        raise HttpError(403, exc.reason) from None
-    return None if key is None else f"key:{key}"
+    except NotOwner as exc:
+        raise HttpError(403, str(exc)) from None
+    return None if key is None else key_owner(key)
 
 
 class ChatEndpoint:

@@ -36,7 +36,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..gate.addressing import NotAddressable, check_target
 from ..gate.credentials import principal_of
+from ..gate.owners import NotOwner, api_user_owner, bind_user_key, key_owner
 from ..memory.store import (
     MAX_PROFILE_CHARS,
     MAX_RESULTS,
@@ -46,7 +48,6 @@ from ..memory.store import (
     checked_ids,
 )
 from ..settings import Settings
-from ..storage.users import API_USER_ID, RESERVED_USERS
 from ..wire.http_body import HttpError, read_json_body
 from ..wire.protocol import USER_KEY
 
@@ -59,28 +60,31 @@ Handler = Callable[[Request, str], Awaitable[Response]]
 def memory_routes(settings: Settings, store: MemoryStore) -> list[Route]:
     body_limit = MAX_PROFILE_CHARS * 4 + 1024  # UTF-8 at its widest, and the JSON around it
 
-    def user_owner(request: Request) -> str:
-        app = request.path_params["app_name"]
+    def owner_by_user(request: Request) -> str:
         user = request.path_params["user_id"]
-        if app != settings.app_name:
-            raise HttpError(404, f"App not found: {app!r}")
-        if user in RESERVED_USERS or not API_USER_ID.fullmatch(user):
-            raise HttpError(404, f"User not found: {user!r}")
-        return f"user:{user}"
+        try:
+            check_target(request.path_params["app_name"], user, settings.app_name)
+        except NotAddressable as exc:
+            raise HttpError(404, str(exc)) from None
+        owner = api_user_owner(user)
+        assert owner is not None  # check_target refused the reserved users
+        return owner
 
-    def key_owner(request: Request) -> str:
-        key = request.headers.get(USER_KEY_HEADER)
+    def owner_by_key(request: Request) -> str:
+        given = request.headers.get(USER_KEY_HEADER)
         principal = principal_of(request.scope)
-        token_owner = principal.owner if principal is not None else None
-        if token_owner is not None:
-            if key is not None and key != token_owner:
-                raise HttpError(403, f"{USER_KEY_HEADER}: not the token's owner")
-            return f"key:{token_owner}"
-        if key is None or not USER_KEY.fullmatch(key):
+        if (principal is None or principal.owner is None) and (
+            given is None or not USER_KEY.fullmatch(given)
+        ):
             raise HttpError(
                 400, f"{USER_KEY_HEADER}: expected the client's userKey (20-100 of A-Z a-z 0-9 _ -)"
             )
-        return f"key:{key}"
+        try:
+            key = bind_user_key(request.scope, given)
+        except NotOwner:
+            raise HttpError(403, f"{USER_KEY_HEADER}: not the token's owner") from None
+        assert key is not None  # a key was given, or the token's owner stands for it
+        return key_owner(key)
 
     def both(path: str, methods: list[str], handler: Handler) -> list[Route]:
         def with_owner(owner_of: Callable[[Request], str]) -> Callable[..., Any]:
@@ -97,10 +101,10 @@ def memory_routes(settings: Settings, store: MemoryStore) -> list[Route]:
         return [
             Route(
                 f"/apps/{{app_name}}/users/{{user_id}}{path}",
-                with_owner(user_owner),
+                with_owner(owner_by_user),
                 methods=methods,
             ),
-            Route(path, with_owner(key_owner), methods=methods),
+            Route(path, with_owner(owner_by_key), methods=methods),
         ]
 
     async def listing(request: Request, owner: str) -> Response:

@@ -31,9 +31,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..gate.addressing import NotAddressable, check_target
 from ..settings import Settings
 from ..storage.session_access import SessionAccess
-from ..storage.users import API_SESSION_ID, API_USER_ID, RESERVED_USERS
+from ..storage.users import API_SESSION_ID
 from ..wire.http_body import HttpError, read_body
 from .session_ops import Reply, checked_id
 from .session_worker import StoreWorker
@@ -73,10 +74,10 @@ def rest_routes(
     def target(request: Request) -> tuple[str, str]:
         app = request.path_params["app_name"]
         user = request.path_params["user_id"]
-        if app != settings.app_name:
-            raise HttpError(404, f"App not found: {app!r}")
-        if user in RESERVED_USERS or not API_USER_ID.fullmatch(user):
-            raise HttpError(404, f"User not found: {user!r}")
+        try:
+            check_target(app, user, settings.app_name)
+        except NotAddressable as exc:
+            raise HttpError(404, str(exc)) from None
         return app, user
 
     def not_live(session_id: str) -> None:

@@ -21,11 +21,12 @@ from starlette.websockets import WebSocket
 
 from ..agent.runners import Agents
 from ..audio.pacer import OutputPacer
+from ..gate.owners import key_owner, session_owner
 from ..ops.metrics import ConnectionMetrics
 from ..settings import Settings
 from ..storage.session_access import OpenedSession, SessionAccess, session_history
 from ..storage.state_keys import TIME_ZONE_STATE_KEY
-from ..tasks import TaskManager, TaskRecord, session_owner, write_owner
+from ..tasks import TaskManager, TaskRecord, write_owner
 from ..tools.delegation import Delegations, SessionDelegations
 from ..turns.events import Translator
 from ..wire import chunks
@@ -120,7 +121,7 @@ def task_owner(start: Start, user_id: str, session_id: str) -> str:
     """Whose background tasks a connection sees: the user's, named by the
     client's key, or else the session's own."""
     if start.user_key is not None:
-        return f"key:{start.user_key}"
+        return key_owner(start.user_key)
     return session_owner(user_id, session_id)
 
 

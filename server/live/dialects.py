@@ -23,7 +23,7 @@ from google.adk.agents.run_config import RunConfig
 from starlette.types import Message
 from starlette.websockets import WebSocket
 
-from ..gate.credentials import bind_user_key
+from ..gate.owners import NotOwner, bind_user_key
 from ..storage.users import USER_ID
 from ..tools.spec import ToolSpec
 from ..turns.events import Translator, TurnTranslator
@@ -76,7 +76,10 @@ class UiStreamDialect:
     async def open(self, ws: WebSocket, timeout_s: float, limits: fields.Limits) -> Opening:
         hello = await read_hello(ws, timeout_s, limits)
         # A token speaks for its owner: the owner's key, whatever was sent.
-        user_key = bind_user_key(ws.scope, hello.start.user_key)
+        try:
+            user_key = bind_user_key(ws.scope, hello.start.user_key)
+        except NotOwner as exc:
+            raise protocol.ProtocolError(protocol.CLOSE_POLICY_VIOLATION, str(exc)) from None
         return Opening(dataclasses.replace(hello.start, user_key=user_key), hello.first)
 
     def decode(

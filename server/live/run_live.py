@@ -34,9 +34,9 @@ from google.genai import types
 from starlette.types import Message
 from starlette.websockets import WebSocket
 
+from ..gate.addressing import api_user_allowed
 from ..settings import Settings
 from ..storage.client_state import ForbiddenState, check_client_state
-from ..storage.users import API_USER_ID, RESERVED_USERS
 from ..tools.spec import ToolSpec
 from ..turns.events import ModelAudio, Outgoing, TurnEnd
 from ..wire import chunks, fields, protocol
@@ -138,7 +138,7 @@ def parse_query(query: Mapping[str, Sequence[str]], settings: Settings) -> RunLi
         raise ValueError(f"{name}: expected a boolean, got {value!r}")
 
     user_id = one("user_id", required=True) or ""
-    if user_id in RESERVED_USERS or not API_USER_ID.fullmatch(user_id):
+    if not api_user_allowed(user_id):
         raise ValueError(f"user_id: not allowed: {user_id!r}")
     modalities = tuple(query.get("modalities", [])) or ("AUDIO",)
     for modality in modalities:

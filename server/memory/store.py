@@ -20,7 +20,7 @@ owner's key (a capability).
 
 ``MemoryStore`` holds what every store shares — the checks, the limits, the
 log, and ADK's ``BaseMemoryService``: ADK names its scope by ``user_id``,
-which maps to the owner ``user:<id>`` (``adk_owner``); the server's own
+which maps to the owner ``user:<id>`` (``gate.owners.api_user_owner``); the server's own
 users (``web``, ``chat``) share one id among many people and have no memory
 there. The statements are a store's: SQLite with FTS5 in the data directory
 (``sqlite_memory.py``, the default), PostgreSQL's full-text search with
@@ -45,7 +45,7 @@ from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemor
 from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 
-from ..storage.users import RESERVED_USERS
+from ..gate.owners import api_user_owner, key_owner
 
 if TYPE_CHECKING:
     from google.adk.events.event import Event
@@ -116,13 +116,8 @@ def memory_owner(user_key: str | None, user_id: str) -> str | None:
     a token's owner), else its ADK user; None for the server's own users
     without a key — they are shared ids, not people."""
     if user_key is not None:
-        return f"key:{user_key}"
-    return adk_owner(user_id)
-
-
-def adk_owner(user_id: str) -> str | None:
-    """The owner ADK's memory calls name with ``user_id``."""
-    return None if user_id in RESERVED_USERS else f"user:{user_id}"
+        return key_owner(user_key)
+    return api_user_owner(user_id)
 
 
 def owner_digest(owner: str) -> str:
@@ -341,7 +336,7 @@ class MemoryStore(BaseMemoryService):
 
     # ------------------------------------------------ ADK's memory service
     async def add_session_to_memory(self, session: Session) -> None:
-        owner = adk_owner(session.user_id)
+        owner = api_user_owner(session.user_id)
         if owner is not None:
             await self.add_turns(owner, session.events, transcripts=True)
 
@@ -354,7 +349,7 @@ class MemoryStore(BaseMemoryService):
         session_id: str | None = None,
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
-        owner = adk_owner(user_id)
+        owner = api_user_owner(user_id)
         if owner is not None:
             await self.add_turns(owner, events, transcripts=True)
 
@@ -393,7 +388,7 @@ class MemoryStore(BaseMemoryService):
     async def search_memory(
         self, *, app_name: str, user_id: str, query: str
     ) -> SearchMemoryResponse:
-        owner = adk_owner(user_id)
+        owner = api_user_owner(user_id)
         if owner is None:
             return SearchMemoryResponse()
         found = await self.search(owner, query[:MAX_QUERY_CHARS], limit=10)
@@ -406,7 +401,7 @@ class MemoryStore(BaseMemoryService):
 
 
 def _adk_owner_or_refuse(user_id: str) -> str:
-    owner = adk_owner(user_id)
+    owner = api_user_owner(user_id)
     if owner is None:
         raise MemoryInputError(f"user {user_id!r} has no long-term memory")
     return owner

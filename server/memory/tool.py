@@ -37,6 +37,7 @@ from google.adk.tools.function_tool import FunctionTool
 from google.adk.tools.tool_context import ToolContext
 from typing_extensions import override
 
+from ..gate.owners import api_user_owner, is_key_owner
 from ..storage.state_keys import OWNER_STATE_KEY
 from ..tools.spec import ToolSpec
 from .store import (
@@ -45,7 +46,6 @@ from .store import (
     MemoryStore,
     Profile,
     Record,
-    adk_owner,
     checked_text,
 )
 
@@ -64,9 +64,10 @@ CONVERSATION_LIMIT = 5  # and turns of earlier conversations that match its quer
 def owner_of(state: Mapping[str, Any], user_id: str) -> str | None:
     """The memory owner of a session (see the module docstring)."""
     key = state.get(OWNER_STATE_KEY)
-    if isinstance(key, str) and key.startswith("key:"):
+    if is_key_owner(key):
+        assert isinstance(key, str)
         return key
-    return adk_owner(user_id)
+    return api_user_owner(user_id)
 
 
 def _owner(tool_context: ToolContext) -> str | None:

@@ -8,7 +8,7 @@ connection delivers each outcome once, through a renewable claim
 (``outcome_claims.py``).
 """
 
-from .live_tools import owner_from_context, session_owner, write_owner
+from .live_tools import owner_from_context, write_owner
 from .manager import TaskManager, TooManyTasks
 from .records import TaskRecord
 
@@ -17,6 +17,5 @@ __all__ = [
     "TaskRecord",
     "TooManyTasks",
     "owner_from_context",
-    "session_owner",
     "write_owner",
 ]

@@ -22,6 +22,7 @@ from google.adk.events import Event, EventActions
 from google.adk.sessions import BaseSessionService, Session
 from google.adk.tools.tool_context import ToolContext
 
+from ..gate.owners import session_owner
 from ..storage.session_access import session_history
 from ..storage.state_keys import OWNER_STATE_KEY, TIME_ZONE_STATE_KEY
 from .acp_permissions import PROMPT_PREFIX
@@ -32,11 +33,6 @@ if TYPE_CHECKING:
     from .manager import TaskManager
 
 OwnerOf = Callable[[ToolContext], str]
-
-
-def session_owner(user_id: str, session_id: str) -> str:
-    """The owner of the tasks of a session that names no ``task_owner``."""
-    return f"session:{user_id}:{session_id}"
 
 
 async def write_owner(service: BaseSessionService, session: Session, owner: str | None) -> None:

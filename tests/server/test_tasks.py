@@ -32,6 +32,7 @@ from starlette.testclient import TestClient
 
 from server import Settings, create_app
 from server.agent.definition import build_task_model
+from server.gate.owners import session_owner
 from server.live.outcomes import TaskDelivery
 from server.offline.model import _answer_text
 from server.offline.task_model import offline_plan
@@ -39,7 +40,7 @@ from server.runtime import Runtime
 from server.storage.leases import LeaseStore, SessionLeases
 from server.storage.session_access import build_session_service
 from server.storage.users import USER_ID
-from server.tasks import TaskManager, TaskRecord, TooManyTasks, session_owner
+from server.tasks import TaskManager, TaskRecord, TooManyTasks
 from server.tasks.adk_backend import SAMPLE_FILES, TaskFiles
 from server.tasks.ledger import TASKS_USER, TaskStore, backend_session_id, tasks_app_name
 from server.tasks.manager import RESTARTED, STOPPED
