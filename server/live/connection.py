@@ -48,8 +48,9 @@ from ..storage.claims import SessionBusy
 from ..storage.session_access import OpenedSession, SessionNotFound
 from ..wire import chat_messages, chunks, fields, large_json, protocol
 from .conversation import Conversation, LiveParts, assemble, welcome
-from .dialects import Dialect, Opening
+from .dialects import Dialect
 from .model_events import ModelEvents
+from .opening import Opening
 from .request_queue import BoundedLiveRequestQueue
 from .shutdown import (
     Shutdown,

@@ -19,31 +19,17 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from google.adk.agents.run_config import RunConfig
 from starlette.types import Message
 from starlette.websockets import WebSocket
 
 from ..gate.owners import NotOwner, bind_user_key
-from ..storage.users import USER_ID
 from ..tools.spec import ToolSpec
 from ..turns.events import Translator, TurnTranslator
 from ..turns.seed import SeedTurnTranslator
 from ..wire import fields, protocol
 from .frames import SseOverWebSocketWire, UiStreamWire, Wire
 from .handshake import read_hello
-
-
-@dataclasses.dataclass(frozen=True)
-class Opening:
-    """What a client asked for before the conversation starts."""
-
-    start: protocol.Start
-    first: Message | None = None  # the first message, to handle as such
-    user_id: str = USER_ID
-    # An unknown session: create a new one (with a notice), or refuse
-    # (``SessionNotFound``, for clients that create sessions themselves).
-    create_missing: bool = True
-    run_config: RunConfig | None = None  # None: the runtime's, for the turn detection
+from .opening import Opening
 
 
 class Dialect(Protocol):

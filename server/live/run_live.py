@@ -42,7 +42,7 @@ from ..turns.events import ModelAudio, Outgoing, TurnEnd
 from ..wire import chunks, fields, protocol
 from ..wire.adk_json import encode_event, event_json
 from ..wire.audio_mime import audio_rate
-from .dialects import Opening
+from .opening import Opening
 
 Modality = Literal["TEXT", "AUDIO"]
 _TRUE = {"true", "1", "yes", "on"}
