@@ -8,7 +8,7 @@ session's delegations, whose questions to the client end the step (and the
 client's stream). ``barge_in`` drops the audio not yet sent, tells the
 client how much, and cancels the calls waiting for the user; ``played``
 tells the model's connection what the client played
-(``server/models/played_audio.py``).
+(the port ``server/models/played_audio.py``, ``played.py`` here).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from google.adk.events import Event
 
 from ..audio.conversion import OutputAudio
 from ..audio.pacer import OutputPacer
-from ..models.played_audio import PlayedAudio
 from ..tools.calls import delegated_calls
 from ..tools.delegation import SessionDelegations
 from ..tools.spec import ToolSpec
 from ..turns.events import ModelAudio, Translator, TurnEnd
 from ..wire import chunks
+from .played import PlayoutPosition
 
 
 class Playout:
@@ -49,7 +49,7 @@ class Playout:
         self._on_turn_end = on_turn_end
         self._on_barge_in = on_barge_in
         self._clock = clock
-        self.played = PlayedAudio(pacer.played_seconds)  # for the model's connection
+        self.played = PlayoutPosition(pacer.played_seconds)  # for the model's connection
 
     async def on_event(self, event: Event) -> None:
         received = self._clock()

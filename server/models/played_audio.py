@@ -1,9 +1,12 @@
-"""The playout as a live model connection sees it: how much of the model's
-current turn the client has played, and the moment the user stopped it on
-the client — so a provider that keeps a memory of what it said can cut it
-at what was heard.
+"""The playout as a live model connection sees it — a port this wing
+defines and the live connection implements (``live/played.py``): how much
+of the model's current turn the client has played, and the moment the user
+stopped it on the client — so a provider that keeps a memory of what it
+said can cut it at what was heard.
 
-``Playout`` owns one (``Playout.played``, over its pacer's clock). The
+``Playout`` owns one (``Playout.played``, over its pacer's clock). ADK
+opens the model's connection itself, inside the live run, and hands it
+nothing of ours; so the port travels by a context variable: the
 connection's pump binds it before it starts ADK's live run; ADK opens the
 model's connection inside that run, in a context copied from the pump's, so
 ``current()`` there is this socket's and no other's, on every live surface
@@ -16,31 +19,24 @@ from __future__ import annotations
 import contextvars
 import weakref
 from collections.abc import Callable
+from typing import Protocol
 
 PositionListener = Callable[[float], None]
 
 
-class PlayedAudio:
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
-        self._listeners: list[PositionListener] = []
+class PlayedAudio(Protocol):
+    """The port: what a model connection may ask of the playout (the live
+    connection implements it, ``live/played.py``)."""
 
     def played_seconds(self) -> float:
         """Seconds of the model's current turn the client has played by now."""
-        return self._clock()
+        ...
 
     def on_user_stop(self, listener: PositionListener) -> Callable[[], None]:
         """``listener(played_seconds)`` when the user stops the answer on the
         client (called before the audio is dropped, so the position is what
         was heard). Returns what removes it."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
-
-    def user_stopped(self) -> None:
-        if self._listeners:
-            position = self._clock()
-            for listener in list(self._listeners):
-                listener(position)
+        ...
 
 
 # A weak reference: CPython's ContextVar caches the last value read from it

@@ -15,8 +15,8 @@ import pytest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 
+from server.live.played import PlayoutPosition
 from server.models.openai_connection import OpenAIRealtimeConnection
-from server.models.played_audio import PlayedAudio
 from server.models.provider_error import ProviderError
 
 
@@ -63,7 +63,7 @@ def test_barge_in_truncates_the_item_being_heard_at_its_own_offset() -> None:
     async def scenario() -> tuple[FakeRealtime, list[LlmResponse]]:
         fake = FakeRealtime()
         connection = OpenAIRealtimeConnection(
-            fake, manual=False, played=PlayedAudio(lambda: played[0])
+            fake, manual=False, played=PlayoutPosition(lambda: played[0])
         )
         stream = connection.receive()
         fake.push(type="response.created", response={"id": "r1"})
@@ -95,7 +95,7 @@ def test_the_second_item_of_a_turn_is_truncated_from_its_own_start() -> None:
     async def scenario() -> FakeRealtime:
         fake = FakeRealtime()
         connection = OpenAIRealtimeConnection(
-            fake, manual=True, played=PlayedAudio(lambda: played[0])
+            fake, manual=True, played=PlayoutPosition(lambda: played[0])
         )
         fake.push(type="response.created", response={"id": "r1"})
         fake.push(**audio("item_a", 24_000))  # 1 s: "let me check"
@@ -136,7 +136,7 @@ def test_the_users_stop_on_the_client_truncates_and_cancels_at_once() -> None:
     audio; the answer being generated is cancelled, and its cancelled
     response.done still ends the client's turn."""
     played = [0.0]
-    playout = PlayedAudio(lambda: played[0])
+    playout = PlayoutPosition(lambda: played[0])
 
     async def scenario() -> tuple[FakeRealtime, list[LlmResponse]]:
         fake = FakeRealtime()

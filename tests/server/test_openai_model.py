@@ -18,10 +18,10 @@ from google.genai import types
 
 from server.agent.definition import build_model, build_run_config
 from server.audio.pacer import AudioFrame, OutputPacer
+from server.live.played import PlayoutPosition
 from server.models import openai_realtime as openai_model
 from server.models import played_audio
 from server.models.openai_realtime import OpenAIRealtime, function_tools, session_config
-from server.models.played_audio import PlayedAudio
 from server.models.provider_error import ProviderError
 from server.settings import Settings
 
@@ -220,23 +220,23 @@ def test_the_played_audio_is_this_contexts_and_never_kept_alive() -> None:
     model's connection in one), not another socket's context; a playout that
     is gone is None, not kept alive by a context that outlived its socket."""
 
-    async def connection_sees() -> PlayedAudio | None:
+    async def connection_sees() -> played_audio.PlayedAudio | None:
         return played_audio.current()
 
-    async def socket(played: PlayedAudio) -> tuple[object, object]:
+    async def socket(played: PlayoutPosition) -> tuple[object, object]:
         played_audio.bind(played)
         mine = await asyncio.create_task(connection_sees())
         return mine, await asyncio.create_task(asyncio.to_thread(played_audio.current))
 
     async def scenario() -> None:
-        first, second = PlayedAudio(lambda: 1.0), PlayedAudio(lambda: 2.0)
+        first, second = PlayoutPosition(lambda: 1.0), PlayoutPosition(lambda: 2.0)
         seen = await asyncio.gather(socket(first), socket(second))
         assert seen == [(first, first), (second, second)]
         assert played_audio.current() is None  # the caller's context: nothing bound
 
     asyncio.run(scenario())
     context = contextvars.copy_context()
-    played = PlayedAudio(lambda: 0.0)
+    played = PlayoutPosition(lambda: 0.0)
     context.run(played_audio.bind, played)
     assert context.run(played_audio.current) is played
     del played
@@ -246,7 +246,7 @@ def test_the_played_audio_is_this_contexts_and_never_kept_alive() -> None:
 
 def test_a_user_stop_tells_each_listener_the_position_until_it_is_removed() -> None:
     clock = [0.25]
-    played = PlayedAudio(lambda: clock[0])
+    played = PlayoutPosition(lambda: clock[0])
     heard: list[tuple[str, float]] = []
     remove_a = played.on_user_stop(lambda at: heard.append(("a", at)))
     played.on_user_stop(lambda at: heard.append(("b", at)))
