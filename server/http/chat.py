@@ -63,7 +63,15 @@ from ..storage.claims import SessionBusy
 from ..storage.session_access import SessionAccess
 from ..storage.users import API_SESSION_ID, CHAT_USER_ID
 from ..tasks import write_owner
-from ..tools.calls import Outcome, PendingCall, apply, delegated_calls, pending_in, run_on_server
+from ..tools.calls import (
+    Outcome,
+    PendingCall,
+    RunOnServer,
+    apply,
+    delegated_calls,
+    pending_in,
+    run_on_server,
+)
 from ..tools.spec import ToolSpec, ToolState
 from ..turns.events import ModelAudio, TurnEnd, TurnTranslator
 from ..wire import chat_messages, chunks, fields
@@ -115,8 +123,8 @@ async def resolve_answers(
     for step in apply(pending, answers, session_id=session.id, via="http"):
         if isinstance(step, Outcome):
             settled.append(step)
-        elif step[0] == "run":
-            settled.append(await run_on_server(step[1], state, session.id))
+        elif isinstance(step, RunOnServer):
+            settled.append(await run_on_server(step.call, state, session.id))
     for outcome in settled:
         out.add(outcome)
         del pending[outcome.call.call_id]

@@ -30,7 +30,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from google.adk.events import Event
 from google.genai import types
@@ -194,7 +194,22 @@ def denied(call: PendingCall, reason: str | None) -> Outcome:
 
 # What an answer asks for besides resolving a call: the approved server tool
 # is to run (``run_on_server``), or the approved browser tool (``run_now``).
-Step = Outcome | tuple[Literal["run", "ask"], PendingCall]
+@dataclasses.dataclass(frozen=True)
+class RunOnServer:
+    """An approved server tool: run it (``run_on_server``), then settle it."""
+
+    call: PendingCall
+
+
+@dataclasses.dataclass(frozen=True)
+class AskBrowser:
+    """An approved browser tool whose result has not come: ask the browser
+    to run it now."""
+
+    call: PendingCall
+
+
+Step = Outcome | RunOnServer | AskBrowser
 
 
 def apply(
@@ -247,9 +262,9 @@ def _approve(
         return denied(call, approval.reason)
     if call.spec.runs_in == "browser":
         call.approved = True
-        return None if call.call_id in results else ("ask", call)
+        return None if call.call_id in results else AskBrowser(call)
     call.running = True
-    return ("run", call)
+    return RunOnServer(call)
 
 
 def _result(calls: Mapping[str, PendingCall], result: ToolResult) -> Outcome | None:

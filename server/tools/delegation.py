@@ -33,7 +33,7 @@ from google.genai import types
 
 from ..wire import chunks
 from ..wire.fields import InputError, ToolApproval, ToolResult
-from .calls import Answer, Outcome, PendingCall, apply, cancelled, run_on_server
+from .calls import Answer, AskBrowser, Outcome, PendingCall, apply, cancelled, run_on_server
 from .spec import ToolSpec, ToolState
 
 log = logging.getLogger(__name__)
@@ -132,14 +132,12 @@ class SessionDelegations:
         for step in apply(self._calls, answers, session_id=self.session_id, via=via):
             if isinstance(step, Outcome):
                 self._resolve(step)
-                continue
-            what, call = step
-            if what == "ask":
+            elif isinstance(step, AskBrowser):
                 if self._sink is not None:
-                    self._sink.tell_client(call.run_now())
+                    self._sink.tell_client(step.call.run_now())
             else:
-                self._disarm(call)
-                task = asyncio.create_task(self._run(call))
+                self._disarm(step.call)
+                task = asyncio.create_task(self._run(step.call))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
 

@@ -36,7 +36,9 @@ from server.live.shutdown import Shutdown
 from server.live.uplink import Uplink
 from server.ops.metrics import ConnectionMetrics
 from server.tools.calls import (
+    AskBrowser,
     PendingCall,
+    RunOnServer,
     apply,
     approval_id_of,
     delegated_calls,
@@ -474,7 +476,7 @@ def test_answers_resolve_calls_or_are_refused_with_the_reason() -> None:
     resubmitted = [ToolApproval("apr_x", True, from_history=True)]
     assert apply(calls, resubmitted, session_id="s", via="t") == []
     (step,) = apply(calls, [ToolApproval("apr_c1", True)], session_id="s", via="t")
-    assert step == ("run", calls["c1"]) and calls["c1"].running
+    assert step == RunOnServer(calls["c1"]) and calls["c1"].running
     with pytest.raises(InputError, match="no pending approval"):  # spent
         apply(calls, [ToolApproval("apr_c1", True)], session_id="s", via="t")
     denied_calls = {"c2": PendingCall.new("c2", PAY, {}, 60)}
@@ -501,7 +503,7 @@ def test_a_browser_tool_needs_its_approval_before_its_result() -> None:
     )
     alone = {"c2": PendingCall.new("c2", where, {}, 60)}
     assert apply(alone, [ToolApproval("apr_c2", True)], session_id="s", via="t") == [
-        ("ask", alone["c2"])
+        AskBrowser(alone["c2"])
     ]
 
 
