@@ -113,7 +113,7 @@ class Conversation:
 
     def task_changed(self, record: TaskRecord) -> None:
         """A task of the owner changed: its card, and maybe its outcome to tell."""
-        self.link.tell_client([chunks.TaskCard(record.chunk())])
+        self.link.tell_client([record.card()])
         self.delivery.wake()
 
 
@@ -269,4 +269,4 @@ async def welcome(
         # client of the session says its own, or has UTC.
         c.uplink.state({TIME_ZONE_STATE_KEY: start.time_zone})
     for record in (await parts.tasks.tasks(owner))[-TASK_CARDS:]:
-        c.tell(chunks.TaskCard(record.chunk()))
+        c.tell(record.card())

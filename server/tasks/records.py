@@ -25,6 +25,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal, cast, get_args
 
+from ..wire import chunks
+
 TaskState = Literal["queued", "running", "completed", "failed", "cancelling", "cancelled"]
 Delivery = Literal["none", "pending", "claimed", "delivered", "failed"]
 
@@ -92,22 +94,19 @@ class TaskRecord:
     def final(self) -> bool:
         return self.state in FINAL_STATES
 
-    def chunk(self) -> dict[str, Any]:
-        """The ``data-task`` payload the client sees (reconciled by ``id``)."""
-        return {
-            "id": self.id,
-            "state": self.state,
-            # One "processing" for queued and running (the finer stage in
-            # ``stage``); every other state as it is.
-            "status": "processing" if self.state in ("queued", "running") else self.state,
-            "stage": self.stage or ("queued" if self.state == "queued" else None),
-            "permission": dict(self.permission) if self.permission else None,
-            "objective": self.objective,
-            "progress": dict(self.progress) if self.progress else None,
-            "result": self.result,
-            "error": self.error,
-            "delivery": self.delivery,
-        }
+    def card(self) -> chunks.TaskCard:
+        """The ``data-task`` chunk the client sees (reconciled by ``id``)."""
+        return chunks.TaskCard(
+            id=self.id,
+            state=self.state,
+            objective=self.objective,
+            stage=self.stage,
+            permission=self.permission,
+            progress=self.progress,
+            result=self.result,
+            error=self.error,
+            delivery=self.delivery,
+        )
 
     def to_state(self) -> dict[str, Any]:
         """The record as JSON for the session state."""

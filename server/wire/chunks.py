@@ -291,15 +291,35 @@ class TaskCard(Chunk):
     wins). Transient: task updates arrive between turns, outside any message."""
 
     type: ClassVar[str] = "data-task"
-    card: Mapping[str, Any]  # TaskRecord.chunk(): has the task's "id"
+    id: str
+    state: str  # tasks.records.TaskState
+    objective: str
+    stage: str | None = None  # the finer stage of a queued or running task
+    permission: Mapping[str, Any] | None = None  # an agent's question, pending
+    progress: Mapping[str, Any] | None = None
+    result: str | None = None
+    error: str | None = None
+    delivery: str | None = None
+
+    def data(self) -> JsonObject:
+        """The card the client reconciles by ``id``."""
+        return {
+            "id": self.id,
+            "state": self.state,
+            # One "processing" for queued and running (the finer stage in
+            # ``stage``); every other state as it is.
+            "status": "processing" if self.state in ("queued", "running") else self.state,
+            "stage": self.stage or ("queued" if self.state == "queued" else None),
+            "permission": dict(self.permission) if self.permission else None,
+            "objective": self.objective,
+            "progress": dict(self.progress) if self.progress else None,
+            "result": self.result,
+            "error": self.error,
+            "delivery": self.delivery,
+        }
 
     def to_json(self) -> JsonObject:
-        return {
-            "type": self.type,
-            "id": self.card["id"],
-            "data": dict(self.card),
-            "transient": True,
-        }
+        return {"type": self.type, "id": self.id, "data": self.data(), "transient": True}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -320,7 +320,7 @@ def test_a_task_s_answer_progress_and_stages(settings: Settings) -> None:
     async def scenario() -> None:
         async with running(settings) as manager:
             seen: list[dict[str, Any]] = []
-            manager.subscribe("alice", lambda r: seen.append(r.chunk()))
+            manager.subscribe("alice", lambda r: seen.append(r.card().data()))
             done = await run_one(manager, "alice", "tidy the notes")
             assert done.state == "completed", done
             assert done.result == "Done: tidy the notes."
@@ -348,7 +348,7 @@ def test_progress_is_redacted(settings: Settings) -> None:
     async def scenario() -> None:
         async with running(settings) as manager:
             details: list[str] = []
-            manager.subscribe("alice", lambda r: details.append(json.dumps(r.chunk())))
+            manager.subscribe("alice", lambda r: details.append(json.dumps(r.card().data())))
             done = await run_one(manager, "alice", "leak secrets please")
             assert done.state == "completed", done
             shown = "\n".join(details)

@@ -355,7 +355,7 @@ def test_status_of_the_latest_task_and_by_id(settings: Settings) -> None:
             await until(manager, "alice", all_final(first.id, second.id))
             done = await manager.status("alice", first.id)
             assert done is not None and done.state == "completed"
-            assert done.chunk() == {
+            assert done.card().data() == {
                 "id": first.id,
                 "state": "completed",
                 "status": "completed",
