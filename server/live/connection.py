@@ -11,6 +11,7 @@ with the code of whatever ended it:
 * ``server/live/playout.py`` — the model's events to the pacer, and barge-in;
 * ``server/live/model_events.py`` — the run's events, with the stall watchdog;
 * ``server/live/sender.py`` — the pacer to the socket at real-time pace;
+* ``server/live/dispatch.py`` — each client message to the part it is for;
 * ``server/tools/delegation.py``, ``server/live/outcomes.py`` — delegated tool calls,
   and background tasks' outcomes told at a safe moment.
 
@@ -32,7 +33,6 @@ from collections.abc import Awaitable
 
 import anyio
 import anyio.abc
-from google.adk.agents.live_request_queue import LiveRequest
 from google.adk.agents.run_config import RunConfig
 from starlette.types import Message
 from starlette.websockets import (
@@ -46,9 +46,10 @@ from ..models import played_audio
 from ..ops.metrics import ConnectionMetrics
 from ..storage.claims import SessionBusy
 from ..storage.session_access import OpenedSession, SessionNotFound
-from ..wire import chat_messages, chunks, fields, large_json, protocol
+from ..wire import chunks, fields, large_json, protocol
 from .conversation import Conversation, LiveParts, assemble, welcome
 from .dialects import Dialect
+from .dispatch import Dispatch, Dispatcher
 from .model_events import ModelEvents
 from .opening import Opening
 from .request_queue import BoundedLiveRequestQueue
@@ -64,8 +65,6 @@ from .shutdown import (
 log = logging.getLogger(__name__)
 
 _YIELD_EVERY = 64  # client messages handled in a row, at most
-
-_CANCELS_AT_ONCE = 2  # task_cancel requests under way per connection; more are refused
 
 
 class LiveConnection:
@@ -87,14 +86,13 @@ class LiveConnection:
         self.budget = parts.budgets.for_connection(
             self._address, close_after=settings.max_dropped_messages
         )
-        self._cancels = 0  # task_cancel requests under way
         self.session_id: str | None = None
         self.close_code: int | None = None
         self.conversation: Conversation | None = None
         self._stop: Shutdown | None = None
         self._close_tried = False
         self._scope: anyio.CancelScope | None = None
-        self._group: anyio.abc.TaskGroup | None = None
+        self.dispatch: Dispatch = lambda msg: None  # the conversation's, once it is built
 
     # ------------------------------------------------------------ lifecycle
     async def run(self) -> None:
@@ -155,7 +153,7 @@ class LiveConnection:
         try:
             async with anyio.create_task_group() as group:
                 self._scope = group.cancel_scope
-                self._group = group
+                self.dispatch = Dispatcher(c, self.parts.tasks, group).dispatch
                 for task in (
                     self._receiver(opening.first),
                     self._pump(opening.user_id, run_config),
@@ -295,7 +293,7 @@ class LiveConnection:
             for msg in decoded:
                 refused = budget.admit(msg)
                 if refused is None:
-                    self._dispatch(c, msg)
+                    self.dispatch(msg)
                     if isinstance(msg, protocol.Audio) and c.mic.sent:
                         self.metrics.input_latency(time.monotonic() - received)
                 elif refused:
@@ -319,55 +317,6 @@ class LiveConnection:
             return self._decode(message)
         except fields.InputError as exc:
             return exc.with_traceback(None)
-
-    def _dispatch(self, c: Conversation, msg: protocol.ClientMessage) -> None:
-        uplink = c.uplink
-        if isinstance(msg, protocol.Audio):
-            c.mic.audio(msg)
-        elif isinstance(msg, protocol.Interrupt):
-            c.playout.barge_in("client")
-        elif isinstance(msg, protocol.Ping):
-            c.tell(chunks.Pong(msg.timestamp))
-        elif isinstance(msg, protocol.Start):
-            raise fields.InputError("start: only allowed as the first message")
-        elif isinstance(msg, (fields.ToolApproval, fields.ToolResult)):
-            c.delegations.answer([msg])
-        elif isinstance(msg, protocol.ToolResponse):
-            c.delegations.answer_function_response(msg.tool_call_id, msg.response)
-        elif isinstance(msg, protocol.TaskCancel):
-            if self._cancels >= _CANCELS_AT_ONCE:
-                raise fields.InputError("task_cancel: the last ones are still being cancelled")
-            assert self._group is not None
-            self._cancels += 1
-            self._group.start_soon(self._cancel_task, c, msg.task_id)
-        elif isinstance(msg, chat_messages.ChatSubmit):
-            c.delegations.answer(msg.answers)
-            if msg.text is not None or msg.images:
-                uplink.user_turn(msg.text, msg.images)
-        elif isinstance(msg, protocol.ActivityStart):
-            uplink.activity_start()
-        elif isinstance(msg, protocol.ActivityEnd):
-            uplink.activity_end()
-        elif isinstance(msg, protocol.AudioControl):
-            if msg.action == "stop":
-                uplink.audio_stop()
-        elif isinstance(msg, protocol.Close):
-            uplink.close()
-        elif isinstance(msg, protocol.Text):
-            uplink.user_turn(msg.text)
-        elif isinstance(msg, fields.Image):
-            uplink.user_turn(None, (msg,))
-        elif isinstance(msg, protocol.UserContent):
-            uplink.content(LiveRequest(content=msg.content, state_delta=msg.state_delta))
-
-    async def _cancel_task(self, c: Conversation, task_id: str | None) -> None:
-        """The client's cancel button: confirmed when the task says so (its
-        card); a task that is not there gets an error."""
-        try:
-            if await self.parts.tasks.cancel(c.delivery.owner, task_id) is None:
-                c.report(f"task_cancel: no task {task_id!r}" if task_id else "task_cancel: no task")
-        finally:
-            self._cancels -= 1
 
     # ------------------------------------------------------------ pump
     async def _pump(self, user_id: str, run_config: RunConfig) -> None:
