@@ -3,7 +3,7 @@
 The microphone's path, the uplink, the line policy, the playout, the model
 events' watchdog, the sender, and the one model of delegated tool calls
 that the live connection and the HTTP chat share; then the structure that
-keeps them apart (no import cycle, surfaces that do not import each other).
+keeps their private names out of the tests.
 """
 
 from __future__ import annotations
@@ -556,64 +556,13 @@ def test_an_approved_server_tool_runs_within_its_timeout_and_failures_get_a_refe
 
 
 # ---------------------------------------------------------------- structure
+# (the import graph's rules: tests/server/test_structure.py)
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
-SURFACES = {"live.connection", "live.run_live", "http.session_rest", "http.chat"}
 PARTS = {
     f"live.{name}"
     for name in ("mic", "uplink", "line", "playout", "model_events", "sender", "conversation")
 } | {"audio.voice"}
-
-
-def _imports() -> dict[str, set[str]]:
-    """server module → the server modules it imports (by their short names)."""
-    graph: dict[str, set[str]] = {}
-    for path in SERVER.rglob("*.py"):
-        name = ".".join(path.relative_to(SERVER).with_suffix("").parts)
-        package = name.rsplit(".", 1)[0] if "." in name else ""
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = [b for b in base if b]
-                if node.module:
-                    found.add(".".join([*base, node.module]))
-                else:
-                    found.update(".".join([*base, a.name]) for a in node.names)
-        graph[name.removesuffix(".__init__")] = found
-    return {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
-
-
-def test_the_server_imports_have_no_cycle() -> None:
-    graph = _imports()
-    state: dict[str, int] = {}
-
-    def visit(module: str, path: list[str]) -> None:
-        state[module] = 1
-        for dep in graph[module]:
-            assert state.get(dep) != 1, f"import cycle: {' → '.join([*path, module, dep])}"
-            if dep not in state:
-                visit(dep, [*path, module])
-        state[module] = 2
-
-    for module in sorted(graph):
-        if module not in state:
-            visit(module, [])
-
-
-def test_surfaces_share_helpers_but_never_import_each_other() -> None:
-    graph = _imports()
-    for surface in SURFACES:
-        assert not graph[surface] & SURFACES, (surface, graph[surface] & SURFACES)
-    # The mic's audio goes one way: nothing it leads to leads back.
-    assert not graph["live.mic"] & {
-        "live.connection",
-        "live.conversation",
-        "live.uplink",
-        "live.playout",
-    }
-    # Only the composition root builds the runtime; no handler sees it.
-    assert [m for m, deps in graph.items() if "runtime" in deps] == ["app"]
 
 
 def test_no_test_imports_a_private_name_of_the_conversations_parts() -> None:
