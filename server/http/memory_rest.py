@@ -24,7 +24,7 @@ The work is a few indexed SQLite statements on the memory store's own
 thread (``sqlite_thread.py``), and answers of at most ``MAX_RESULTS`` short
 records, so it stays in this process: the loop only awaits the thread, and
 the JSON it builds is small (unlike a stored session's, which the session
-REST parses in ``store_worker.py``).
+REST parses in ``session_worker.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the body's bytes, and returns a ``Reply`` (status and JSON bytes): nothing
 it builds — the parsed body, thousands of validated events, their JSON —
 crosses back, so the live conversations' process never holds the objects
 (their garbage collection would stop its loop as surely as the work).
-Paths, bodies and statuses are ADK's; see ``rest.py``.
+Paths, bodies and statuses are ADK's; see ``session_rest.py``.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def rest_routes(
     """The routes. Here: the path's checks, the body's bytes (bounded and
     timed), and whether the session is live in this process; everything
     else — the body's JSON, the store, the answer's JSON — in ``store``'s
-    process (``store_worker.py``, ``store_ops.py``)."""
+    process (``session_worker.py``, ``session_ops.py``)."""
     body_limit = settings.max_http_body_bytes
     body_timeout = settings.body_timeout_s
     max_sessions = settings.max_api_sessions_per_user

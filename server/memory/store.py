@@ -23,8 +23,8 @@ log, and ADK's ``BaseMemoryService``: ADK names its scope by ``user_id``,
 which maps to the owner ``user:<id>`` (``gate.owners.api_user_owner``); the server's own
 users (``web``, ``chat``) share one id among many people and have no memory
 there. The statements are a store's: SQLite with FTS5 in the data directory
-(``sqlite_memory.py``, the default), PostgreSQL's full-text search with
-``--database-url`` (``pg_memory.py``, several hosts on one database).
+(``sqlite.py``, the default), PostgreSQL's full-text search with
+``--database-url`` (``postgres.py``, several hosts on one database).
 """
 
 from __future__ import annotations

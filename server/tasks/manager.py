@@ -16,7 +16,7 @@ becomes ``cancelling``, its backend run is aborted (``run_async``'s
 returns after that.
 
 A task whose run ended (completed or failed) is delivered once, through
-the renewable claims of ``deliveries`` (``delivery.py``); at start, the
+the renewable claims of ``deliveries`` (``outcome_claims.py``); at start, the
 manager frees the claims of connections that are gone.
 
 Several server processes may share one database (``--workers``, hosts on
