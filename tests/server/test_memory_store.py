@@ -16,6 +16,7 @@ from google.adk.events import Event
 from google.adk.sessions import Session
 from google.genai import types
 
+from server.gate.owners import api_user_owner
 from server.memory.sqlite import SqliteMemoryStore
 from server.memory.store import (
     MANAGED_END,
@@ -24,7 +25,6 @@ from server.memory.store import (
     MAX_QUERY_CHARS,
     MemoryInputError,
     MemoryStore,
-    adk_owner,
     index_words,
     memory_owner,
     owner_digest,
@@ -68,7 +68,7 @@ def test_owners_are_the_key_else_the_adk_user_and_never_a_shared_user() -> None:
     assert memory_owner("abc", "alice") == "key:abc"
     assert memory_owner(None, "alice") == "user:alice"
     assert memory_owner(None, "web") is None and memory_owner(None, "chat") is None
-    assert adk_owner("web") is None
+    assert api_user_owner("web") is None
 
 
 def test_records_are_the_owners_alone(make_store: StoreFactory) -> None:
