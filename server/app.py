@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -34,11 +36,11 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
+from .gate import redaction
 from .gate.credential_guard import CredentialGuard
 from .gate.credentials import Credentials
 from .gate.guard import LOCAL_ORIGIN, ConnectionLimits, HttpGuard, origin_allowed
 from .gate.quotas import build_quotas
-from .gate.redaction import redact_tokens_in_server_logs
 from .http.chat import ChatEndpoint
 from .http.memory_rest import memory_routes
 from .http.session_rest import rest_routes
@@ -51,7 +53,7 @@ from .live.run_live import AdkDialect, parse_query
 from .live.time_limit import live_time_limit
 from .ops.telemetry import CONTENT_TYPE, Telemetry
 from .runtime import Runtime
-from .settings import Settings, redact_url
+from .settings import MODEL_KEY_VARIABLES, Settings, redact_url
 from .wire import chunks, protocol
 
 log = logging.getLogger(__name__)
@@ -179,7 +181,13 @@ def create_app(settings: Settings | None = None) -> Starlette:
         await serve(websocket, AdkDialect(query, agents.run_config_for(None)))
 
     credentials = Credentials(settings) if settings.api_key is not None else None
-    redact_tokens_in_server_logs()
+    redaction.install()
+    redaction.protect(
+        settings.api_key,
+        *settings.token_secrets,
+        urlsplit(settings.database_url).password if settings.database_url else None,
+        *(os.environ.get(name) for name in MODEL_KEY_VARIABLES),
+    )
     quotas = build_quotas(settings)
     routes = [
         Route("/healthz", healthz),

@@ -37,6 +37,11 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+# The model services' keys, read from the environment by their client
+# libraries: never in a log (gate/redaction.py).
+MODEL_KEY_VARIABLES = ("GOOGLE_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY")
+
+
 def google_backend(env: Mapping[str, str]) -> str | None:
     """Which Google backend the environment configures: "vertex", "gemini-api" or None."""
     vertex = _truthy(env.get("GOOGLE_GENAI_USE_ENTERPRISE")) or _truthy(

@@ -36,6 +36,11 @@ from .tokens import TokenClaims, TokenRefused, TokenSigner, secrets_from
 log = logging.getLogger(__name__)
 
 SCOPE_KEY = "audiocore.principal"
+# Where a credential may ride besides the headers (X-API-Key, Authorization):
+# a socket's query parameter of this name (read after percent-decoding, as
+# every query is), and a Sec-WebSocket-Protocol entry with this prefix.
+# gate/redaction.py keeps both out of every log line.
+TOKEN_PARAM = "token"
 SUBPROTOCOL_PREFIX = "audiocore.token."
 # Offered beside the token entry, it is the one the server accepts (so the
 # token is not echoed in the response).
@@ -193,7 +198,7 @@ def _socket_token(scope: Scope, headers: Headers) -> str | None:
     for entry in offered_subprotocols(headers):
         if entry.startswith(SUBPROTOCOL_PREFIX):
             return entry[len(SUBPROTOCOL_PREFIX) :]
-    return QueryParams(scope.get("query_string", b"")).get("token")
+    return QueryParams(scope.get("query_string", b"")).get(TOKEN_PARAM)
 
 
 def offered_subprotocols(headers: Headers) -> list[str]:

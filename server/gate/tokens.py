@@ -47,6 +47,9 @@ MAX_SESSIONS = 1000
 MAX_LIVE_MINUTES = 24 * 60.0
 _DERIVE_LABEL = b"audiocore token secret v1"
 _SIGNATURE_CHARS = 43  # 32 bytes in base64url without padding
+# A token wherever it stands in a text (gate/redaction.py): the payload is
+# base64url JSON, so it starts "eyJ"; the dot may be percent-encoded.
+TOKEN_IN_TEXT = re.compile(rf"eyJ[A-Za-z0-9_-]*(?:\.|%2[Ee])[A-Za-z0-9_-]{{{_SIGNATURE_CHARS}}}")
 _SHAPE = re.compile(rf"[A-Za-z0-9_-]{{2,{MAX_TOKEN_CHARS}}}\.[A-Za-z0-9_-]{{{_SIGNATURE_CHARS}}}")
 
 

@@ -261,9 +261,13 @@ async def welcome(
     if replay:
         c.link.tell_client([*translator.begin(message_id), *replay])
     owner = c.delivery.owner
-    if start.user_key is not None:
-        # The memory reads it already as the model connects.
-        await write_owner(parts.sessions.service, session, owner)
+    # Whose memory and tasks the session's tools use is what this
+    # connection proved, never what the session stored: a client that
+    # resumes a session without a key has no key's memory or tasks. Before
+    # the run, whose instruction holds the memory as the model connects.
+    await write_owner(
+        parts.sessions.service, session, owner if start.user_key is not None else None
+    )
     if start.time_zone is not None:
         # For this connection's run only (``temp:``, never stored): the next
         # client of the session says its own, or has UTC.
