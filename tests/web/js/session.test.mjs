@@ -11,7 +11,7 @@ import {
   socketUrl,
   localTimeZone,
   startMessage,
-} from "../../../web/session.js";
+} from "../../../web/sdk/session.js";
 
 // The server's mark on a tool the browser is to run now.
 const RUN_NOW = { audiocore: { clientExecutes: true } };

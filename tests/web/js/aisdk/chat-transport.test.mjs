@@ -15,8 +15,8 @@ import { after, test } from "node:test";
 
 import { lastAssistantMessageIsCompleteWithApprovalResponses as approvalsDone } from "ai";
 
-import { AudiocoreChatTransport, withUserMessage } from "../../../../web/chat-transport.js";
-import { clientExecutes } from "../../../../web/session.js";
+import { AudiocoreChatTransport, withUserMessage } from "../../../../web/sdk/chat-transport.js";
+import { clientExecutes } from "../../../../web/sdk/session.js";
 import {
   POSITION,
   SCHEMAS,
