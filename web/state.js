@@ -9,7 +9,9 @@
 
 import { clientExecutes } from "./sdk/session.js";
 
-export const VOICE_RMS = 10 ** (-40 / 20); // -40 dBFS, the offline model's VAD threshold
+/** Speech starts at this level: the server's (server/voice.py VOICE_DBFS), the offline model's VAD. */
+export const VOICE_DBFS = -40;
+export const VOICE_RMS = 10 ** (VOICE_DBFS / 20);
 export const BARGE_IN_FRAMES = 3; // 60 ms of speech over the agent before we cut it off
 
 /** Push-to-talk turns are exactly the held spans; hands-free, the model's voice detection. */
