@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gemini_helpers import gemini_settings, use_endpoint_key
-from live_helpers import open_ready_session, said
+from gemini_helpers import GEMINI_3, GEMINI_25, gemini_settings, use_endpoint_key
+from live_helpers import FRAME_24K, open_ready_session, said
 from openai_helpers import MODEL as OPENAI_MODEL
 from openai_helpers import openai_settings, received, use_openai_key
 from server_helpers import Collector, check_padded
@@ -35,10 +35,6 @@ from tests.gemini_live import LocalGeminiLive
 from tests.openai_realtime import EndpointConfig as OpenAIConfig
 from tests.openai_realtime import LocalOpenAIRealtime
 from tests.openai_realtime.conversation import describe
-
-GEMINI_3 = "gemini-3.8-live"  # the default: ADK's gemini-3.x paths
-GEMINI_25 = "gemini-2.5-flash-native-audio-preview-12-2025"  # ADK's other paths
-FRAME_24K = 960  # the pacer's 40 ms frames at the default output rate
 
 # Every model the contract runs on; GEMINI_25 where ADK takes another path
 # for it (typed turns, spoken audio, tool answers, images).
@@ -257,7 +253,8 @@ class OpenAI(Provider):
         ]
         record = self.endpoint.records[0]
         kinds = [k for k in record.received_types() if k != "input_audio_buffer.append"]
-        assert kinds == ["session.update"] + ["conversation.item.create", "response.create"] * 2
+        per_turn = ["conversation.item.create", "response.create"]
+        assert kinds == ["session.update"] + per_turn * len(texts)
 
     def server_tool(self, col: Collector, call: dict[str, Any], output: dict[str, Any]) -> None:
         (item,) = self.items()[1:]

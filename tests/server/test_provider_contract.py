@@ -26,14 +26,20 @@ from typing import Any
 
 import numpy as np
 import pytest
-from live_helpers import approve, errors, refused_turn, said, say
-from provider_helpers import FRAME_24K, PROVIDERS, WITH_GEMINI_25, Provider, running
+from live_helpers import (
+    FRAME_24K,
+    approve,
+    errors,
+    refused_turn,
+    said,
+    say,
+    spy_on_played_seconds,
+)
+from provider_helpers import PROVIDERS, WITH_GEMINI_25, Provider, running
 from scipy.signal import resample_poly
 from server_helpers import Collector, serve_ws, stream_realtime
 from test_e2e import RATE, aligned_correlation, silence
 from test_images import described, encode, pixels
-
-from server.pacer import OutputPacer
 
 # ADK itself still calls genai's deprecated session.send for 2.5 models' text.
 pytestmark = pytest.mark.filterwarnings("ignore:The `session.send` method is deprecated")
@@ -42,19 +48,6 @@ NO_KEY = pytest.mark.skip(reason="the offline model takes no key")
 NO_DELIVERY = pytest.mark.skip(
     reason="the offline model hands the whole answer to the pacer at once: no delivery to pace"
 )
-
-
-def spy_on_played_seconds(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Every position the pacer says was played, as it is asked, in order."""
-    positions: list[float] = []
-    played_seconds = OutputPacer.played_seconds
-
-    def spy(pacer: OutputPacer) -> float:
-        positions.append(played_seconds(pacer))
-        return positions[-1]
-
-    monkeypatch.setattr(OutputPacer, "played_seconds", spy)
-    return positions
 
 
 def run(provider: Provider, data_dir: Path, scenario: Any, **settings: object) -> Any:
