@@ -10,7 +10,7 @@
 // nothing here reads it back.
 //
 // Tools: the page speaks the tool protocol on its own socket (LiveSession,
-// the same parsing the AI SDK transport in chat-transport.js builds on): an
+// the same parsing the AI SDK transport in sdk/chat-transport.js builds on): an
 // approval dialog answers `tool-approval-request`, and the browser runs the
 // calls the server marks to run now (`clientExecutes`; browser-tools.js: the music,
 // geolocation).
@@ -30,11 +30,11 @@ import { BackgroundMusic } from "./music.js";
 import { TokenSource, tokenUrlFrom, withToken } from "./credentials.js";
 import { PageConnection } from "./connection.js";
 import { MemoryPanel, memoryUrl } from "./memory.js";
-import { LiveSession, clientExecutes, localTimeZone, newUserKey, socketUrl } from "./session.js";
+import { LiveSession, clientExecutes, localTimeZone, newUserKey, socketUrl } from "./sdk/session.js";
 import { ImageInput } from "./image-input.js";
 import { createView } from "./render.js";
 import { replayElement, showReplay } from "./replay.js";
-import { ReconnectPolicy } from "./reconnect.js";
+import { ReconnectPolicy } from "./sdk/reconnect.js";
 import { PageState, turnDetectionFor } from "./state.js";
 
 const $ = (id) => document.getElementById(id);

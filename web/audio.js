@@ -7,7 +7,7 @@
 // resumed) inside the click handler that starts the conversation: that user
 // gesture is what autoplay policies ask for.
 
-import { SUPPORTED_RATES } from "./session.js";
+import { SUPPORTED_RATES } from "./sdk/session.js";
 
 export const MIC_CONSTRAINTS = {
   audio: {

@@ -8,7 +8,7 @@
 // off, and never block. A frame is transferred, not copied.
 
 import { FrameBatcher, frameSamples } from "./frame-batcher.js";
-import { levels } from "./pcm.js";
+import { levels } from "./sdk/pcm.js";
 
 class CaptureProcessor extends AudioWorkletProcessor {
   constructor(options) {

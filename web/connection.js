@@ -7,7 +7,7 @@
 // rate both ways -> conversation. Disconnect stops the mic tracks and closes
 // the context; the session id is kept so the next Connect resumes it.
 //
-// Reconnect: a socket the server or the network dropped (reconnect.js says
+// Reconnect: a socket the server or the network dropped (sdk/reconnect.js says
 // which closes) is opened again on the same session after a bounded backoff
 // with jitter, while the pill says "Reconnecting…". The audio context and the
 // microphone stay; the dropped turn's playback is cut; nothing the user sent
@@ -17,9 +17,9 @@
 // from the page's factories, so the lifecycle runs under node with fakes too.
 
 import { describeMicError } from "./audio.js";
-import { Pcm16Decoder } from "./pcm.js";
+import { Pcm16Decoder } from "./sdk/pcm.js";
 import { TurnRecorder } from "./replay.js";
-import { describeClose } from "./session.js";
+import { describeClose } from "./sdk/session.js";
 
 export const STATUS_EVERY_MS = 250; // the status line's figures
 
@@ -29,7 +29,7 @@ export class PageConnection {
    * @param {import("./state.js").PageState} page.state
    * @param {() => void} page.render
    * @param {(text: string, kind?: string) => void} page.showMessage
-   * @param {import("./reconnect.js").ReconnectPolicy} page.reconnects
+   * @param {import("./sdk/reconnect.js").ReconnectPolicy} page.reconnects
    * @param {boolean} page.secure the page's isSecureContext (AudioWorklet and the mic need it)
    * @param {() => object} page.newEngine an AudioEngine, synchronously: inside the click
    * @param {(context: AudioContext) => object} page.newMusic the music bus

@@ -8,7 +8,7 @@
 // transcript may come after the agent's first words; so a turn keeps its user
 // entry ahead of its agent entry and `onChange` says where a new one goes.
 
-import { clientExecutes } from "./session.js";
+import { clientExecutes } from "./sdk/session.js";
 
 let nextId = 1;
 

@@ -7,9 +7,11 @@
 // freely, never assign them). window.__demo is view(): copies for tests and
 // benchmarks, never the state itself.
 
-import { clientExecutes } from "./session.js";
+import { clientExecutes } from "./sdk/session.js";
 
-export const VOICE_RMS = 10 ** (-40 / 20); // -40 dBFS, the offline model's VAD threshold
+/** Speech starts at this level: the server's (server/audio/voice.py VOICE_DBFS), the offline model's VAD. */
+export const VOICE_DBFS = -40;
+export const VOICE_RMS = 10 ** (VOICE_DBFS / 20);
 export const BARGE_IN_FRAMES = 3; // 60 ms of speech over the agent before we cut it off
 
 /** Push-to-talk turns are exactly the held spans; hands-free, the model's voice detection. */
@@ -134,7 +136,7 @@ export class PageState {
   }
 
   /**
-   * The socket went away and the page will open it again (reconnect.js);
+   * The socket went away and the page will open it again (sdk/reconnect.js);
    * the audio and the microphone stay. What the server asks again on the
    * next socket (pending approvals) is forgotten; the calls the browser
    * runs are kept, so a call asked again does not run twice.

@@ -8,7 +8,7 @@ message, so the user sees what was heard. An AI SDK stream can only add parts
 to the assistant message it is streaming, so that is where the words go, ahead
 of the agent's own. ``SeedTurnTranslator`` does the same; the transient
 ``data-transcript`` of our protocol still comes too (for clients that build a
-user message from it, as ``web/chat-transport.js`` does on ``/ws``).
+user message from it, as ``web/sdk/chat-transport.js`` does on ``/ws``).
 """
 
 from __future__ import annotations

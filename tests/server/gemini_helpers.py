@@ -14,6 +14,8 @@ from live_helpers import use_only_key
 from server import Settings
 from tests.gemini_live import LocalGeminiLive
 
+GEMINI_3 = "gemini-3.8-live"  # the default: ADK's gemini-3.x paths
+GEMINI_25 = "gemini-2.5-flash-native-audio-preview-12-2025"  # ADK's other paths
 GOOGLE_ENV = (
     "GOOGLE_API_KEY",
     "GEMINI_API_KEY",
@@ -35,7 +37,7 @@ def use_endpoint_key(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
 def gemini_settings(endpoint: LocalGeminiLive, data_dir: Path, **overrides: object) -> Settings:
     values: dict[str, object] = {
         "data_dir": data_dir,
-        "model": "gemini-3.8-live",
+        "model": GEMINI_3,
         "gemini_base_url": endpoint.url,
         "gemini_ca_file": endpoint.ca_file,
         "hello_timeout_s": 0.5,

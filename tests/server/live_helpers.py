@@ -21,8 +21,10 @@ from server_helpers import Collector, free_port, serve_ws, stream_realtime
 from test_e2e import START_F32, connect
 
 from server import Settings
+from server.audio.pacer import OutputPacer
 
 REPO = Path(__file__).resolve().parents[2]
+FRAME_24K = 960  # the pacer's 40 ms frames at the default output rate
 
 
 def use_only_key(
@@ -45,6 +47,19 @@ async def open_ready_session(
     ws, col, _ = await connect(url, {**START_F32, **start})
     await endpoint.wait_for_async(lambda rs: len(rs) > before and ready(rs[-1]))
     return ws, col
+
+
+def spy_on_played_seconds(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every position the pacer says was played, as it is asked, in order."""
+    positions: list[float] = []
+    played_seconds = OutputPacer.played_seconds
+
+    def spy(pacer: OutputPacer) -> float:
+        positions.append(played_seconds(pacer))
+        return positions[-1]
+
+    monkeypatch.setattr(OutputPacer, "played_seconds", spy)
+    return positions
 
 
 async def push_to_talk(ws: Any, audio: Any, rate: int) -> None:

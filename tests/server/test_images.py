@@ -9,29 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import io
 import json
 import urllib.request
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import websockets
-from gemini_helpers import gemini_settings, use_endpoint_key
 from PIL import Image
-from server_helpers import receive_until, serve_ws, start
+from server_helpers import receive_until, start
 from starlette.testclient import TestClient
-from test_e2e import START_F32, connect
 from test_http_chat import chunks, post
 from test_seed_dialect import SeedStream, send, submit
 
 from server import Settings, create_app
 from server.offline.images import COLOURS, DRAWING_SIZE, MAX_PIXELS, describe
 from server.wire.fields import Limits
-from tests.gemini_live import EndpointConfig, LocalGeminiLive
 
 RNG_SEED = 21
 
@@ -429,39 +424,3 @@ def test_run_live_image_blob_in_and_drawing_out(live_server: str, settings: Sett
     png = base64.urlsafe_b64decode(images[0]["data"] + "=" * (-len(images[0]["data"]) % 4))
     with Image.open(io.BytesIO(png)) as image:
         assert image.size == (DRAWING_SIZE, DRAWING_SIZE)
-
-
-# ---------------------------------------------------------------- Gemini
-
-
-# ADK itself still calls genai's deprecated session.send for 2.5 models' text.
-@pytest.mark.filterwarnings("ignore:The `session.send` method is deprecated")
-@pytest.mark.parametrize(
-    ("model", "field"),
-    [
-        ("gemini-3.8-live", "video"),
-        ("gemini-2.5-flash-native-audio-preview-12-2025", "mediaChunks"),
-    ],
-)
-def test_gemini_path_sends_the_image_as_google_documents(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str, field: str
-) -> None:
-    """The local Gemini Live endpoint validates the frame (realtimeInput
-    ``video`` for 3.x names, ``mediaChunks`` for 2.5, as ADK sends them) and
-    records a digest of the bytes it decoded."""
-    jpeg = encode(pixels(), "JPEG")
-
-    async def scenario(url: str) -> list[str]:
-        ws, col, _ = await connect(url, {**START_F32, "turnDetection": "manual"})
-        await ws.send(json.dumps({"type": "image", "mediaType": "image/jpeg", "data": b64(jpeg)}))
-        await ws.send(json.dumps({"type": "text", "text": "what do you see"}))
-        await col.wait_for("finish")
-        await col.close()
-        return [m["errorText"] for _, m in col.messages if m["type"] == "error"]
-
-    with LocalGeminiLive(EndpointConfig(speed=1000.0), cert_dir=tmp_path / "cert") as endpoint:
-        use_endpoint_key(monkeypatch, endpoint.api_key)
-        with serve_ws(gemini_settings(endpoint, tmp_path / "data", model=model)) as url:
-            assert asyncio.run(scenario(url)) == []
-        videos = [d for k, d in endpoint.records[0].received if k == "video"]
-    assert videos == [(len(jpeg), "image/jpeg", field, hashlib.sha256(jpeg).hexdigest())]

@@ -1,4 +1,4 @@
-"""End to end on the OpenAI Realtime path — turns, audio and barge-in: real
+"""End to end on the OpenAI Realtime path — turns, audio and interruptions: real
 uvicorn, ADK's runner, our ``OpenAIRealtime`` model and the ``openai``
 package's realtime client over TLS, against the local endpoint
 (tests/openai_realtime), which validates every event it gets and records
@@ -8,6 +8,10 @@ in test_openai_failures.py.
 The browser side is a real WebSocket client streaming 48 kHz float32 in
 20 ms frames at real-time pace, as the demo page does. Tests synchronise on
 what the client and the endpoint have seen, never on sleeps.
+
+What every model must do (typed and spoken turns, barge-in, tools, images,
+memory, a refused key, the session's end) is test_provider_contract.py's,
+run on this path too; here is what only the OpenAI path does.
 """
 
 from __future__ import annotations
@@ -20,88 +24,29 @@ from typing import Any
 import numpy as np
 import pytest
 import websockets
-from live_helpers import errors, push_to_talk, said, say
+from live_helpers import FRAME_24K, errors, push_to_talk, said, say, spy_on_played_seconds
 from openai_helpers import (
-    MODEL,
     keyed_endpoint,
     open_session,
     openai_endpoint,  # noqa: F401 (a fixture)
     openai_settings,
-    received,
     run_on_server,
     serve_openai,  # noqa: F401 (a fixture)
 )
 from scipy.signal import resample_poly
 from server_helpers import Collector, check_padded, serve_ws, stream_realtime
-from test_e2e import RATE, aligned_correlation, silence
+from test_e2e import RATE, aligned_correlation
 from test_run_live import APP, audio_of, blob, create_session, live_url, read_turn, texts
 
-from server.audio.pacer import OutputPacer
 from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
-from tests.openai_realtime.conversation import describe
 
-FRAME_24K = 960  # the pacer's 40 ms frames at the default output rate
 # A 300 Hz tone at −10 dBFS for 0.8 s, 16 kHz PCM16: ADK's clients' rate.
 TONE_16K = (
     (0.3 * np.sin(2 * np.pi * 300 * np.arange(12_800) / 16_000) * 32767).astype("<i2").tobytes()
 )
 
 
-def spy_on_played_seconds(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Every position the pacer says was played, as it is asked, in order."""
-    positions: list[float] = []
-    played_seconds = OutputPacer.played_seconds
-
-    def spy(pacer: OutputPacer) -> float:
-        positions.append(played_seconds(pacer))
-        return positions[-1]
-
-    monkeypatch.setattr(OutputPacer, "played_seconds", spy)
-    return positions
-
-
 # ---------------------------------------------------------------- turns
-
-
-def test_spoken_turn_echo_transcripts_and_exact_samples(
-    openai_server: str, endpoint: LocalOpenAIRealtime, speech_48k
-) -> None:
-    sent = np.concatenate([silence(0.4), speech_48k, silence(1.2)])
-
-    async def scenario() -> Collector:
-        ws, col = await open_session(openai_server, endpoint)
-        await stream_realtime(ws, sent, RATE)
-        finish = await col.wait_for("finish", timeout=20)
-        assert finish["finishReason"] == "stop"
-        usage = finish["messageMetadata"]["usage"]  # the endpoint's response.done usage
-        assert usage["totalTokens"] == usage["promptTokens"] + usage["completionTokens"] > 0
-        assert finish["messageMetadata"]["model"] == MODEL
-        await col.close()
-        return col
-
-    col = asyncio.run(scenario())
-    record = endpoint.records[0]
-    assert not record.errors and not errors(col)
-    (utterance,) = record.echoed  # what the endpoint's VAD cut, at 24 kHz
-    n = len(utterance) // 2
-    heard = [m["data"] for _, m in col.messages if m["type"] == "data-transcript"]
-    assert heard[-1]["text"] == describe(utterance) and heard[-1]["final"]
-    assert said(col) == f"I heard {n / 24000:.2f} seconds of audio. Here it is back."
-    # Exactly the utterance back (24 kHz both ways: no resampling on the way
-    # out), then silence to a whole frame.
-    echo = check_padded(col.pcm(), n, FRAME_24K)
-    assert echo.tobytes() == utterance
-    # The mic path: 48 kHz → 24 kHz in one pass, as the endpoint got it.
-    reference = resample_poly(sent.astype(np.float64), 1, 2)
-    assert aligned_correlation(echo / 32768, reference) >= 0.99
-    session = record.session
-    assert session["audio"]["input"]["format"] == {"type": "audio/pcm", "rate": 24000}
-    assert session["audio"]["output"]["format"] == {"type": "audio/pcm", "rate": 24000}
-    assert session["audio"]["input"]["turn_detection"]["type"] == "server_vad"
-    assert session["audio"]["input"]["transcription"]["model"]
-    assert record.query["model"] == [MODEL] and record.path == "/v1/realtime"
-    assert "openai-beta" not in record.headers  # the GA interface
-    assert {t["name"] for t in session["tools"]} >= {"get_current_time", "process_payment"}
 
 
 def test_the_mic_goes_to_24_khz_directly_never_through_16_khz(
@@ -126,52 +71,6 @@ def test_the_mic_goes_to_24_khz_directly_never_through_16_khz(
     assert rms > 0.3 / np.sqrt(2) * 0.9, rms  # the tone, at its level
     spectrum = np.abs(np.fft.rfft(middle))
     assert abs(np.argmax(spectrum) * 24000 / len(middle) - 10_000) < 50
-
-
-def test_answers_in_bursts_faster_than_real_time_arrive_whole(
-    tmp_path: Path, speech_48k, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The endpoint's default delivery (200 ms bursts at twice real time):
-    everything arrives. On a starved machine the pacer may conceal a stall
-    with silence, so only "nothing missing" is asserted."""
-    with keyed_endpoint(EndpointConfig(), tmp_path, monkeypatch) as endpoint:
-
-        async def scenario(url: str) -> Collector:
-            ws, col = await open_session(url, endpoint)
-            await stream_realtime(ws, np.concatenate([speech_48k, silence(1.0)]), RATE)
-            await col.wait_for("finish", timeout=20)
-            await col.close()
-            return col
-
-        col = run_on_server(endpoint, tmp_path / "data", scenario)
-        record = endpoint.records[0]
-    (utterance,) = record.echoed
-    n = len(utterance) // 2
-    assert len(col.pcm()) // 2 >= n and not errors(col)
-    assert record.sent.count("response.output_audio.delta") == -(-n // FRAME_24K)  # 40 ms each
-
-
-def test_typed_turns(openai_server: str, endpoint: LocalOpenAIRealtime) -> None:
-    async def scenario() -> Collector:
-        ws, col = await open_session(openai_server, endpoint)
-        await say(ws, "hello there")
-        await col.wait_for("finish")
-        await say(ws, "and again")
-        await col.wait_for("finish", count=2)
-        await col.close()
-        return col
-
-    col = asyncio.run(scenario())
-    assert said(col, 0) == "You said: hello there"
-    assert said(col, 1) == "You said: and again"
-    assert col.pcm() and not errors(col)
-    items = [e["item"] for e in received(endpoint, "conversation.item.create")]
-    assert items == [
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]}
-        for t in ("hello there", "and again")
-    ]
-    kinds = [k for k in endpoint.records[0].received_types() if k != "input_audio_buffer.append"]
-    assert kinds == ["session.update"] + ["conversation.item.create", "response.create"] * 2
 
 
 def test_push_to_talk_commits_the_bracketed_audio_and_asks_for_the_answer(
@@ -250,43 +149,6 @@ def test_a_typed_turn_while_an_answer_is_generated_cancels_it_first(
     assert kinds[-3:] == ["response.cancel", "conversation.item.create", "response.create"]
     assert not record.errors and not errors(col)
     assert said(col) == "You said: hello"
-
-
-def test_barge_in_truncates_the_spoken_item_at_the_played_position(
-    tmp_path: Path, speech_48k, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The user speaks over an answer that arrived whole (faster than real
-    time) and is still playing: the endpoint is told to truncate that item
-    at exactly the position the pacer says was played (read through a spy on
-    it), which is less than what the client received of it, and the
-    client's turn ends there with nothing more of its audio."""
-    positions = spy_on_played_seconds(monkeypatch)
-    with keyed_endpoint(EndpointConfig(speed=1000.0), tmp_path, monkeypatch) as endpoint:
-
-        async def scenario(url: str) -> tuple[Collector, int]:
-            ws, col = await open_session(url, endpoint)
-            await stream_realtime(ws, np.concatenate([speech_48k, silence(0.8)]), RATE)
-            await col.wait_for("data-pcm", count=5, timeout=20)
-            await stream_realtime(ws, speech_48k[: RATE // 2], RATE)  # barge in
-            await col.wait_for("data-interrupted", timeout=10)
-            await endpoint.wait_for_async(lambda rs: rs[0].truncations)
-            await col.close()
-            kinds = col.types()
-            before = col.messages[: kinds.index("data-interrupted")]
-            return col, sum(len(m["data"]["content"]) for _, m in before if m["type"] == "data-pcm")
-
-        col, b64_chars = run_on_server(endpoint, tmp_path / "data", scenario)
-        record = endpoint.records[0]
-    ((item_id, end_ms),) = record.truncations
-    (utterance,) = record.echoed
-    (played,) = positions  # asked once: at the barge-in (the first turn had no answer yet)
-    assert end_ms == round(played * 24000) * 1000 // 24000  # the only item: it starts at 0
-    received_ms = b64_chars * 3 // 4 // 2 * 1000 // 24000  # base64 → bytes → samples → ms
-    assert 0 < end_ms <= received_ms < len(utterance) // 2 * 1000 // 24000
-    assert not record.errors  # the endpoint found the truncation valid
-    interrupted = next(m for _, m in col.messages if m["type"] == "data-interrupted")
-    assert interrupted["data"]["source"] == "model"
-    assert "data-pcm" not in col.types()[col.types().index("data-interrupted") :]
 
 
 def test_the_users_stop_truncates_at_the_played_position_and_cancels(

@@ -1,54 +1,32 @@
-"""End to end on the OpenAI Realtime path — what fails: a refused key, a
-rate limit, the endpoint dying mid-turn, the session's time limit; and
-``python -m server`` on the path (see test_openai_e2e.py for the setup)."""
+"""End to end on the OpenAI Realtime path — what fails: a rate limit, the
+endpoint dying mid-turn, the session's time limit; and ``python -m server``
+on the path (see test_openai_e2e.py for the setup; a refused key is
+test_provider_contract.py's)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from gemini_helpers import clean_env
-from live_helpers import errors, push_to_talk, python_m_server_hello, refused_turn, said, say
+from live_helpers import errors, push_to_talk, python_m_server_hello, said, say
 from openai_helpers import (
     MODEL,
     open_session,
     openai_endpoint,  # noqa: F401 (a fixture)
-    openai_settings,
     serve_openai,  # noqa: F401 (a fixture)
-    use_openai_key,
 )
 from server_helpers import Collector
 from test_e2e import RATE
 
-from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
+from tests.openai_realtime import LocalOpenAIRealtime
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 # ---------------------------------------------------------------- failures
-
-
-@pytest.mark.parametrize("refuse_with", ["http", "close"])
-def test_a_refused_key_is_a_clear_error_without_the_key(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refuse_with: str
-) -> None:
-    config = EndpointConfig(refuse_with=refuse_with)
-    with LocalOpenAIRealtime(config, cert_dir=tmp_path / "cert") as endpoint:
-        wrong = "sk-not-the-key-0123456789"
-        use_openai_key(monkeypatch, wrong)
-        col = refused_turn(openai_settings(endpoint, tmp_path / "data"))
-    (error,) = errors(col)
-    expected = {
-        "http": "the model service refused the connection: HTTP 401",
-        "close": "the model service closed the live session: 3000 "
-        "invalid_request_error.invalid_api_key",
-    }[refuse_with]
-    assert error.startswith(expected), error
-    assert wrong not in json.dumps(col.messages)
 
 
 def test_a_rate_limit_is_an_error_with_the_reason_and_the_next_turn_works(

@@ -1,14 +1,13 @@
-"""End to end on the OpenAI Realtime path — tools (server, approval,
-browser; two in one step), images, long-term memory and background tasks,
-unchanged from the other models (see test_openai_e2e.py for the setup)."""
+"""End to end on the OpenAI Realtime path — tools (two in one step, a
+browser tool) and background tasks, unchanged from the other models (see
+test_openai_e2e.py for the setup; a server tool, an approval, images and
+memory are test_provider_contract.py's)."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 from pathlib import Path
-from typing import Any
 
 from live_helpers import approve, errors, said, say
 from openai_helpers import (
@@ -23,48 +22,6 @@ from server_helpers import Collector, serve_ws
 from tests.openai_realtime import LocalOpenAIRealtime
 
 # ---------------------------------------------------------------- tools
-
-
-def test_server_tool_round_trip(openai_server: str, endpoint: LocalOpenAIRealtime) -> None:
-    async def scenario() -> Collector:
-        ws, col = await open_session(openai_server, endpoint)
-        await say(ws, "what is the weather in Paris")
-        await col.wait_for("finish")
-        await col.close()
-        return col
-
-    col = asyncio.run(scenario())
-    call = next(m for _, m in col.messages if m["type"] == "tool-input-available")
-    output = next(m for _, m in col.messages if m["type"] == "tool-output-available")
-    assert (call["toolName"], call["input"]) == ("get_weather", {"location": "Paris"})
-    (item,) = [e["item"] for e in received(endpoint, "conversation.item.create")][1:]
-    # ADK ran the tool and answered the endpoint's call by its call_id.
-    assert item["type"] == "function_call_output" and item["call_id"] == call["toolCallId"]
-    assert json.loads(item["output"]) == output["output"]
-    assert said(col) == f"get_weather returned {item['output']}."
-    assert col.types().count("finish") == 1 and not endpoint.records[0].errors
-
-
-def test_approval_tool_answer_goes_back_as_function_call_output(
-    openai_server: str, endpoint: LocalOpenAIRealtime
-) -> None:
-    async def scenario() -> Collector:
-        ws, col = await open_session(openai_server, endpoint)
-        await say(ws, "pay 5 EUR to Alice")
-        await ws.send(approve(await col.wait_for("tool-approval-request")))
-        await col.wait_for("finish")
-        await col.close()
-        return col
-
-    col = asyncio.run(scenario())
-    output = next(m for _, m in col.messages if m["type"] == "tool-output-available")
-    assert output["output"]["success"] is True
-    outputs = [e["item"] for e in received(endpoint, "conversation.item.create")][1:]
-    assert [(o["type"], o["call_id"]) for o in outputs] == [
-        ("function_call_output", output["toolCallId"])
-    ]
-    assert json.loads(outputs[0]["output"])["transactionId"] == output["output"]["transactionId"]
-    assert said(col).startswith("process_payment returned")
 
 
 def test_two_calls_in_one_step_get_one_response_create(
@@ -125,70 +82,6 @@ def test_browser_tool_result_goes_back_as_function_call_output(
     assert output["call_id"] == call["toolCallId"]
     assert json.loads(output["output"]) == {"playing": "jazz", "volume": 0.4}
     assert said(col).startswith("change_bgm returned") and not endpoint.records[0].errors
-
-
-def test_an_image_goes_with_the_turn_as_an_input_image(
-    openai_server: str, endpoint: LocalOpenAIRealtime
-) -> None:
-    image = base64.b64encode(b"\xff\xd8\xff" + b"\x00" * 64).decode()
-
-    async def scenario() -> Collector:
-        ws, col = await open_session(openai_server, endpoint)
-        await ws.send(json.dumps({"type": "image", "mediaType": "image/jpeg", "data": image}))
-        await say(ws, "what do you see")
-        await col.wait_for("finish")
-        await col.close()
-        return col
-
-    col = asyncio.run(scenario())
-    items = [e["item"] for e in received(endpoint, "conversation.item.create")]
-    assert items == [
-        {
-            "type": "message",
-            "role": "user",
-            "content": [{"type": "input_image", "image_url": f"data:image/jpeg;base64,{image}"}],
-        },
-        {
-            "type": "message",
-            "role": "user",
-            "content": [{"type": "input_text", "text": "what do you see"}],
-        },
-    ]
-    assert said(col) == "You said: what do you see" and not endpoint.records[0].errors
-
-
-def test_the_openai_path_remembers_and_is_told_at_connect(
-    openai_server: str, endpoint: LocalOpenAIRealtime
-) -> None:
-    """user_memory runs on this path unchanged; the next session's
-    session.update carries the fact in its instructions."""
-    key = "openai-user-key-0123456789"
-
-    async def scenario() -> list[Collector]:
-        cols = []
-        for text in (
-            'call user_memory {"action": "remember", "text": "my tea has no sugar"}',
-            'call user_memory {"action": "recall", "query": "tea"}',
-        ):
-            ws, col = await open_session(openai_server, endpoint, userKey=key)
-            await say(ws, text)
-            await col.wait_for("finish")
-            await col.close()
-            cols.append(col)
-        return cols
-
-    told, asked = asyncio.run(scenario())
-
-    def output(col: Collector) -> dict[str, Any]:
-        return next(m["output"] for _, m in col.messages if m["type"] == "tool-output-available")
-
-    fact = output(told)["remembered"]
-    assert [(m["id"], m["text"]) for m in output(asked)["memories"]] == [
-        (fact["id"], "my tea has no sugar")
-    ]
-    first, second = endpoint.records[0].updates[0], endpoint.records[-1].updates[0]
-    assert f"[{fact['id']}] my tea has no sugar" in second["instructions"]
-    assert "my tea has no sugar" not in first["instructions"]
 
 
 def test_a_background_tasks_outcome_is_told_on_the_openai_path(

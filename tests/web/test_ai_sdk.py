@@ -1,5 +1,5 @@
 """The real AI SDK (npm ``ai``, pinned in tests/web/js/package.json) against
-the real server: ``node --test`` on tests/web/js/aisdk/ — web/chat-transport.js
+the real server: ``node --test`` on tests/web/js/aisdk/ — web/sdk/chat-transport.js
 on /ws (the socket URL in AUDIOCORE_WS_URL), and AI SDK's own
 DefaultChatTransport on POST /api/chat and /stream (the base URL in
 AUDIOCORE_HTTP_URL).

@@ -1,4 +1,4 @@
-"""The demo page reconnects by itself (web/reconnect.js), in real Chromium
+"""The demo page reconnects by itself (web/sdk/reconnect.js), in real Chromium
 against the real server (offline model, SQLite in a data directory kept
 across restarts).
 
@@ -36,7 +36,7 @@ from web_helpers import (
 
 PTT = "?mode=push-to-talk"
 # A guard against a hang, not a speed requirement: a restart, and a backoff
-# of several attempts meanwhile (web/reconnect.js: at most 15 s a wait).
+# of several attempts meanwhile (web/sdk/reconnect.js: at most 15 s a wait).
 RECONNECT_TIMEOUT_S = 90
 
 

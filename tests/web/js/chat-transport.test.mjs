@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import test from "node:test";
 
-import { AudiocoreChatTransport, TurnTracker, withUserMessage } from "../../../web/chat-transport.js";
+import { AudiocoreChatTransport, TurnTracker, withUserMessage } from "../../../web/sdk/chat-transport.js";
 
 // The server's mark on a tool the browser is to run now.
 const RUN_NOW = { audiocore: { clientExecutes: true } };

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import test from "node:test";
 
 import { PageConnection, STATUS_EVERY_MS } from "../../../web/connection.js";
-import { ReconnectPolicy } from "../../../web/reconnect.js";
+import { ReconnectPolicy } from "../../../web/sdk/reconnect.js";
 import { PageState } from "../../../web/state.js";
 
 /** An AudioEngine without audio: what the lifecycle calls, and what it closed. */

@@ -7,7 +7,7 @@ import {
   float32ToPcm16,
   levels,
   pcm16Bytes,
-} from "../../../web/pcm.js";
+} from "../../../web/sdk/pcm.js";
 
 // Reference: numpy's np.rint(np.clip(x, -1, 1) * np.float32(32767)).astype('<i2').
 const KNOWN = [

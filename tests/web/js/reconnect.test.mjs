@@ -9,7 +9,7 @@ import {
   ReconnectPolicy,
   backoffDelay,
   reconnectable,
-} from "../../../web/reconnect.js";
+} from "../../../web/sdk/reconnect.js";
 
 /** A clock the test moves by hand. */
 function manualClock(start = 1000) {

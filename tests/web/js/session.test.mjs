@@ -11,7 +11,7 @@ import {
   socketUrl,
   localTimeZone,
   startMessage,
-} from "../../../web/session.js";
+} from "../../../web/sdk/session.js";
 
 // The server's mark on a tool the browser is to run now.
 const RUN_NOW = { audiocore: { clientExecutes: true } };
@@ -80,7 +80,7 @@ test("startMessage declares both rates, the format and the session", () => {
   assert.ok(SUPPORTED_RATES.includes(44100));
 });
 
-test("a user key is random, and what the server takes (server/protocol.py USER_KEY)", () => {
+test("a user key is random, and what the server takes (server/wire/protocol.py USER_KEY)", () => {
   const keys = new Set(Array.from({ length: 100 }, () => newUserKey()));
   assert.equal(keys.size, 100);
   for (const key of keys) assert.match(key, /^[A-Za-z0-9_-]{20,100}$/);
@@ -91,7 +91,7 @@ test("a user key is random, and what the server takes (server/protocol.py USER_K
   assert.equal("userKey" in startMessage({}), false);
 });
 
-test("the time zone goes in start when there is one (server/fields.py time_zone)", () => {
+test("the time zone goes in start when there is one (server/wire/fields.py time_zone)", () => {
   assert.equal(startMessage({ timeZone: "Asia/Kathmandu" }).timeZone, "Asia/Kathmandu");
   assert.equal("timeZone" in startMessage({}), false);
   const intl = (timeZone) => ({ DateTimeFormat: () => ({ resolvedOptions: () => ({ timeZone }) }) });

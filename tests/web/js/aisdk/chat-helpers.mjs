@@ -16,7 +16,7 @@ import {
 } from "ai";
 import { uiMessageChunkSchema as strictChunkSchema } from "ai-v6-first";
 
-import { clientExecutes } from "../../../../web/session.js";
+import { clientExecutes } from "../../../../web/sdk/session.js";
 import { dataUrl, described, halves, png } from "./png.mjs";
 
 // What any one wait may take before the test gives up and shows the state:

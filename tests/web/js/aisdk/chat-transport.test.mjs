@@ -1,4 +1,4 @@
-// web/chat-transport.js driven by the real AI SDK (the `ai` package, pinned in
+// web/sdk/chat-transport.js driven by the real AI SDK (the `ai` package, pinned in
 // tests/web/js/package.json) against a real server process (offline model).
 //
 // Run from pytest (tests/web/test_ai_sdk.py), which starts `python -m server`
@@ -15,8 +15,8 @@ import { after, test } from "node:test";
 
 import { lastAssistantMessageIsCompleteWithApprovalResponses as approvalsDone } from "ai";
 
-import { AudiocoreChatTransport, withUserMessage } from "../../../../web/chat-transport.js";
-import { clientExecutes } from "../../../../web/session.js";
+import { AudiocoreChatTransport, withUserMessage } from "../../../../web/sdk/chat-transport.js";
+import { clientExecutes } from "../../../../web/sdk/session.js";
 import {
   POSITION,
   SCHEMAS,

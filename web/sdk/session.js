@@ -1,6 +1,6 @@
 // The /ws client (docs/protocol.md): negotiation, typed client messages, and the
 // server's chunks turned into events. No Web Audio and no DOM here. The demo
-// page uses it directly; web/chat-transport.js builds the AI SDK ChatTransport
+// page uses it directly; web/sdk/chat-transport.js builds the AI SDK ChatTransport
 // on it, so both read the socket the same way.
 //
 // Events (CustomEvent, payload in `detail`):

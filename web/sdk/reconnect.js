@@ -1,7 +1,7 @@
 // When a lost /ws socket is opened again, and after how long
 // (docs/protocol.md, "Reconnecting"). Pure: the caller owns the timers and
 // the socket, and passes the clock and the random source in, so tests decide
-// both. The demo page (app.js) and the AI SDK transport (chat-transport.js)
+// both. The demo page (../app.js) and the AI SDK transport (chat-transport.js)
 // share it.
 //
 // Which closes come back: those that say the server or the network went
