@@ -12,11 +12,11 @@ import itertools
 
 import pytest
 from compare_resample import check, chunks_for
-from resample_cases import CHUNK_MS, PAIRS, contenders, speech_like
+from resample_cases import CHUNK_MS, PAIRS, PHONE_PAIRS, contenders, speech_like
 
 
 def all_cases():
-    for in_rate, out_rate in PAIRS:
+    for in_rate, out_rate in PAIRS + PHONE_PAIRS:
         for name in contenders(in_rate, out_rate):
             pair = f"{in_rate}->{out_rate}"
             yield pytest.param(pair, in_rate, out_rate, name, id=f"{pair}-{name}")
