@@ -117,20 +117,22 @@ class Fused:
 
 class AudioopSoxr:
     """What voice frameworks do: audioop for the codec, a soxr stream
-    (int16 in and out) for the rate, NumPy between them."""
+    (int16 in and out) for the rate, NumPy between them.  Pipecat's
+    SOXRStreamAudioResampler is this at quality VHQ, astype included."""
 
-    def __init__(self, in_rate, out_rate, input, output, quality="HQ"):
+    def __init__(self, in_rate, out_rate, input, output, quality="VHQ"):
         stream = soxr.ResampleStream(in_rate, out_rate, 1, dtype="int16", quality=quality)
         resample = stream.resample_chunk
-        frombuffer = np.frombuffer
+
+        def to_pcm16(pcm):
+            return resample(np.frombuffer(pcm, np.int16)).astype(np.int16).tobytes()
+
         if input == "ulaw":
             ulaw2lin = audioop.ulaw2lin
-            self.process = lambda codes: resample(
-                frombuffer(ulaw2lin(codes, 2), np.int16)
-            ).tobytes()
+            self.process = lambda codes: to_pcm16(ulaw2lin(codes, 2))
         else:
             lin2ulaw = audioop.lin2ulaw
-            self.process = lambda pcm: lin2ulaw(resample(frombuffer(pcm, np.int16)).tobytes(), 2)
+            self.process = lambda pcm: lin2ulaw(to_pcm16(pcm), 2)
 
 
 # (name, in_rate, out_rate, input, output): into the model and back.
@@ -146,8 +148,8 @@ def phone_contenders(in_rate, out_rate, input, output):
     """name -> factory of a fresh stream with a process(chunk) -> bytes."""
     found = {"audiocore fused": lambda: Fused(in_rate, out_rate, input, output)}
     if soxr is not None and audioop is not None:
-        found["audioop + soxr HQ"] = lambda: AudioopSoxr(in_rate, out_rate, input, output)
-        found["audioop + soxr VHQ"] = lambda: AudioopSoxr(in_rate, out_rate, input, output, "VHQ")
+        found["audioop + soxr VHQ"] = lambda: AudioopSoxr(in_rate, out_rate, input, output)
+        found["audioop + soxr HQ"] = lambda: AudioopSoxr(in_rate, out_rate, input, output, "HQ")
     return found
 
 
