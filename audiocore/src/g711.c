@@ -13,7 +13,7 @@
 /* ulaw2lin and alaw2lin of every code: G.711's decoding (for μ-law
  * ((((~c & 0xF) << 3) + 0x84) << seg) - 0x84 with the sign of bit 7; for
  * A-law the segment's base and step), checked against audioop by the tests. */
-const int16_t ac_ulaw_s16[256 + 2] = {
+const int16_t ac_ulaw_s16[256] = {
     -32124, -31100, -30076, -29052, -28028, -27004, -25980, -24956,
     -23932, -22908, -21884, -20860, -19836, -18812, -17788, -16764,
     -15996, -15484, -14972, -14460, -13948, -13436, -12924, -12412,
@@ -46,10 +46,9 @@ const int16_t ac_ulaw_s16[256 + 2] = {
        244,    228,    212,    196,    180,    164,    148,    132,
        120,    112,    104,     96,     88,     80,     72,     64,
         56,     48,     40,     32,     24,     16,      8,      0,
-    0, 0, /* padding for the gather */
 };
 
-const int16_t ac_alaw_s16[256 + 2] = {
+const int16_t ac_alaw_s16[256] = {
      -5504,  -5248,  -6016,  -5760,  -4480,  -4224,  -4992,  -4736,
      -7552,  -7296,  -8064,  -7808,  -6528,  -6272,  -7040,  -6784,
      -2752,  -2624,  -3008,  -2880,  -2240,  -2112,  -2496,  -2368,
@@ -82,7 +81,6 @@ const int16_t ac_alaw_s16[256 + 2] = {
       1888,   1824,   2016,   1952,   1632,   1568,   1760,   1696,
        688,    656,    752,    720,    560,    528,    624,    592,
        944,    912,   1008,    976,    816,    784,    880,    848,
-    0, 0, /* padding for the gather */
 };
 
 /* ---- scalar: the one-sample definitions of g711.h, looped ---------------- */
@@ -275,7 +273,7 @@ static void f32_to_alaw_sse2(const void *src, void *dst, ptrdiff_t n)
     f32_encode_sse2(src, dst, n, ALAW);
 }
 
-/* -- AVX2: the same arithmetic eight lanes wide; decoding gathers. -- */
+/* -- AVX2: the same arithmetic eight lanes wide; decoding 16 lanes wide. -- */
 
 AC_TARGET_AVX2 static AC_ALWAYS_INLINE __m256i encode_avx2(__m256i s, const int law)
 {
@@ -337,40 +335,72 @@ AC_TARGET_AVX2 static AC_ALWAYS_INLINE void f32_encode_avx2(const void *src, voi
     f32_encode_sse2(s + i, d + i, n - i, law);
 }
 
-/* Eight decoded samples as int32: each gathers the 32 bits at its entry,
- * whose low half (little-endian) is the entry, then sign-extends. */
-AC_TARGET_AVX2 static AC_ALWAYS_INLINE __m256i gather8_avx2(const int16_t *table,
-                                                            const uint8_t *codes)
+/* Sixteen decoded samples by G.711's expansion, in 16-bit lanes: the
+ * segment's power of two comes from a byte shuffle (vpshufb) of an
+ * eight-entry table and multiplies the step (AVX2 shifts 16-bit lanes by
+ * one count only), at most 252 x 128 = 32256, inside int16.
+ *   μ-law: u = ~code, ((((u & 0xF) << 3) + 0x84) << seg) - 0x84, negative
+ *          where u has bit 7;
+ *   A-law: a = code ^ 0x55, segment 0: ((a & 0xF) << 4) + 8, segment k:
+ *          (((a & 0xF) << 4) + 0x108) << (k - 1), negative where a lacks
+ *          bit 7.
+ * The shuffle's index is the segment in the low byte and 0x80 in the high
+ * one, which the shuffle turns into a zero byte. */
+AC_TARGET_AVX2 static AC_ALWAYS_INLINE __m256i decode16_avx2(const uint8_t *codes, const int law)
 {
-    __m256i index = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)codes));
-    __m256i pair = _mm256_i32gather_epi32((const int *)table, index, 2);
-    return _mm256_srai_epi32(_mm256_slli_epi32(pair, 16), 16);
+    __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)codes));
+    __m256i x = _mm256_xor_si256(c, _mm256_set1_epi16(law == ULAW ? 0xFF : 0x55));
+    __m256i mant = _mm256_and_si256(x, _mm256_set1_epi16(0x0F));
+    __m256i seg = _mm256_and_si256(_mm256_srli_epi16(x, 4), _mm256_set1_epi16(7));
+    __m256i index = _mm256_or_si256(seg, _mm256_set1_epi16((short)0x8000));
+    __m256i powers = law == ULAW ? _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, (char)128, 0, 0, 0, 0, 0,
+                                                    0, 0, 0, 1, 2, 4, 8, 16, 32, 64, (char)128, 0,
+                                                    0, 0, 0, 0, 0, 0, 0)
+                                 : _mm256_setr_epi8(1, 1, 2, 4, 8, 16, 32, 64, 0, 0, 0, 0, 0, 0, 0,
+                                                    0, 1, 1, 2, 4, 8, 16, 32, 64, 0, 0, 0, 0, 0, 0,
+                                                    0, 0);
+    __m256i power = _mm256_shuffle_epi8(powers, index);
+    __m256i mag, negative;
+    if (law == ULAW) {
+        __m256i step = _mm256_add_epi16(_mm256_slli_epi16(mant, 3), _mm256_set1_epi16(0x84));
+        mag = _mm256_sub_epi16(_mm256_mullo_epi16(step, power), _mm256_set1_epi16(0x84));
+        negative = _mm256_cmpgt_epi16(x, _mm256_set1_epi16(0x7F));
+    } else {
+        __m256i above0 = _mm256_cmpgt_epi16(seg, _mm256_setzero_si256());
+        __m256i step = _mm256_add_epi16(_mm256_slli_epi16(mant, 4), _mm256_set1_epi16(8));
+        step = _mm256_add_epi16(step, _mm256_and_si256(above0, _mm256_set1_epi16(0x100)));
+        mag = _mm256_mullo_epi16(step, power);
+        negative = _mm256_cmpgt_epi16(_mm256_set1_epi16(0x80), x);
+    }
+    return _mm256_sub_epi16(_mm256_xor_si256(mag, negative), negative);
 }
 
-AC_TARGET_AVX2 static AC_ALWAYS_INLINE void decode_s16_avx2(const int16_t *table, const void *src,
-                                                            void *dst, ptrdiff_t n)
+AC_TARGET_AVX2 static AC_ALWAYS_INLINE void decode_s16_avx2(const void *src, void *dst,
+                                                            ptrdiff_t n, const int law)
 {
     const uint8_t *s = src;
     int16_t *d = dst;
     ptrdiff_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256i a = gather8_avx2(table, s + i), b = gather8_avx2(table, s + i + 8);
-        __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
-        _mm256_storeu_si256((__m256i *)(d + i), words);
-    }
-    decode_s16(table, s + i, d + i, n - i);
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(d + i), decode16_avx2(s + i, law));
+    decode_s16(law == ULAW ? ac_ulaw_s16 : ac_alaw_s16, s + i, d + i, n - i);
 }
 
-AC_TARGET_AVX2 static AC_ALWAYS_INLINE void decode_f32_avx2(const int16_t *table, const void *src,
-                                                            void *dst, ptrdiff_t n)
+AC_TARGET_AVX2 static AC_ALWAYS_INLINE void decode_f32_avx2(const void *src, void *dst,
+                                                            ptrdiff_t n, const int law)
 {
     const uint8_t *s = src;
     float *d = dst;
     const __m256 scale = _mm256_set1_ps(AC_PCM16_INV);
     ptrdiff_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(d + i, _mm256_mul_ps(_mm256_cvtepi32_ps(gather8_avx2(table, s + i)), scale));
-    decode_f32(table, s + i, d + i, n - i);
+    for (; i + 16 <= n; i += 16) {
+        __m256i v = decode16_avx2(s + i, law);
+        __m256i lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(v));
+        __m256i hi = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(v, 1));
+        _mm256_storeu_ps(d + i, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), scale));
+        _mm256_storeu_ps(d + i + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(hi), scale));
+    }
+    decode_f32(law == ULAW ? ac_ulaw_s16 : ac_alaw_s16, s + i, d + i, n - i);
 }
 
 AC_TARGET_AVX2 static void s16_to_ulaw_avx2(const void *src, void *dst, ptrdiff_t n)
@@ -395,22 +425,22 @@ AC_TARGET_AVX2 static void f32_to_alaw_avx2(const void *src, void *dst, ptrdiff_
 
 AC_TARGET_AVX2 static void ulaw_to_s16_avx2(const void *src, void *dst, ptrdiff_t n)
 {
-    decode_s16_avx2(ac_ulaw_s16, src, dst, n);
+    decode_s16_avx2(src, dst, n, ULAW);
 }
 
 AC_TARGET_AVX2 static void alaw_to_s16_avx2(const void *src, void *dst, ptrdiff_t n)
 {
-    decode_s16_avx2(ac_alaw_s16, src, dst, n);
+    decode_s16_avx2(src, dst, n, ALAW);
 }
 
 AC_TARGET_AVX2 static void ulaw_to_f32_avx2(const void *src, void *dst, ptrdiff_t n)
 {
-    decode_f32_avx2(ac_ulaw_s16, src, dst, n);
+    decode_f32_avx2(src, dst, n, ULAW);
 }
 
 AC_TARGET_AVX2 static void alaw_to_f32_avx2(const void *src, void *dst, ptrdiff_t n)
 {
-    decode_f32_avx2(ac_alaw_s16, src, dst, n);
+    decode_f32_avx2(src, dst, n, ALAW);
 }
 
 #endif /* AC_X86_64 */
@@ -576,8 +606,8 @@ static void alaw_to_f32_neon(const void *src, void *dst, ptrdiff_t n)
 
 /* ---- dispatch --------------------------------------------------------------
  * Indexed by path, then op; a path without code here stays NULL and runs
- * the scalar kernels.  SSE2 decodes with the scalar table loop: it has
- * neither a gather nor a byte shuffle (pshufb is SSSE3).  AVX-512 runs the
+ * the scalar kernels.  SSE2 decodes with the scalar table loop: it has no
+ * byte shuffle (pshufb is SSSE3) for the powers of two.  AVX-512 runs the
  * AVX2 kernels: a wider version could not be tested on the machines this
  * was written on, and a 20 ms frame is 160 samples. */
 

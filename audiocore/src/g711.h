@@ -16,11 +16,9 @@
 
 #include "pcm.h"
 
-/* Decoded value of every code, as audioop's ulaw2lin and alaw2lin give it.
- * Two entries of padding after the 256: the AVX2 gather reads 32 bits at an
- * entry. */
-extern const int16_t ac_ulaw_s16[256 + 2];
-extern const int16_t ac_alaw_s16[256 + 2];
+/* Decoded value of every code, as audioop's ulaw2lin and alaw2lin give it. */
+extern const int16_t ac_ulaw_s16[256];
+extern const int16_t ac_alaw_s16[256];
 
 /* One sample, the definition every path matches.  μ-law works on the top 14
  * bits, A-law on the top 13 (as G.711 and audioop); the arithmetic shift of
