@@ -4,8 +4,9 @@
 
 Each test times one contender on 20 ms chunks of one continuous stream (one
 chunk per round, inputs prepared outside the timed region), then checks that
-the stream still turns a 1 kHz tone into a 1 kHz tone.  The comparison table
-with quality and delay is compare_resample.py.
+the stream still turns a 1 kHz tone (500 Hz with an 8 kHz side) into the
+same tone.  The comparison table with quality and delay is
+compare_resample.py.
 """
 
 import itertools
