@@ -1,9 +1,11 @@
 """audiocore: a compiled audio DSP core for real-time voice agents.
 
-PCM conversion, streaming resampling, jitter/playout buffering and WAV
-framing, zero-copy on any buffer.  Formats: "s16" is signed 16-bit
+PCM conversion, G.711, streaming resampling, jitter/playout buffering and
+WAV framing, zero-copy on any buffer.  Formats: "s16" is signed 16-bit
 little-endian PCM (the wire format), "f32" is float32 in [-1, 1] (the compute
-format).  PCM16 output is `bytes`, float32 output a numpy float32 array.
+format), "ulaw" and "alaw" are G.711 codes, one byte a sample (the phone
+network's).  PCM16 and G.711 output is `bytes`, float32 output a numpy
+float32 array.
 
 Limits, the same in every function: interleaved audio has 1 to
 `MAX_CHANNELS` (64) channels; sample rates are 1 Hz to `MAX_SAMPLE_RATE`
@@ -13,7 +15,19 @@ Limits, the same in every function: interleaved audio has 1 to
 import os as _os
 import warnings as _warnings
 
-from audiocore._convert import MAX_CHANNELS, float32_to_pcm16, pcm16_to_float32
+from audiocore._convert import (
+    MAX_CHANNELS,
+    alaw_to_float32,
+    alaw_to_pcm16,
+    float32_to_alaw,
+    float32_to_pcm16,
+    float32_to_ulaw,
+    pcm16_to_alaw,
+    pcm16_to_float32,
+    pcm16_to_ulaw,
+    ulaw_to_float32,
+    ulaw_to_pcm16,
+)
 from audiocore._validate import MAX_SAMPLE_RATE
 from audiocore.jitter import JitterBuffer
 from audiocore.resample import Resampler, resample
@@ -25,11 +39,19 @@ __all__ = [
     "JitterBuffer",
     "Resampler",
     "WavInfo",
+    "alaw_to_float32",
+    "alaw_to_pcm16",
+    "float32_to_alaw",
     "float32_to_pcm16",
+    "float32_to_ulaw",
+    "pcm16_to_alaw",
     "pcm16_to_float32",
+    "pcm16_to_ulaw",
     "read_wav",
     "resample",
     "to_wav",
+    "ulaw_to_float32",
+    "ulaw_to_pcm16",
     "wav_header",
 ]
 

@@ -20,16 +20,22 @@ cdef extern from "pcm.h" nogil:
     enum:
         F32 "AC_FORMAT_F32"
         S16 "AC_FORMAT_S16"
+        ULAW "AC_FORMAT_ULAW"
+        ALAW "AC_FORMAT_ALAW"
     # Channels per interleaved frame, at most (audiocore.MAX_CHANNELS).
     enum:
         AC_MAX_CHANNELS
 
 
 cdef inline str format_name(int fmt):
+    if fmt == ULAW or fmt == ALAW:
+        return "μ-law" if fmt == ULAW else "A-law"
     return "float32" if fmt == F32 else "int16"
 
 
 cdef inline Py_ssize_t format_size(int fmt) noexcept nogil:
+    if fmt == ULAW or fmt == ALAW:
+        return 1
     return 4 if fmt == F32 else 2
 
 
@@ -91,7 +97,13 @@ cdef inline Py_ssize_t get_samples(
                 f"samples, got {view.len} bytes"
             )
         return view.len // size
-    if view.itemsize != size or not _is_native_format(view.format, b'f' if fmt == F32 else b'h'):
+    # G.711 codes are bytes: any other typed buffer is the wrong thing.
+    if (
+        fmt == ULAW
+        or fmt == ALAW
+        or view.itemsize != size
+        or not _is_native_format(view.format, b'f' if fmt == F32 else b'h')
+    ):
         got = describe_format(view)
         PyBuffer_Release(view)
         raise TypeError(f"{what}: expected {format_name(fmt)} samples, got {got}")

@@ -7,7 +7,7 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int64_t
 
-from audiocore._buffers cimport F32, S16, get_samples
+from audiocore._buffers cimport ALAW, F32, S16, ULAW, format_size, get_samples
 from audiocore._cresample cimport (
     AC_RESAMPLE_TAP_ALIGN,
     ac_resampler,
@@ -35,6 +35,9 @@ cdef int64_t _NOGIL_WORK = 1 << 17
 cdef int64_t _MAX_FRAMES = 1 << 40
 
 cdef int _path = ac_best_path()
+
+# The sample formats by name: resample.py's "f32", "s16", "ulaw", "alaw".
+cdef dict _FORMAT_CODES = {"f32": F32, "s16": S16, "ulaw": ULAW, "alaw": ALAW}
 
 # Filter rows must be a multiple of this many taps long: resample.py hands
 # it to _filters.design, which pads the rows.
@@ -86,14 +89,16 @@ cdef class ResamplerCore:
     ):
         if self._busy:
             raise RuntimeError("cannot re-initialise a Resampler while it is processing")
-        if input not in ("f32", "s16") or output not in ("f32", "s16"):
-            raise ValueError(f"expected formats 'f32' or 's16', got {input!r} and {output!r}")
+        if input not in _FORMAT_CODES or output not in _FORMAT_CODES:
+            raise ValueError(
+                f"expected formats 'f32', 's16', 'ulaw' or 'alaw', got {input!r} and {output!r}"
+            )
         if up < 1 or taps < 1 or table.shape[0] != <Py_ssize_t>up * taps:
             raise ValueError(
                 f"expected a table of {up} x {taps} coefficients, got {table.shape[0]}"
             )
-        self._in_format = S16 if input == "s16" else F32
-        self._out_format = S16 if output == "s16" else F32
+        self._in_format = _FORMAT_CODES[input]
+        self._out_format = _FORMAT_CODES[output]
         cdef ac_resampler *r = ac_resampler_new(
             &table[0], up, down, taps, delay, channels, self._in_format, self._out_format, _path
         )
@@ -133,8 +138,8 @@ cdef class ResamplerCore:
     cdef object _new_output(self, int64_t frames, void **dst):
         cdef Py_buffer view
         cdef Py_ssize_t n = <Py_ssize_t>(frames * self.channels)
-        if self._out_format == S16:
-            data = PyBytes_FromStringAndSize(NULL, n * 2)
+        if self._out_format != F32:  # PCM16 or G.711 codes
+            data = PyBytes_FromStringAndSize(NULL, n * format_size(self._out_format))
             dst[0] = PyBytes_AS_STRING(data)
             return data
         array = _empty(n, _float32)

@@ -30,7 +30,8 @@ _Output = TypeVar("_Output", bound="bytes | npt.NDArray[np.float32]")
 
 __all__ = ["QUALITIES", "Resampler", "resample"]
 
-_FORMATS = ("f32", "s16")
+# Sample formats: float32, PCM16, and G.711's two laws (one byte a sample).
+_FORMATS = ("f32", "s16", "ulaw", "alaw")
 
 
 class Resampler(ResamplerCore, Generic[_Output]):
@@ -40,8 +41,10 @@ class Resampler(ResamplerCore, Generic[_Output]):
     interleaved `input` samples, read without copying) and returns every
     output frame that the input so far determines: PCM16 `bytes` for
     ``output="s16"``, a 1-D float32 `numpy.ndarray` (interleaved) for
-    ``output="f32"``.  Conversion is fused into the filter, so float32 at
-    48 kHz becomes PCM16 at 16 kHz in one pass.  ``flush()`` returns the tail
+    ``output="f32"``, G.711 codes in `bytes` for ``output="ulaw"`` or
+    ``"alaw"``.  Conversion is fused into the filter, so float32 at 48 kHz
+    becomes PCM16 at 16 kHz in one pass, and a phone call's μ-law at 8 kHz
+    PCM16 at 16 kHz (``Resampler(8000, 16000, input="ulaw")``).  ``flush()`` returns the tail
     and finishes the stream; ``process`` or ``flush`` after it raise
     `RuntimeError` until ``reset()`` starts a new stream.  Rates are 1 Hz to
     `audiocore.MAX_SAMPLE_RATE` (1 MHz) with a ratio whose filter table fits
@@ -84,8 +87,14 @@ class Resampler(ResamplerCore, Generic[_Output]):
 
     Input ``"s16"`` reads little-endian PCM16 as value / 32768; output
     ``"s16"`` follows the PCM policy (clip to [-1, 1], x 32767, round half to
-    even).  A NaN or infinity in the input spoils the outputs whose filter
-    window holds it (NaN or +-inf in float32 output, and by the PCM policy
+    even).  Input ``"ulaw"``/``"alaw"`` is decoded to PCM16 as
+    `audiocore.ulaw_to_pcm16` does (``audioop.ulaw2lin``) and read as
+    PCM16; output ``"ulaw"``/``"alaw"`` is the PCM16 output encoded as
+    `audiocore.pcm16_to_ulaw` does (``audioop.lin2ulaw``).  At equal rates
+    the stream is that conversion alone.
+
+    A NaN or infinity in the input spoils the outputs whose filter window
+    holds it (NaN or +-inf in float32 output, and by the PCM policy
     0 or full scale in PCM16), and the stream recovers once it has passed;
     which NaN (its sign and payload) may depend on the chunking, since an
     addition of two NaNs returns one of them by operand order.
@@ -105,7 +114,7 @@ class Resampler(ResamplerCore, Generic[_Output]):
         channels: int = ...,
         quality: str = ...,
         input: str = ...,
-        output: Literal["s16"] = ...,
+        output: Literal["s16", "ulaw", "alaw"] = ...,
     ) -> None: ...
     @overload
     def __init__(
@@ -182,12 +191,12 @@ class Resampler(ResamplerCore, Generic[_Output]):
 
     @property
     def input(self) -> str:
-        """Input sample format, ``"f32"`` or ``"s16"``."""
+        """Input sample format: ``"f32"``, ``"s16"``, ``"ulaw"`` or ``"alaw"``."""
         return self._input
 
     @property
     def output(self) -> str:
-        """Output sample format, ``"f32"`` or ``"s16"``."""
+        """Output sample format: ``"f32"``, ``"s16"``, ``"ulaw"`` or ``"alaw"``."""
         return self._output
 
     def __repr__(self) -> str:
@@ -206,7 +215,7 @@ def resample(
     channels: int = ...,
     quality: str = ...,
     input: str = ...,
-    output: Literal["s16"] = ...,
+    output: Literal["s16", "ulaw", "alaw"] = ...,
 ) -> bytes: ...
 @overload
 def resample(
@@ -243,7 +252,8 @@ def resample(
     """Resample a whole signal at once: the same output as a `Resampler`'s
     ``process(buf)`` followed by ``flush()``, so ``round(n * out_rate /
     in_rate)`` frames, aligned with the input.  Arguments as for
-    `Resampler`; returns PCM16 `bytes` or a float32 `numpy.ndarray`."""
+    `Resampler`; returns PCM16 or G.711 `bytes`, or a float32
+    `numpy.ndarray`."""
     stream: Resampler[Any] = Resampler(
         in_rate, out_rate, channels=channels, quality=quality, input=input, output=output
     )

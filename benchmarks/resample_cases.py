@@ -37,6 +37,8 @@ except ImportError:  # pragma: no cover
     audioop = None
 
 PAIRS = [(48000, 16000), (48000, 24000), (24000, 48000), (44100, 16000)]
+# The phone rate (G.711) into the models' rates and back.
+PHONE_PAIRS = [(8000, 16000), (8000, 24000), (24000, 8000)]
 CHUNK_MS = 20
 
 

@@ -60,6 +60,7 @@ SMOKE = {
         ["pytest_benchmark", "soxr", "samplerate", "scipy"],
     ),
     "compare_convert.py": Smoke(["--smoke"], "audiocore by SIMD path"),
+    "compare_g711.py": Smoke(["--smoke"], "## Phone paths", ["soxr"]),
     "compare_resample.py": Smoke(["--smoke"], "## Quality", ["soxr", "samplerate", "scipy"]),
     "jitter_sim.py": Smoke(["--seconds", "30"], "model + barge-in"),
     "bench_gemini_send.py": Smoke(["--seconds", "1", "--chunks", "20"], "20ms", SERVER),
@@ -117,7 +118,12 @@ SMOKE = {
     "profile_summary.py": Smoke(["{tmp}/profile.txt"], "by component"),
 }
 # Shared pieces the entry points import: run through them.
-LIBRARIES = {"bench_server_client.py", "convert_cases.py", "resample_cases.py"}
+LIBRARIES = {
+    "bench_server_client.py",
+    "convert_cases.py",
+    "g711_cases.py",
+    "resample_cases.py",
+}
 
 PROFILE = """\
 Runner.run (asyncio/runners.py:118);_run_once (asyncio/base_events.py:1906) 40

@@ -19,7 +19,9 @@
 
 enum ac_sample_format {
     AC_FORMAT_F32 = 0, /* float32 in native byte order */
-    AC_FORMAT_S16 = 1  /* int16, little-endian */
+    AC_FORMAT_S16 = 1, /* int16, little-endian */
+    AC_FORMAT_ULAW = 2, /* G.711 μ-law, one byte a sample (g711.h) */
+    AC_FORMAT_ALAW = 3  /* G.711 A-law */
 };
 
 /* Interleaved frames hold at most this many channels, in every kernel and

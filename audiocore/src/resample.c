@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "g711.h"
 #include "pcm.h"
 #include "simd.h"
 
@@ -21,12 +22,19 @@
  * accumulators each, keep both FMA pipes busy despite their latency. */
 #define GROUP 4
 
+/* G.711 output is filtered to PCM16 in pieces of at most this many samples
+ * on the stack, then encoded (8 KiB). */
+#define CODEC_SAMPLES 4096
+
 typedef void (*fir_kernel)(const ac_resampler *r, const float *buf, int64_t j, int phase,
                            int64_t count, unsigned char *out);
 
 struct ac_resampler {
     const float *coefs;
     int up, down, taps, delay, channels, in_format, out_format, path;
+    int fir_format;         /* what the kernels store: out_format, or s16 under G.711 */
+    const int16_t *decode;  /* G.711 input: the code table; else NULL */
+    ac_g711_fn encode;      /* G.711 output: s16 -> codes on this path; else NULL */
     int passthrough;
     fir_kernel kernel;
     int *advance;    /* input frames between an output at phase p and the next */
@@ -41,7 +49,12 @@ struct ac_resampler {
 
 static inline size_t format_size(int format)
 {
-    return format == AC_FORMAT_S16 ? 2 : 4;
+    return format == AC_FORMAT_F32 ? 4 : format == AC_FORMAT_S16 ? 2 : 1;
+}
+
+static inline int is_g711(int format)
+{
+    return format == AC_FORMAT_ULAW || format == AC_FORMAT_ALAW;
 }
 
 /* Loads and stores through memcpy (and pcm.h for PCM16): a buffer handed
@@ -55,7 +68,7 @@ static inline float load_f32(const unsigned char *p)
 
 static inline void store_output(const ac_resampler *r, unsigned char *out, int64_t index, float y)
 {
-    if (r->out_format == AC_FORMAT_S16)
+    if (r->fir_format == AC_FORMAT_S16)
         ac_store_s16le(out + (size_t)index * r->channels * 2, ac_pcm16_from_f32(y));
     else
         memcpy(out + (size_t)index * r->channels * 4, &y, 4);
@@ -122,7 +135,7 @@ static AC_ALWAYS_INLINE void store_group(const ac_resampler *r, unsigned char *o
                                          __m128 s, int valid)
 {
     const int stride = r->channels;
-    if (r->out_format == AC_FORMAT_S16) {
+    if (r->fir_format == AC_FORMAT_S16) {
         __m128i v = _mm_packs_epi32(ac_sse2_pcm16_i32(s), _mm_setzero_si128());
         unsigned char *o = out + (size_t)i * stride * 2;
         if (valid == GROUP && stride == 1) {
@@ -305,7 +318,7 @@ static AC_ALWAYS_INLINE void store_lanes(const ac_resampler *r, unsigned char *o
                                          const void *lanes, int valid)
 {
     const int stride = r->channels;
-    if (r->out_format == AC_FORMAT_S16) {
+    if (r->fir_format == AC_FORMAT_S16) {
         const int16_t *s = lanes;
         unsigned char *o = out + (size_t)i * stride * 2;
         for (int q = 0; q < valid; q++)
@@ -323,7 +336,7 @@ static AC_ALWAYS_INLINE void store_group_neon(const ac_resampler *r, unsigned ch
                                               int64_t i, float32x4_t s, int valid)
 {
     const int whole = valid == GROUP && r->channels == 1;
-    if (r->out_format == AC_FORMAT_S16) {
+    if (r->fir_format == AC_FORMAT_S16) {
         int16x4_t v = vqmovn_s32(ac_neon_pcm16_i32(s));
         if (whole) {
             vst1_u8(out + (size_t)i * 2, vreinterpret_u8_s16(v));
@@ -412,8 +425,8 @@ ac_resampler *ac_resampler_new(const float *coefs, int up, int down, int taps, i
     if (coefs == NULL || up < 1 || down < 1 || taps < AC_RESAMPLE_TAP_ALIGN ||
         taps % AC_RESAMPLE_TAP_ALIGN != 0 || delay < 0 || channels < 1 ||
         channels > AC_MAX_CHANNELS ||
-        (int64_t)taps * up <= down || (in_format != AC_FORMAT_F32 && in_format != AC_FORMAT_S16) ||
-        (out_format != AC_FORMAT_F32 && out_format != AC_FORMAT_S16))
+        (int64_t)taps * up <= down || in_format < AC_FORMAT_F32 || in_format > AC_FORMAT_ALAW ||
+        out_format < AC_FORMAT_F32 || out_format > AC_FORMAT_ALAW)
         return NULL;
     ac_resampler *r = calloc(1, sizeof *r);
     if (r == NULL)
@@ -426,8 +439,14 @@ ac_resampler *ac_resampler_new(const float *coefs, int up, int down, int taps, i
     r->channels = channels;
     r->in_format = in_format;
     r->out_format = out_format;
+    r->fir_format = is_g711(out_format) ? AC_FORMAT_S16 : out_format;
     r->path = ac_path_supported(path) ? path : AC_PATH_SCALAR;
     r->kernel = kernel_for(r->path);
+    if (is_g711(in_format))
+        r->decode = in_format == AC_FORMAT_ULAW ? ac_ulaw_s16 : ac_alaw_s16;
+    if (is_g711(out_format))
+        r->encode = ac_g711_kernel(r->path, out_format == AC_FORMAT_ULAW ? AC_S16_TO_ULAW
+                                                                         : AC_S16_TO_ALAW);
     r->passthrough = up == 1 && down == 1;
     r->cap = taps - 1 + BLOCK_FRAMES;
     r->advance = malloc(sizeof(int) * (size_t)up);
@@ -507,6 +526,11 @@ static void stage(ac_resampler *r, const unsigned char *in, int64_t frames)
         float *dst = r->work + (size_t)ch * r->cap + r->fill;
         if (in == NULL) {
             memset(dst, 0, sizeof(float) * (size_t)frames);
+        } else if (r->decode != NULL) {
+            /* G.711 is decoded to PCM16, then read as PCM16 is */
+            const unsigned char *src = in + ch;
+            for (int64_t f = 0; f < frames; f++)
+                dst[f] = ac_f32_from_pcm16(r->decode[src[(size_t)f * channels]]);
         } else if (r->in_format == AC_FORMAT_F32) {
             const unsigned char *src = in + (size_t)ch * 4;
             if (channels == 1)
@@ -523,18 +547,38 @@ static void stage(ac_resampler *r, const unsigned char *in, int64_t frames)
     r->fill += frames;
 }
 
-/* Runs `count` outputs on every channel, then drops the frames no later
- * output needs.  Needs next_j >= fill afterwards (every determined output
- * written, or the stream ends here) so the history fits in taps - 1. */
-static void run(ac_resampler *r, int64_t count, unsigned char *out)
+/* Runs `count` outputs on every channel, stored as r->fir_format, and moves
+ * past them. */
+static void fir(ac_resampler *r, int64_t count, unsigned char *out)
 {
-    const size_t sample = format_size(r->out_format);
+    const size_t sample = format_size(r->fir_format);
     for (int ch = 0; ch < r->channels; ch++)
         r->kernel(r, r->work + (size_t)ch * r->cap, r->next_j, r->phase, count,
                   out + (size_t)ch * sample);
     int64_t t = r->next_j * r->up + r->phase + count * r->down;
     r->next_j = t / r->up;
     r->phase = (int)(t % r->up);
+}
+
+/* Runs `count` outputs on every channel, then drops the frames no later
+ * output needs.  Needs next_j >= fill afterwards (every determined output
+ * written, or the stream ends here) so the history fits in taps - 1. */
+static void run(ac_resampler *r, int64_t count, unsigned char *out)
+{
+    if (r->encode == NULL) {
+        fir(r, count, out);
+    } else {
+        /* G.711: PCM16 first, then encoded; every output is still the same
+         * sum of the same window, so chunking changes nothing. */
+        int16_t pcm[CODEC_SAMPLES];
+        const int64_t most = CODEC_SAMPLES / r->channels;
+        for (int64_t done = 0; done < count;) {
+            int64_t piece = count - done < most ? count - done : most;
+            fir(r, piece, (unsigned char *)pcm);
+            r->encode(pcm, out + (size_t)(done * r->channels), (ptrdiff_t)(piece * r->channels));
+            done += piece;
+        }
+    }
     int64_t start = r->next_j - (r->taps - 1);
     if (start > 0) {
         int64_t keep = r->fill > start ? r->fill - start : 0;
@@ -547,12 +591,38 @@ static void run(ac_resampler *r, int64_t count, unsigned char *out)
     }
 }
 
+/* One sample of a G.711 pass-through as PCM16: codes decoded, float32 by the
+ * PCM policy (so that a same-rate stream equals the conversion functions). */
+static inline int16_t load_as_s16(const ac_resampler *r, const unsigned char *in, size_t i)
+{
+    if (r->decode != NULL)
+        return r->decode[in[i]];
+    if (r->in_format == AC_FORMAT_F32)
+        return ac_pcm16_from_f32(load_f32(in + 4 * i));
+    return ac_load_s16le(in + 2 * i);
+}
+
 static void passthrough(const ac_resampler *r, const unsigned char *in, int64_t frames,
                         unsigned char *out)
 {
     const size_t n = (size_t)frames * r->channels;
     if (r->in_format == r->out_format) {
         memcpy(out, in, n * format_size(r->in_format));
+    } else if (r->encode != NULL && r->decode == NULL && r->in_format == AC_FORMAT_S16) {
+        r->encode(in, out, (ptrdiff_t)n);
+    } else if (is_g711(r->in_format) || is_g711(r->out_format)) {
+        for (size_t i = 0; i < n; i++) {
+            int16_t s = load_as_s16(r, in, i);
+            if (r->out_format == AC_FORMAT_S16) {
+                ac_store_s16le(out + 2 * i, s);
+            } else if (r->out_format == AC_FORMAT_F32) {
+                float y = ac_f32_from_pcm16(s);
+                memcpy(out + 4 * i, &y, 4);
+            } else {
+                out[i] = r->out_format == AC_FORMAT_ULAW ? ac_ulaw_from_s16(s)
+                                                         : ac_alaw_from_s16(s);
+            }
+        }
     } else if (r->in_format == AC_FORMAT_F32) {
         for (size_t i = 0; i < n; i++)
             ac_store_s16le(out + 2 * i, ac_pcm16_from_f32(load_f32(in + 4 * i)));

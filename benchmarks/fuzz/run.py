@@ -47,6 +47,7 @@ MODULES = {
     "read_wav": "fuzz_core",
     "wav_roundtrip": "fuzz_core",
     "convert": "fuzz_core",
+    "g711": "fuzz_core",
     "jitter": "fuzz_core",
     "resampler": "fuzz_core",
     "ws_decode": "fuzz_protocol",

@@ -22,6 +22,8 @@ from collections.abc import Callable
 
 import numpy as np
 from fuzz_input import FuzzInput, check, documented
+from g711_reference import decode as g711_decode
+from g711_reference import encode as g711_encode
 
 import audiocore
 from audiocore.jitter import PROFILES
@@ -30,6 +32,11 @@ from audiocore.wav import read_wav, to_wav, wav_header
 _REFUSED = (ValueError, TypeError, BufferError, RuntimeError)
 
 # ---- buffers -------------------------------------------------------------
+
+
+# Samples as typed buffers hold them: float32, PCM16, G.711 codes (bytes).
+_DTYPES = {"f32": "<f4", "s16": "<i2", "u8": "u1"}
+_TYPECODES = {"f32": "f", "s16": "h", "u8": "B"}
 
 
 def _buffer(fi: FuzzInput, raw: bytes, sample: str) -> object:
@@ -43,21 +50,22 @@ def _buffer(fi: FuzzInput, raw: bytes, sample: str) -> object:
         return bytearray(raw)
     if kind == 2:
         return memoryview(raw)
-    size = 4 if sample == "f32" else 2
+    dtype = _DTYPES[sample]
+    size = np.dtype(dtype).itemsize
     usable = raw[: len(raw) // size * size]
     if kind == 3:
-        return np.frombuffer(usable, "<f4" if sample == "f32" else "<i2")
+        return np.frombuffer(usable, dtype)
     if kind == 4:
-        return array.array("f" if sample == "f32" else "h", usable)
+        return array.array(_TYPECODES[sample], usable)
     if kind == 5:  # a wrong element type
         dtype = fi.pick(["<f8", "<i4", "<u2", "<f2", "u1", ">i2", ">f4"])
         width = np.dtype(dtype).itemsize
         return np.frombuffer(raw[: len(raw) // width * width], dtype)
     if kind == 6:  # not C-contiguous
-        arr = np.frombuffer(usable, "<f4" if sample == "f32" else "<i2")
+        arr = np.frombuffer(usable, dtype)
         return arr[:: fi.int(1, 3)]
     if kind == 7:  # 2-D, contiguous
-        arr = np.frombuffer(usable, "<f4" if sample == "f32" else "<i2")
+        arr = np.frombuffer(usable, dtype)
         rows = fi.int(1, 4)
         return arr[: len(arr) // rows * rows].reshape(rows, -1)
     if kind == 8:  # unaligned: one byte in
@@ -122,6 +130,45 @@ def fuzz_convert(data: bytes) -> None:
             want_f = np.frombuffer(bytes(view), "<i2").astype(np.float32) / np.float32(32768)
             got_f = np.frombuffer(memoryview(result).cast("B"), "<f4")
             check(np.array_equal(got_f, want_f), "pcm16_to_float32 differs from x / 32768")
+
+
+def fuzz_g711(data: bytes) -> None:
+    """The eight G.711 conversions, with and without `out`, on every kind of
+    buffer (codes as any buffer kind too: typed ones other than bytes are
+    refused); results checked against the NumPy spelling of G.711 (which
+    the tests check against audioop)."""
+    fi = FuzzInput(data)
+    law = fi.pick(["ulaw", "alaw"])
+    source = fi.pick(["s16", "f32", law])
+    target = law if source != law else fi.pick(["s16", "f32"])
+    name = {"s16": "pcm16", "f32": "float32", "ulaw": "ulaw", "alaw": "alaw"}
+    convert: Callable[..., object] = getattr(audiocore, f"{name[source]}_to_{name[target]}")
+    raw = _float_samples(fi, 1024) if source == "f32" else fi.bytes(2048)
+    src = _buffer(fi, raw, source) if source != law else _buffer(fi, raw, "u8")
+    width = {"s16": 2, "f32": 4, "ulaw": 1, "alaw": 1}
+    with documented(*_REFUSED):
+        if fi.chance(2):
+            result = convert(src)
+        else:
+            out = _buffer(fi, bytes(fi.int(0, 2100) * width[target]), "u8")
+            if fi.chance(8):
+                out = src  # in place: refused as overlapping
+            written = convert(src, out=out)
+            if out is None:
+                result = written
+            else:
+                check(isinstance(written, int), "out= returns a count")
+                result = memoryview(out).tobytes()[: written * width[target]]
+        view = memoryview(src).tobytes()
+        got = memoryview(result).tobytes()
+        if source == "s16":
+            want = g711_encode(law, np.frombuffer(view, "<i2"))
+        elif source == "f32":
+            want = g711_encode(law, np.frombuffer(_pcm16_reference(view), "<i2"))
+        else:
+            pcm = g711_decode(law, view)
+            want = pcm if target == "s16" else audiocore.pcm16_to_float32(pcm).tobytes()
+        check(got == want, f"{source} -> {target} ({law}) differs from G.711")
 
 
 # ---- WAV -----------------------------------------------------------------
@@ -467,6 +514,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "read_wav": fuzz_read_wav,
     "wav_roundtrip": fuzz_wav_roundtrip,
     "convert": fuzz_convert,
+    "g711": fuzz_g711,
     "resampler": fuzz_resampler,
     "resampler_design": fuzz_resampler_design,
     "jitter": fuzz_jitter,

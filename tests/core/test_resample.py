@@ -26,6 +26,8 @@ from audiocore.resample import Resampler, resample
 RATES = [8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000]
 PAIRS = [(a, b) for a in RATES for b in RATES if a != b]
 BENCH_PAIRS = [(48000, 16000), (48000, 24000), (24000, 48000), (44100, 16000), (16000, 44100)]
+# The phone rate both ways against the models' rates (the G.711 paths).
+PHONE_PAIRS = [(8000, 16000), (16000, 8000), (8000, 24000), (24000, 8000)]
 UNIT_ROUNDOFF = 2.0**-24  # float32
 
 
@@ -53,7 +55,7 @@ def test_matches_naive_reference_for_every_usual_pair(rng, in_rate, out_rate):
 
 
 @pytest.mark.parametrize("quality", list(QUALITIES))
-@pytest.mark.parametrize(("in_rate", "out_rate"), BENCH_PAIRS)
+@pytest.mark.parametrize(("in_rate", "out_rate"), BENCH_PAIRS + PHONE_PAIRS)
 def test_every_path_within_the_rounding_bound(rng, resample_path, in_rate, out_rate, quality):
     x = noise(rng, 1500)
     up, down = ratio(in_rate, out_rate)
@@ -99,7 +101,9 @@ def passband_gain(in_rate, out_rate, quality, freq):
     return float(h @ np.cos(2 * np.pi * freq / (up * in_rate) * n)) / up
 
 
-@pytest.mark.parametrize(("in_rate", "out_rate"), BENCH_PAIRS + [(8000, 48000), (48000, 8000)])
+@pytest.mark.parametrize(
+    ("in_rate", "out_rate"), BENCH_PAIRS + PHONE_PAIRS + [(8000, 48000), (48000, 8000)]
+)
 def test_sine_comes_out_aligned_and_exact(resample_path, in_rate, out_rate):
     # Known answer: a passband sine resamples to the same sine sampled at
     # the output rate, in phase (output frame n is input time n * in / out),

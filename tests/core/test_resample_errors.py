@@ -33,8 +33,16 @@ from audiocore.resample import Resampler, resample
         ({"out_rate": "16000"}, TypeError, r"out_rate: expected an integer .* got str"),
         ({"in_rate": True}, TypeError, r"in_rate: expected an integer .* got bool"),
         ({"quality": "best"}, ValueError, r"quality: expected 'voice' or 'high', got 'best'"),
-        ({"input": "f64"}, ValueError, r"input: expected 'f32' or 's16', got 'f64'"),
-        ({"output": None}, ValueError, r"output: expected 'f32' or 's16', got None"),
+        (
+            {"input": "f64"},
+            ValueError,
+            r"input: expected one of 'f32', 's16', 'ulaw' or 'alaw', got 'f64'",
+        ),
+        (
+            {"output": None},
+            ValueError,
+            r"output: expected one of 'f32', 's16', 'ulaw' or 'alaw', got None",
+        ),
         ({"channels": 0}, ValueError, r"channels: expected an integer from 1 to 64, got 0"),
         ({"channels": 2.0}, TypeError, r"channels: expected an integer, got float"),
         (

@@ -14,6 +14,8 @@ from resample_reference import expected_frames, noise, ratio
 from audiocore.resample import Resampler, resample
 
 PAIRS = [(48000, 16000), (24000, 48000), (44100, 16000), (16000, 44100), (11025, 8000)]
+# The phone rate against the models' (16k, 24k) and the browser's (48k).
+PHONE_PAIRS = [(8000, 16000), (16000, 8000), (8000, 24000), (24000, 8000), (8000, 48000)]
 PRIMES = [1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 97, 211, 967]
 
 
@@ -47,7 +49,7 @@ CHUNKINGS = {
 
 
 @pytest.mark.parametrize("chunking", list(CHUNKINGS))
-@pytest.mark.parametrize(("in_rate", "out_rate"), PAIRS)
+@pytest.mark.parametrize(("in_rate", "out_rate"), PAIRS + PHONE_PAIRS)
 @pytest.mark.parametrize("output", ["s16", "f32"])
 def test_chunking_never_changes_a_bit(rng, resample_path, chunking, in_rate, out_rate, output):
     channels = 2 if chunking == "primes" else 1
@@ -82,7 +84,7 @@ def test_random_splits_equal_one_shot(pair, quality, channels, formats, sizes, s
     assert np.array_equal(got, whole)
 
 
-@pytest.mark.parametrize(("in_rate", "out_rate"), [*PAIRS, (8000, 48000), (48000, 8000)])
+@pytest.mark.parametrize(("in_rate", "out_rate"), [*PAIRS, *PHONE_PAIRS, (48000, 8000)])
 def test_every_call_returns_all_it_can(in_rate, out_rate):
     # After N input frames exactly max(0, ceil(N * out / in) - delay) frames
     # are out, whatever the chunk sizes: nothing is held back.
@@ -103,7 +105,10 @@ def test_a_20ms_chunk_always_yields_its_share():
     assert set(counts[1:]) == {320}
 
 
-@pytest.mark.parametrize(("in_rate", "out_rate"), [(48000, 16000), (16000, 48000), (44100, 16000)])
+@pytest.mark.parametrize(
+    ("in_rate", "out_rate"),
+    [(48000, 16000), (16000, 48000), (44100, 16000), (8000, 24000), (24000, 8000)],
+)
 @pytest.mark.parametrize("quality", ["voice", "high"])
 def test_impulse_lands_aligned_and_appears_exactly_after_delay(in_rate, out_rate, quality):
     up, down = ratio(in_rate, out_rate)
@@ -128,7 +133,7 @@ def test_impulse_lands_aligned_and_appears_exactly_after_delay(in_rate, out_rate
     assert np.allclose(y[n - m : n], y[n + 1 : n + m + 1][::-1], atol=1e-6)
 
 
-@pytest.mark.parametrize(("in_rate", "out_rate"), PAIRS)
+@pytest.mark.parametrize(("in_rate", "out_rate"), PAIRS + PHONE_PAIRS)
 @pytest.mark.parametrize("frames", [0, 1, 2, 3, 959, 960, 961, 44101])
 def test_stream_length_rounds_half_up(in_rate, out_rate, frames):
     stream = Resampler(in_rate, out_rate, output="f32")
