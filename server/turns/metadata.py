@@ -26,6 +26,19 @@ _CONTENT_FILTER = frozenset(
         types.FinishReason.BLOCKLIST,
         types.FinishReason.PROHIBITED_CONTENT,
         types.FinishReason.SPII,
+        # As the seed maps them: an image or a language the model would not
+        # answer in is a filter too, so an app that reacts to one sees both.
+        types.FinishReason.LANGUAGE,
+        types.FinishReason.IMAGE_SAFETY,
+        types.FinishReason.IMAGE_PROHIBITED_CONTENT,
+        types.FinishReason.IMAGE_RECITATION,
+    }
+)
+_ERROR = frozenset(
+    {
+        types.FinishReason.MALFORMED_FUNCTION_CALL,
+        types.FinishReason.UNEXPECTED_TOOL_CALL,
+        types.FinishReason.NO_IMAGE,
     }
 )
 
@@ -39,7 +52,7 @@ def finish_reason(reason: types.FinishReason | None) -> FinishReason:
         return "length"
     if reason in _CONTENT_FILTER:
         return "content-filter"
-    if reason == types.FinishReason.MALFORMED_FUNCTION_CALL:
+    if reason in _ERROR:
         return "error"
     return "other"
 
