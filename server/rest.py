@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from . import query_params
 from .http_body import HttpError, read_body
 from .session_access import SessionAccess
 from .settings import Settings
@@ -65,6 +66,8 @@ def rest_routes(
                     return JSONResponse(
                         {"detail": exc.detail}, status_code=exc.status, headers=exc.headers
                     )
+                except query_params.QueryError as exc:
+                    return JSONResponse({"detail": str(exc)}, status_code=400)
 
             return Route(path, guarded, methods=methods)
 
@@ -126,7 +129,7 @@ def rest_routes(
     @route("/list-apps", ["GET"])
     async def list_apps(request: Request) -> Response:
         name = settings.app_name
-        if request.query_params.get("detailed", "").lower() in ("true", "1", "yes", "on"):
+        if query_params.flag(request.query_params, "detailed"):
             return JSONResponse(
                 {
                     "apps": [
