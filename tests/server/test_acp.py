@@ -30,8 +30,13 @@ from websockets.sync.client import connect
 from server import Settings, create_app
 from server.offline_permissions import call_for, told
 from server.tasks import TaskManager, TaskRecord
-from server.tasks.acp_backend import AgentProcess
-from server.tasks.acp_client import MAX_READ_BYTES, MAX_WRITE_CHARS, AgentFiles
+from server.tasks.acp_client import (
+    MAX_READ_BYTES,
+    MAX_WRITE_CHARS,
+    AcpClient,
+    AgentFiles,
+    PromptRun,
+)
 from server.tasks.acp_permissions import (
     MAX_TITLE_CHARS,
     Option,
@@ -39,6 +44,7 @@ from server.tasks.acp_permissions import (
     PermissionRequest,
     choose,
 )
+from server.tasks.acp_stdio import StderrLog
 from server.tasks.backend import MAX_FAILURE_CHARS
 from server.tasks.envelope import split_answer
 from server.tasks.live_tools import heard_after
@@ -397,12 +403,52 @@ def test_progress_is_redacted(settings: Settings) -> None:
             assert done.state == "completed", done
             shown = "\n".join(details)
             assert FAKE_KEY not in shown and "hunter2" not in shown
+            # The first update is shown at once, the rest coalesced with it.
             assert f"OPENAI_API_KEY={REDACTED}" in shown  # the tool call's title
-            assert f"bob:{REDACTED}@git.example.com" in shown  # the plan
             # The answer is the agent's own words: redacted too before it is spoken.
             assert done.result is not None and FAKE_KEY not in done.result
 
     asyncio.run(scenario())
+
+
+def test_each_kind_of_progress_is_redacted_and_shown_coalesced() -> None:
+    from acp import plan_entry, start_tool_call, update_agent_message_text, update_plan
+
+    async def scenario() -> list[tuple[str, str, str | None]]:
+        shown: list[tuple[str, str, str | None]] = []
+
+        async def progress(tool: str, detail: str, stage: str | None) -> None:
+            shown.append((tool, detail, stage))
+
+        client = AcpClient(AgentFiles(Path("."), False), PermissionDesk(1.0, None))  # type: ignore[arg-type]
+        run = client.runs["s"] = PromptRun("alice", "task_1", progress)
+        updates = [
+            start_tool_call("c1", f"export OPENAI_API_KEY={FAKE_KEY}", kind="execute"),
+            update_plan([plan_entry("clone https://bob:hunter2@git.example.com/r")]),
+            update_agent_message_text(f"Using Authorization: Bearer {FAKE_KEY}. "),
+        ]
+        for update in updates:
+            run.shown_at = float("-inf")  # as if the last was shown long ago
+            await client.session_update("s", update)
+        # A burst: the first shown at once, the latest when its time is up.
+        run.shown_at = float("-inf")
+        for n in range(1000):
+            await client.session_update("s", start_tool_call(f"c{n}", f"step {n}"))
+        later = run._later
+        assert later is not None
+        await later
+        await run.close()
+        await client.session_update("s", start_tool_call("late", "after the end"))
+        return shown
+
+    shown = asyncio.run(scenario())
+    assert shown == [
+        ("execute", f"export OPENAI_API_KEY={REDACTED}", "delegated"),
+        ("plan", f"clone https://bob:{REDACTED}@git.example.com/r (pending)", "delegated"),
+        ("message", f"Using Authorization: Bearer {REDACTED}", "delegated"),
+        ("tool", "step 0", "delegated"),
+        ("tool", "step 999", "delegated"),
+    ]
 
 
 def test_a_second_task_continues_the_owner_s_session_and_owners_are_apart(
@@ -520,7 +566,7 @@ def test_the_agent_s_stderr_reaches_our_log_redacted_and_cut(
         # A key across the cut: hidden whole, not left as a short prefix.
         stream.feed_data(b"x" * 480 + f" {FAKE_KEY}\n".encode())
         stream.feed_eof()
-        await AgentProcess._log_stderr(stream)
+        await StderrLog().follow(stream)
 
     with caplog.at_level(logging.INFO, logger="server.tasks.acp_backend"):
         asyncio.run(scenario())
