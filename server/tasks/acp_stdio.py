@@ -97,28 +97,39 @@ class LineReader:
         return self._lines.popleft()
 
     def _feed(self, data: bytes) -> None:
-        start = 0
-        while start < len(data):
-            end = data.find(b"\n", start)
-            piece = data[start:] if end < 0 else data[start : end + 1]
-            start += len(piece)
-            if self._skipping is not None:
-                self._skipping += len(piece)
+        *ended, tail = data.split(b"\n")  # split in C: a burst is thousands of lines
+        if ended:
+            self._piece(ended[0], True)  # ends the line under way
+            rest = ended[1:]
+            if rest and max(map(len, rest)) < self._max:
+                self._lines.extend([line + b"\n" for line in rest])
             else:
-                self._partial += piece
-                if len(self._partial) > self._max:
-                    self._skipping = len(self._partial)
-                    if self._cut:
-                        self._lines.append(bytes(self._partial[: self._max]) + b"\n")
-                    self._partial.clear()
-            if end >= 0:
-                self._line_ended()
-            elif (
-                self._skipping is not None
-                and self._give_up is not None
-                and self._skipping > self._give_up
-            ):
-                raise LineTooLong(self._skipping)
+                for line in rest:
+                    self._piece(line, True)
+        if tail:
+            self._piece(tail, False)
+
+    def _piece(self, piece: bytes, ends: bool) -> None:
+        """Part of a line; ``ends``: its newline came after it."""
+        if ends:
+            piece += b"\n"
+        if self._skipping is not None:
+            self._skipping += len(piece)
+        else:
+            self._partial += piece
+            if len(self._partial) > self._max:
+                self._skipping = len(self._partial)
+                if self._cut:
+                    self._lines.append(bytes(self._partial[: self._max]) + b"\n")
+                self._partial.clear()
+        if ends:
+            self._line_ended()
+        elif (
+            self._skipping is not None
+            and self._give_up is not None
+            and self._skipping > self._give_up
+        ):
+            raise LineTooLong(self._skipping)
 
     def _line_ended(self) -> None:
         if self._skipping is not None:
@@ -204,6 +215,7 @@ class StderrLog:
     def __init__(self) -> None:
         self._allowance = float(STDERR_BURST)
         self._at = time.monotonic()
+        self._refused_until = 0.0  # no line is logged before this
         self.not_logged = 0
 
     async def follow(self, stream: asyncio.StreamReader) -> None:
@@ -212,8 +224,8 @@ class StderrLog:
         lines = LineReader(stream, 4 * MAX_STDERR_LINE, cut=True, yield_every=YIELD_EVERY_LINES)
         try:
             while line := await lines.readline():
-                text = line.decode(errors="replace").rstrip()
-                if text and self._allowed():
+                if line.strip() and self._allowed():
+                    text = line.decode(errors="replace").rstrip()
                     # The agent's own keys stay out of our log as out of its progress.
                     log.info("ACP agent: %s", screened(text, MAX_STDERR_LINE))
         finally:  # at its end, or when the agent is stopped
@@ -221,11 +233,15 @@ class StderrLog:
 
     def _allowed(self) -> bool:
         now = time.monotonic()
+        if now < self._refused_until:  # the common case in a flood: decided at once
+            self.not_logged += 1
+            return False
         self._allowance = min(
             float(STDERR_BURST), self._allowance + (now - self._at) * STDERR_LINES_PER_S
         )
         self._at = now
         if self._allowance < 1.0:
+            self._refused_until = now + (1.0 - self._allowance) / STDERR_LINES_PER_S
             self.not_logged += 1
             return False
         self._allowance -= 1.0
