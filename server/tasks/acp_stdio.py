@@ -32,7 +32,7 @@ from typing import Any
 from .redact import screened
 
 SLICE_BYTES = 64 * 1024  # one read of a pipe, at most
-YIELD_EVERY_MESSAGES = 16  # of stdout: each makes a task whose work runs next turn
+YIELD_EVERY_MESSAGES = 4  # of stdout: each makes a task whose work runs in the next turn
 YIELD_EVERY_LINES = 256  # of stderr: each one a few microseconds unless logged
 # One message of its stdout (a diff, a file) at most; past it the line is
 # dropped, and one that runs on past 4 times that ends the agent.
