@@ -234,11 +234,13 @@ class AgentProcess:
         if stack is not None:
             with contextlib.suppress(Exception):
                 await stack.aclose()  # stdin closed, then terminate, then kill
-        self._process = None
+        process, self._process = self._process, None
         for watcher in self._watchers:
             watcher.cancel()
         await asyncio.gather(*self._watchers, return_exceptions=True)
         self._watchers.clear()
+        if process is not None:
+            await _drain(process)
 
     async def close(self) -> None:
         async with self._lock:
@@ -405,6 +407,20 @@ class AcpBackend:
 
     async def close(self) -> None:
         await self.process.close()
+
+
+async def _drain(process: asyncio.subprocess.Process) -> None:
+    """What an ended agent left in its pipes, read to their end: a pipe we
+    stopped reading (a flood, a line without end) would otherwise keep its
+    transport open past the loop. Bounded: the process is gone, and each
+    pipe holds ``SLICE_BYTES`` or so."""
+    for stream in (process.stdout, process.stderr):
+        if stream is None:
+            continue
+        with contextlib.suppress(asyncio.TimeoutError, OSError, ValueError):
+            async with asyncio.timeout(EXIT_WAIT_S):  # a child of it may hold the pipe
+                while await stream.read(SLICE_BYTES):
+                    pass
 
 
 def out_of_protocol(error: pydantic.ValidationError) -> str:

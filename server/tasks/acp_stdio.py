@@ -38,6 +38,12 @@ YIELD_EVERY_LINES = 256  # of stderr: each one a few microseconds unless logged
 # dropped, and one that runs on past 4 times that ends the agent.
 MAX_LINE_BYTES = 8 * 1024 * 1024
 GIVE_UP_BYTES = 4 * MAX_LINE_BYTES
+# Messages of its stdout handled a second, after a burst as large: a chatty
+# agent sends a few hundred (a chunk per token); a flooding one is held to
+# this, about a fifth of a core here (each is validated by the package),
+# and waits on its own writes meanwhile.
+MESSAGES_PER_S = 2000.0
+PACED_BATCH = 50.0
 THREAD_PARSE_BYTES = 64 * 1024  # a message longer than this is parsed off the loop
 MAX_STDERR_LINE = 500  # characters of one stderr line in our log
 STDERR_BURST = 50  # stderr lines logged at once…
@@ -163,6 +169,8 @@ class AgentStdout:
         self._stdin = stdin
         self._send_lock = asyncio.Lock()
         self._on_failure = on_failure
+        self._allowance = MESSAGES_PER_S
+        self._at = time.monotonic()
 
     async def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
@@ -194,8 +202,21 @@ class AgentStdout:
                 log.warning("the ACP agent sent a line that is not JSON (%d bytes)", len(line))
                 continue
             if isinstance(message, dict):
+                await self._paced()
                 return message
             log.warning("the ACP agent sent JSON that is not a message (%d bytes)", len(line))
+
+    async def _paced(self) -> None:
+        now = time.monotonic()
+        self._allowance = min(MESSAGES_PER_S, self._allowance + (now - self._at) * MESSAGES_PER_S)
+        self._at = now
+        if self._allowance < 1.0:
+            # Waits of 25 ms for 50 messages: a timer is late by a
+            # millisecond or so, which would halve the rate one by one.
+            await asyncio.sleep((PACED_BATCH - self._allowance) / MESSAGES_PER_S)
+            self._allowance = PACED_BATCH
+            self._at = time.monotonic()
+        self._allowance -= 1.0
 
     @staticmethod
     def _dropped(size: int) -> None:
