@@ -46,10 +46,41 @@ MESSAGES_PER_S = 2000.0
 PACED_BATCH = 50.0
 THREAD_PARSE_BYTES = 64 * 1024  # a message longer than this is parsed off the loop
 MAX_STDERR_LINE = 500  # characters of one stderr line in our log
-STDERR_BURST = 50  # stderr lines logged at once…
+STDERR_BURST = 50.0  # stderr lines logged at once…
 STDERR_LINES_PER_S = 20.0  # …and a second, after
 
 log = logging.getLogger("server.tasks.acp_backend")  # the agent's lines where they always were
+
+
+class Allowance:
+    """So many a second, and at most ``burst`` saved up (a token bucket)."""
+
+    def __init__(self, per_s: float, burst: float) -> None:
+        self.per_s, self.burst = per_s, burst
+        self._tokens = burst
+        self._at = time.monotonic()
+        self._empty_until = 0.0  # none to take before this
+
+    def take(self) -> bool:
+        """One, if there is one now."""
+        now = time.monotonic()
+        if now < self._empty_until:  # the common case in a flood: decided at once
+            return False
+        self._refill(now)
+        if self._tokens < 1.0:
+            self._empty_until = now + (1.0 - self._tokens) / self.per_s
+            return False
+        self._tokens -= 1.0
+        return True
+
+    def wait_for(self, count: float) -> float:
+        """Seconds until ``count`` are there."""
+        self._refill(time.monotonic())
+        return max(0.0, (count - self._tokens) / self.per_s)
+
+    def _refill(self, now: float) -> None:
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.per_s)
+        self._at = now
 
 
 class LineTooLong(Exception):
@@ -169,8 +200,7 @@ class AgentStdout:
         self._stdin = stdin
         self._send_lock = asyncio.Lock()
         self._on_failure = on_failure
-        self._allowance = MESSAGES_PER_S
-        self._at = time.monotonic()
+        self._pace = Allowance(MESSAGES_PER_S, MESSAGES_PER_S)
 
     async def send(self, message: dict[str, Any]) -> None:
         data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
@@ -207,16 +237,10 @@ class AgentStdout:
             log.warning("the ACP agent sent JSON that is not a message (%d bytes)", len(line))
 
     async def _paced(self) -> None:
-        now = time.monotonic()
-        self._allowance = min(MESSAGES_PER_S, self._allowance + (now - self._at) * MESSAGES_PER_S)
-        self._at = now
-        if self._allowance < 1.0:
-            # Waits of 25 ms for 50 messages: a timer is late by a
-            # millisecond or so, which would halve the rate one by one.
-            await asyncio.sleep((PACED_BATCH - self._allowance) / MESSAGES_PER_S)
-            self._allowance = PACED_BATCH
-            self._at = time.monotonic()
-        self._allowance -= 1.0
+        while not self._pace.take():
+            # Waits for 50 messages, not one: a timer is late by a millisecond
+            # or so, which would halve the rate one message at a time.
+            await asyncio.sleep(self._pace.wait_for(PACED_BATCH))
 
     @staticmethod
     def _dropped(size: int) -> None:
@@ -234,9 +258,7 @@ class StderrLog:
     """The agent's stderr lines into our log (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._allowance = float(STDERR_BURST)
-        self._at = time.monotonic()
-        self._refused_until = 0.0  # no line is logged before this
+        self._allowance = Allowance(STDERR_LINES_PER_S, STDERR_BURST)
         self.not_logged = 0
 
     async def follow(self, stream: asyncio.StreamReader) -> None:
@@ -253,19 +275,9 @@ class StderrLog:
             self._tell_not_logged()
 
     def _allowed(self) -> bool:
-        now = time.monotonic()
-        if now < self._refused_until:  # the common case in a flood: decided at once
+        if not self._allowance.take():
             self.not_logged += 1
             return False
-        self._allowance = min(
-            float(STDERR_BURST), self._allowance + (now - self._at) * STDERR_LINES_PER_S
-        )
-        self._at = now
-        if self._allowance < 1.0:
-            self._refused_until = now + (1.0 - self._allowance) / STDERR_LINES_PER_S
-            self.not_logged += 1
-            return False
-        self._allowance -= 1.0
         self._tell_not_logged()
         return True
 
