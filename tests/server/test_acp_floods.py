@@ -48,7 +48,9 @@ def hostile(settings: Settings, *args: str) -> Settings:
 
 async def run_one(manager: TaskManager, objective: str) -> TaskRecord:
     record = await manager.submit("alice", objective)
-    return (await until(manager, "alice", all_final(record.id)))[record.id]
+    # A flood is read at its pace (2000 messages a second): longer than
+    # the usual bound on a loaded machine.
+    return (await until(manager, "alice", all_final(record.id), timeout=120))[record.id]
 
 
 def rss_bytes() -> int:
