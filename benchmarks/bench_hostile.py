@@ -19,7 +19,12 @@ for ``--flood-s`` seconds:
   (``large body``); a chat message with 20,000 image parts (``chat
   images``); 150 requests that declare a body and never send it (``slow
   bodies``, over the body timeout); sessions created as fast as the server
-  answers (``API sessions``); 200 sockets from one address (``sockets``).
+  answers (``API sessions``); 200 sockets from one address (``sockets``);
+* hostile ACP agents: the server runs tasks on ``tests/server/acp_raw_agent.py``
+  (``--task-backend acp``) and the attacker starts one task on ``/ws``, which
+  the agent answers with a flood: 3,000,000 short stderr lines (``agent
+  stderr``), 300,000 progress updates (``agent progress``), 400 MiB on
+  stdout without a newline (``agent endless line``).
 
 Per class it reports:
 
@@ -50,7 +55,10 @@ import contextlib
 import http.client
 import json
 import multiprocessing
+import shlex
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -78,7 +86,14 @@ STALLS = (
     "API sessions",
     "sockets",
 )
-CLASSES = [*SOCKET_FLOODS, *STALLS]
+# Hostile ACP agents: the raw agent's flood and its size.
+AGENT_FLOODS = {
+    "agent stderr": ("stderr-flood", "3000000"),
+    "agent progress": ("progress-flood", "300000"),
+    "agent endless line": ("endless-line", "400"),
+}
+CLASSES = [*SOCKET_FLOODS, *STALLS, *AGENT_FLOODS]
+RAW_AGENT = Path(__file__).resolve().parent.parent / "tests" / "server" / "acp_raw_agent.py"
 START = json.dumps({"type": "start", "turnDetection": "manual"})
 APP = "audiocore"
 LARGE_EVENTS = 7000
@@ -237,12 +252,40 @@ def _slow_bodies(host: str, port: int, seconds: float) -> dict:
     return {"sent": 150, "got": dict(statuses)}
 
 
+async def _agent_task(base: str, seconds: float) -> dict:
+    """One task started on ``/ws`` (the agent answers it with its flood);
+    what the task's cards said by the end of ``seconds``."""
+    import websockets
+
+    cards: list[dict[str, Any]] = []
+    async with websockets.connect(
+        f"{base}/ws", max_size=None, compression=None, local_addr=ATTACKER
+    ) as ws:
+        await ws.send(
+            json.dumps(
+                {"type": "start", "userKey": "mallory-key-0123456789ab", "turnDetection": "manual"}
+            )
+        )
+        await ws.send(json.dumps({"type": "text", "text": "start a task to flood the server"}))
+        ends = time.monotonic() + seconds
+        with contextlib.suppress(asyncio.TimeoutError, websockets.ConnectionClosed):
+            while (left := ends - time.monotonic()) > 0:
+                message = await asyncio.wait_for(ws.recv(), left)
+                if isinstance(message, str) and '"data-task"' in message:
+                    cards.append(json.loads(message)["data"])
+    last = cards[-1] if cards else {}
+    outcome = last.get("error") or last.get("result") or last.get("state")
+    return {"sent": 1, "got": f"{len(cards)} task cards; last: {outcome}"}
+
+
 def attack(name: str, base: str, seconds: float, limit: int) -> dict:
     host, port_text = base.removeprefix("ws://").split(":")
     port = int(port_text)
     sessions = f"/apps/{APP}/users/mallory/sessions"
     if name in SOCKET_FLOODS:
         return asyncio.run(_socket_flood(base, SOCKET_FLOODS[name], seconds, limit))
+    if name in AGENT_FLOODS:
+        return asyncio.run(_agent_task(base, seconds))
     if name == "large frame":
         frame = '{"type":"text","text":"hi","pad":' + _tiny_objects(4 * 1024 * 1024 - 64) + "}"
         return asyncio.run(_socket_flood(base, [frame], seconds, limit))
@@ -373,7 +416,10 @@ async def one_class(name: str, url: str, pid: int, args, speech, pool) -> dict:
         await asyncio.sleep(0.1)
     got = attacker.result()
     lag_after = await loop.run_in_executor(None, lag_buckets, base)
-    results = [turn for s in await asyncio.gather(*sessions) for turn in s]
+    finished = await asyncio.gather(*sessions, return_exceptions=True)
+    # A session the server stalled past its 30 s bound: counted, not fatal.
+    failed = [f for f in finished if isinstance(f, BaseException)]
+    results = [turn for s in finished if not isinstance(s, BaseException) for turn in s]
     await asyncio.sleep(1.0)  # the attacker has gone: what stays?
     after = rss_mb(pid)
     stop.set()
@@ -388,6 +434,8 @@ async def one_class(name: str, url: str, pid: int, args, speech, pool) -> dict:
         "frames": sum(r.frames for r in results),
         "lost": sum(r.expected - r.samples for r in results),
         **got,
+        "got": got["got"]
+        + (f"; {len(failed)} innocent sessions failed ({failed[0]})" if failed else ""),
     }
 
 
@@ -420,14 +468,28 @@ def main() -> None:
             stats = Path(tempfile.mkdtemp()) / "stats.json"
             # The server's own cap of sockets per address (the other
             # benchmarks raise it: all their sessions come from 127.0.0.1).
-            with our_server(stats, AUDIOCORE_MAX_CONNECTIONS_PER_CLIENT="50") as (url, proc):
-                r = asyncio.run(one_class(name, url, proc.pid, args, speech, pool))
-            print(
-                f"| {name} | {r['rss_peak_mb']:+.1f} / {r['rss_after_mb']:+.1f} "
-                f"| {r['server_lag']} | {r['trip_p99_ms']:.1f} / {r['trip_max_ms']:.1f} "
-                f"| {r['late']} / {r['frames']} | {r['lost']} | {r['sent']} | {r['got']} |",
-                flush=True,
-            )
+            env = {"AUDIOCORE_MAX_CONNECTIONS_PER_CLIENT": "50"}
+            if name in AGENT_FLOODS:
+                env |= {
+                    "AUDIOCORE_TASK_BACKEND": "acp",
+                    "AUDIOCORE_ACP_COMMAND": shlex.join(
+                        [sys.executable, str(RAW_AGENT), *AGENT_FLOODS[name]]
+                    ),
+                }
+            try:
+                with our_server(stats, **env) as (url, proc):
+                    r = asyncio.run(one_class(name, url, proc.pid, args, speech, pool))
+                    print(
+                        f"| {name} | {r['rss_peak_mb']:+.1f} / {r['rss_after_mb']:+.1f} "
+                        f"| {r['server_lag']} | {r['trip_p99_ms']:.1f} / {r['trip_max_ms']:.1f} "
+                        f"| {r['late']} / {r['frames']} | {r['lost']} | {r['sent']} "
+                        f"| {r['got']} |",
+                        flush=True,
+                    )
+            except subprocess.TimeoutExpired:  # a server stalled past its stop
+                proc.kill()
+                proc.wait()
+                print(f"({name}: the server did not stop within 30 s of SIGINT: killed)")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ from ..memory.store import (
     checked_ids,
 )
 from ..settings import Settings
+from ..wire import query_params
 from ..wire.http_body import HttpError, read_json_body
 from ..wire.protocol import USER_KEY
 
@@ -93,7 +94,7 @@ def memory_routes(settings: Settings, store: MemoryStore) -> list[Route]:
                     return await handler(request, owner_of(request))
                 except HttpError as exc:
                     return JSONResponse({"detail": exc.detail}, status_code=exc.status)
-                except MemoryInputError as exc:
+                except (MemoryInputError, query_params.QueryError) as exc:
                     return JSONResponse({"detail": str(exc)}, status_code=400)
 
             return guarded
@@ -109,15 +110,9 @@ def memory_routes(settings: Settings, store: MemoryStore) -> list[Route]:
 
     async def listing(request: Request, owner: str) -> Response:
         params = request.query_params
-        kind_name = params.get("kind", "fact")
-        if kind_name not in _KINDS:
-            raise HttpError(400, f'kind: expected "fact", "turn" or "all", got {kind_name!r}')
-        kind = _KINDS[kind_name]
-        raw_limit = params.get("limit", "20")
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_RESULTS:
-            raise HttpError(400, f"limit: expected 1 to {MAX_RESULTS}, got {raw_limit!r}")
-        limit = int(raw_limit)
-        query = params.get("query")
+        kind = query_params.choice(params, "kind", _KINDS, "fact")
+        limit = query_params.integer(params, "limit", default=20, low=1, high=MAX_RESULTS)
+        query = query_params.one(params, "query")
         found = (
             await store.search(owner, query, limit, kind=kind)
             if query is not None

@@ -35,6 +35,7 @@ from ..gate.addressing import NotAddressable, check_target
 from ..settings import Settings
 from ..storage.session_access import SessionAccess
 from ..storage.users import API_SESSION_ID
+from ..wire import query_params
 from ..wire.http_body import HttpError, read_body
 from .session_ops import Reply, checked_id
 from .session_worker import StoreWorker
@@ -66,6 +67,8 @@ def rest_routes(
                     return JSONResponse(
                         {"detail": exc.detail}, status_code=exc.status, headers=exc.headers
                     )
+                except query_params.QueryError as exc:
+                    return JSONResponse({"detail": str(exc)}, status_code=400)
 
             return Route(path, guarded, methods=methods)
 
@@ -127,7 +130,7 @@ def rest_routes(
     @route("/list-apps", ["GET"])
     async def list_apps(request: Request) -> Response:
         name = settings.app_name
-        if request.query_params.get("detailed", "").lower() in ("true", "1", "yes", "on"):
+        if query_params.flag(request.query_params, "detailed"):
             return JSONResponse(
                 {
                     "apps": [

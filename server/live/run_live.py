@@ -39,14 +39,12 @@ from ..settings import Settings
 from ..storage.client_state import ForbiddenState, check_client_state
 from ..tools.spec import ToolSpec
 from ..turns.events import ModelAudio, Outgoing, TurnEnd
-from ..wire import chunks, fields, protocol
+from ..wire import chunks, fields, protocol, query_params
 from ..wire.adk_json import encode_event, event_json
 from ..wire.audio_mime import audio_rate
 from .opening import Opening
 
 Modality = Literal["TEXT", "AUDIO"]
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
 _ADK_MODEL_RATE = 16_000
 _REQUEST_FIELDS = {f: f for f in LiveRequest.model_fields} | {
     # camelCase top-level keys are ignored silently by ADK's server; here
@@ -115,29 +113,9 @@ class RunLiveQuery:
 def parse_query(query: Mapping[str, Sequence[str]], settings: Settings) -> RunLiveQuery:
     """The query of a ``/run_live`` request (``{name: [values]}``); raises
     ``ValueError`` saying what is wrong (the socket is refused before accept,
-    as ADK's server does)."""
-
-    def one(name: str, required: bool = False) -> str | None:
-        values = query.get(name, [])
-        if len(values) > 1:
-            raise ValueError(f"{name}: given {len(values)} times")
-        if not values:
-            if required:
-                raise ValueError(f"{name}: required")
-            return None
-        return values[0]
-
-    def flag(name: str) -> bool | None:
-        value = one(name)
-        if value is None:
-            return None
-        if value.lower() in _TRUE:
-            return True
-        if value.lower() in _FALSE:
-            return False
-        raise ValueError(f"{name}: expected a boolean, got {value!r}")
-
-    user_id = one("user_id", required=True) or ""
+    as ADK's server does; ``query_params``' rules)."""
+    one, flag = query_params.one, query_params.flag
+    user_id = one(query, "user_id", required=True) or ""
     if not api_user_allowed(user_id):
         raise ValueError(f"user_id: not allowed: {user_id!r}")
     modalities = tuple(query.get("modalities", [])) or ("AUDIO",)
@@ -145,15 +123,15 @@ def parse_query(query: Mapping[str, Sequence[str]], settings: Settings) -> RunLi
         if modality not in ("TEXT", "AUDIO"):
             raise ValueError(f"modalities: expected TEXT or AUDIO, got {modality!r}")
     return RunLiveQuery(
-        app_name=one("app_name") or settings.app_name,
+        app_name=one(query, "app_name") or settings.app_name,
         user_id=user_id,
-        session_id=one("session_id", required=True) or "",
+        session_id=one(query, "session_id", required=True) or "",
         modalities=modalities,  # type: ignore[arg-type]
-        proactive_audio=flag("proactive_audio"),
-        enable_affective_dialog=flag("enable_affective_dialog"),
-        enable_session_resumption=flag("enable_session_resumption"),
-        save_live_blob=bool(flag("save_live_blob")),
-        explicit_vad_signal=flag("explicit_vad_signal"),
+        proactive_audio=flag(query, "proactive_audio"),
+        enable_affective_dialog=flag(query, "enable_affective_dialog"),
+        enable_session_resumption=flag(query, "enable_session_resumption"),
+        save_live_blob=bool(flag(query, "save_live_blob")),
+        explicit_vad_signal=flag(query, "explicit_vad_signal"),
     )
 
 

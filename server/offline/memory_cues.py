@@ -7,11 +7,13 @@ the conversation started.
 * "what do you remember about …" → recall what matches;
 * "forget …" → forget the facts that match;
 * "what were you told about me" → no call: the memories the instruction
-  carried at connect (``memory_tool.memory_context``), one per line.
+  carried at connect (``memory_tool.memory_context``), one per line, each
+  a JSON string.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -39,7 +41,7 @@ CUES: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], dict[str, Any]]], .
     ),
 )
 _TOLD = re.compile(r"\bwhat were you told about me\b", re.I)
-_TOLD_LINE = re.compile(r"^- \[(mem_[0-9a-f]{12})\] (.*)$", re.M)
+_TOLD_LINE = re.compile(r'^- \[(mem_[0-9a-f]{12})\] ("(?:[^"\\]|\\.)*")$', re.M)
 
 
 def call_for(text: str, tools: set[str]) -> dict[str, Any] | None:
@@ -64,7 +66,8 @@ def told(text: str, instruction: str) -> str | None:
     facts = _TOLD_LINE.findall(instruction[start:end]) if 0 <= start < end else []
     if not facts:
         return "I was told nothing about you when we started."
-    listed = "; ".join(f"{fact} ({memory_id})" for memory_id, fact in facts)
+    # Each fact is a JSON string (``memory_tool.framed``).
+    listed = "; ".join(f"{json.loads(fact)} ({memory_id})" for memory_id, fact in facts)
     return f"When we started I was told {len(facts)} things about you: {listed}."
 
 

@@ -39,11 +39,12 @@ from acp.schema import (
     FileSystemCapabilities,
     Implementation,
 )
-from acp.stdio import spawn_agent_process
+from acp.transports import spawn_stdio_transport
 
 from ..settings import Settings
 from .acp_client import AcpClient, AgentFiles, PromptRun
 from .acp_permissions import PermissionDesk
+from .acp_stdio import SLICE_BYTES, AgentStdout, StderrLog
 from .adk_backend import MAX_FAILURE_CHARS, TASK_FILES_DIR, BackendOutcome, Progress, TaskFiles
 from .envelope import envelope, split_answer
 from .ledger import TaskStore
@@ -51,11 +52,6 @@ from .records import MAX_PROGRESS_DETAIL, TaskRecord, clip
 from .redact import redact, screened
 
 MAX_BACKOFF_S = 30.0
-MAX_STDERR_LINE = 500  # characters of one stderr line in our log
-# One line of its stdout (a JSON-RPC message: a diff, a file) or stderr, at
-# most; asyncio's default of 64 KiB is too small for the first. A longer
-# stdout line ends the connection; a longer stderr line is skipped.
-MAX_LINE_BYTES = 8 * 1024 * 1024
 INIT_TIMEOUT_S = 30.0
 EXIT_WAIT_S = 2.0  # after its stdout closed, how long the process has to be reaped
 MAX_KNOWN_SESSIONS = 10_000  # owners whose session the running process is known to hold
@@ -93,6 +89,7 @@ class AgentProcess:
         self._deaths = 0  # in a row, without an answered prompt between
         self._died_at = 0.0
         self._broken = False  # its connection failed: replaced, even if it runs
+        self.failure: str | None = None  # why we ended it, when we did
 
     @property
     def alive(self) -> bool:
@@ -134,16 +131,15 @@ class AgentProcess:
         # Our own settings (an API key, token secrets) are not the agent's.
         env = {k: v for k, v in os.environ.items() if not k.startswith("AUDIOCORE_")}
         try:
-            conn, process = await stack.enter_async_context(
-                spawn_agent_process(
-                    # Not every method of the protocol: the terminal's are
-                    # missing on purpose, and answered "method not found".
-                    cast(Client, self._client),
+            stdout, stdin, process = await stack.enter_async_context(
+                spawn_stdio_transport(
                     self.command[0],
                     *self.command[1:],
                     cwd=self.cwd,
                     env=env,
-                    transport_kwargs={"limit": MAX_LINE_BYTES},
+                    # The pipes' buffers: what an agent writes past them waits
+                    # until we read it (``acp_stdio.py`` reads a slice at a time).
+                    limit=SLICE_BYTES,
                 )
             )
         except OSError as exc:
@@ -152,11 +148,19 @@ class AgentProcess:
             raise AgentUnavailable(
                 f"the ACP agent {self.command[0]!r} could not be started ({exc.strerror or exc})"
             ) from None
+        self.failure = None
+        conn = ClientSideConnection(
+            # Not every method of the protocol: the terminal's are missing on
+            # purpose, and answered "method not found".
+            cast(Client, self._client),
+            AgentStdout(stdout, stdin, lambda why: self._end(process, why)),
+        )
+        stack.push_async_callback(conn.close)
         self._stack, self._process, self.conn = stack, process, conn
         self._broken = False
         self.generation += 1
         if process.stderr is not None:
-            self._watchers.append(asyncio.create_task(self._log_stderr(process.stderr)))
+            self._watchers.append(asyncio.create_task(StderrLog().follow(process.stderr)))
         self._watchers.append(asyncio.create_task(self._watch(process, self.generation)))
         try:
             response = await asyncio.wait_for(
@@ -214,19 +218,15 @@ class AgentProcess:
         if generation == self.generation:
             log.warning("the ACP agent (pid %s) exited with code %s", process.pid, code)
 
-    @staticmethod
-    async def _log_stderr(stream: asyncio.StreamReader) -> None:
-        while True:
-            try:
-                line = await stream.readline()
-            except ValueError:  # longer than the stream's limit: skipped
-                continue
-            if not line:
-                return
-            text = line.decode(errors="replace").rstrip()
-            if text:
-                # The agent's own keys stay out of our log as out of its progress.
-                log.info("ACP agent: %s", screened(text, MAX_STDERR_LINE))
+    def _end(self, process: asyncio.subprocess.Process, why: str) -> None:
+        """End the agent for ``why`` (its task fails saying so)."""
+        if self.failure is None:
+            self.failure = why
+            log.error("%s (pid %s)", why, process.pid)
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+        self._broken = True
 
     async def _stop(self) -> None:
         stack, self._stack = self._stack, None
@@ -234,11 +234,13 @@ class AgentProcess:
         if stack is not None:
             with contextlib.suppress(Exception):
                 await stack.aclose()  # stdin closed, then terminate, then kill
-        self._process = None
+        process, self._process = self._process, None
         for watcher in self._watchers:
             watcher.cancel()
         await asyncio.gather(*self._watchers, return_exceptions=True)
         self._watchers.clear()
+        if process is not None:
+            await _drain(process)
 
     async def close(self) -> None:
         async with self._lock:
@@ -296,6 +298,7 @@ class AcpBackend:
             return await self._outcome(record, run, prompt, abort, on_progress)
         finally:
             self.client.runs.pop(session_id, None)
+            await run.close()
             self.permissions.cancel_task(record.id)
 
     async def _session(
@@ -378,6 +381,7 @@ class AcpBackend:
             return BackendOutcome(None, f"the ACP agent stopped without an answer ({reason})")
         if reason != "end_turn":  # max_tokens, max_turn_requests: cut short
             spoken += f" (The agent stopped early: {reason}.)"
+        await run.close()  # no coalesced progress after the answer's
         await on_progress(
             "answer", clip(detail or "the agent answered", MAX_PROGRESS_DETAIL), "finalizing"
         )
@@ -386,6 +390,8 @@ class AcpBackend:
     async def _lost(self, error: BaseException, doing: str) -> str:
         if isinstance(error, ConnectionError):
             self.process.lost()
+            if self.process.failure is not None:
+                return self.process.failure
             code = await self.process.exit_code()
             exited = f"exited with code {code}" if code is not None else "closed its connection"
             return f"the ACP agent {exited} while {doing}"
@@ -401,6 +407,20 @@ class AcpBackend:
 
     async def close(self) -> None:
         await self.process.close()
+
+
+async def _drain(process: asyncio.subprocess.Process) -> None:
+    """What an ended agent left in its pipes, read to their end: a pipe we
+    stopped reading (a flood, a line without end) would otherwise keep its
+    transport open past the loop. Bounded: the process is gone, and each
+    pipe holds ``SLICE_BYTES`` or so."""
+    for stream in (process.stdout, process.stderr):
+        if stream is None:
+            continue
+        with contextlib.suppress(asyncio.TimeoutError, OSError, ValueError):
+            async with asyncio.timeout(EXIT_WAIT_S):  # a child of it may hold the pipe
+                while await stream.read(SLICE_BYTES):
+                    pass
 
 
 def out_of_protocol(error: pydantic.ValidationError) -> str:

@@ -1,11 +1,14 @@
 """The client side of ACP: what the agent may ask of us while it works.
 
-``AcpClient`` is the object ``acp.stdio.spawn_agent_process`` calls back:
+``AcpClient`` is the object the agent's connection calls back:
 
 * ``session_update`` — the agent's progress on a prompt: its message chunks
   (collected as the answer), plan entries and tool calls become the task's
-  progress, bounded and redacted (``redact.py``). Updates of a session with
-  no prompt under way (the history a ``session/load`` replays) are ignored.
+  progress, bounded and redacted (``redact.py``), and coalesced: the card
+  (and the ledger under it) changes at most every ``PROGRESS_EVERY_S``,
+  showing the latest, however many updates come (an agent may send tens of
+  thousands). Updates of a session with no prompt under way (the history a
+  ``session/load`` replays) are ignored.
 * ``request_permission`` — handed to the permission desk
   (``acp_permissions.py``), which asks the user by voice.
 * ``read_text_file`` / ``write_text_file`` — served inside one directory
@@ -18,9 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import io
 import itertools
 import logging
+import os
+import secrets
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,36 +57,101 @@ from .redact import screened
 MAX_READ_BYTES = 1024 * 1024  # a file the agent reads through us
 MAX_WRITE_CHARS = 1024 * 1024  # what it writes through us
 MAX_ANSWER_CHARS = 64_000  # the answer collected from its message chunks
-MESSAGE_PROGRESS_EVERY_S = 0.5  # message chunks come by the hundred: one progress per this
+MAX_PATH_BYTES = 4096  # PATH_MAX: a longer path is refused as the system would
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
+_READ = os.O_RDONLY | _CLOEXEC
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+# Updates come by the thousand: the card shows the latest at most this often.
+PROGRESS_EVERY_S = 0.25
 
 log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(eq=False)
 class PromptRun:
-    """One prompt under way in a session: whose task, and what it collects."""
+    """One prompt under way in a session: whose task, and what it collects.
+
+    Its progress is coalesced (``update``): shown at once when none was
+    shown for ``PROGRESS_EVERY_S``, else the latest is kept and shown when
+    that time is up (by a task of its own); ``close`` ends that before the
+    task's last progress is written."""
 
     owner: str
     task_id: str
     progress: Progress  # given what is already bounded and redacted
     answer: list[str] = dataclasses.field(default_factory=list)
     answer_chars: int = 0
-    message_progress_at: float = float("-inf")
+    shown_at: float = float("-inf")
+    latest: tuple[str, str | None] | None = None  # (tool, detail); None: the answer's tail
+    _later: asyncio.Task[None] | None = None
+    _waiting: bool = False  # ``_later`` still sleeps (not yet writing)
+    closed: bool = False
 
     def text(self) -> str:
         return "".join(self.answer)
 
+    async def update(self, tool: str, detail: str | None) -> None:
+        self.latest = (tool, detail)
+        if self._later is not None or self.closed:
+            return
+        wait = self.shown_at + PROGRESS_EVERY_S - time.monotonic()
+        if wait <= 0:
+            await self._show()
+        else:
+            self._waiting = True
+            self._later = asyncio.create_task(self._show_later(wait))
+
+    async def _show_later(self, wait: float) -> None:
+        await asyncio.sleep(wait)
+        self._waiting = False
+        try:
+            await self._show()
+        finally:
+            self._later = None
+
+    async def _show(self) -> None:
+        if self.latest is None or self.closed:
+            return
+        tool, detail = self.latest
+        self.latest = None
+        self.shown_at = time.monotonic()
+        if detail is None:
+            detail = self.text()[-MAX_PROGRESS_DETAIL:]
+        await self.progress(clip(tool, 40), screened(detail, MAX_PROGRESS_DETAIL), "delegated")
+
+    async def close(self) -> None:
+        """No more progress from the agent: a wait is dropped, a write under
+        way finishes first."""
+        self.closed = True
+        later = self._later
+        if later is None:
+            return
+        if self._waiting:
+            later.cancel()
+        await asyncio.gather(later, return_exceptions=True)
+
 
 class AgentFiles:
-    """The agent's file requests, inside ``root`` only."""
+    """The agent's file requests, inside ``root`` only.
+
+    Without a gap between check and use: a path is walked one component at
+    a time from a descriptor of ``root``, each directory opened relative to
+    the last with ``O_NOFOLLOW | O_DIRECTORY`` and the file itself with
+    ``O_NOFOLLOW``, so a symbolic link anywhere on the way — there when
+    checked, or swapped in a moment later — is refused, never followed. A
+    write goes to a new file of its own (``O_CREAT | O_EXCL``) in the final
+    directory, renamed over the name within that same directory: it replaces
+    a link put there, it never writes through one.
+    """
 
     def __init__(self, root: Path, enabled: bool) -> None:
         self.root = root
         self.enabled = enabled
 
-    def resolve(self, path: str, *, must_exist: bool) -> Path:
-        """``path`` (absolute, or relative to the root) if it stays inside the
-        root once every symbolic link is followed; ``RequestError`` if not."""
+    def _parts(self, path: str) -> list[str]:
+        """``path``'s components below the root (none: the root itself);
+        ``RequestError`` for a path that is not one, or names a place outside."""
         if not self.enabled:
             raise RequestError.method_not_found("fs (not enabled on this server)")
         if not isinstance(path, str) or not path or "\x00" in path:
@@ -87,23 +159,71 @@ class AgentFiles:
         given = Path(path)
         if ".." in given.parts:
             raise RequestError.invalid_params({"path": f"{path!r}: '..' is not allowed"})
-        root = self.root.resolve()
         with _refused(path):
-            target = (given if given.is_absolute() else root / given).resolve()
-            if not target.is_relative_to(root):
+            if len(os.fsencode(path)) >= MAX_PATH_BYTES:
+                raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG))
+        if given.is_absolute():
+            # Compared as names: the root is resolved once, when configured.
+            if not given.is_relative_to(self.root):
                 raise RequestError.invalid_params(
-                    {"path": f"{path!r} is outside the working directory {root}"}
+                    {"path": f"{path!r} is outside the working directory {self.root}"}
                 )
-            if must_exist and not target.is_file():
-                raise RequestError.resource_not_found(str(path))
-        return target
+            given = given.relative_to(self.root)
+        return [part for part in given.parts if part != "."]
+
+    @contextlib.contextmanager
+    def _directory(self, path: str, parts: list[str]) -> Iterator[int]:
+        """A descriptor of the directory ``parts`` names, walked from the root
+        without following a symbolic link."""
+        with _refused(path):
+            fd = os.open(self.root, _DIRECTORY)
+            try:
+                for part in parts:
+                    try:
+                        below = os.open(part, _DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                    except OSError as exc:
+                        if exc.errno == errno.ENOENT:
+                            raise RequestError.invalid_params(
+                                {"path": f"{clip(repr(path), 200)}: no such directory"}
+                            ) from None
+                        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                            raise RequestError.invalid_params(
+                                {
+                                    "path": f"{clip(repr(path), 200)}: {part!r} is not a "
+                                    "directory of the working directory (a symbolic link is "
+                                    "not followed)"
+                                }
+                            ) from None
+                        raise
+                    os.close(fd)
+                    fd = below
+                yield fd
+            finally:
+                os.close(fd)
 
     def read(self, path: str, line: int | None, limit: int | None) -> str:
-        target = self.resolve(path, must_exist=True)
-        # Read up to one byte past the bound: a file that grows after a
-        # stat could not pass it.
-        with _refused(path), target.open("rb") as file:
-            data = file.read(MAX_READ_BYTES + 1)
+        parts = self._parts(path)
+        if not parts:
+            raise RequestError.invalid_params({"path": f"{path!r}: Is a directory"})
+        with self._directory(path, parts[:-1]) as directory, _refused(path):
+            try:
+                # O_NONBLOCK: a FIFO put there opens at once (and is refused
+                # below) rather than hold the thread until a writer comes.
+                fd = os.open(parts[-1], _READ | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
+            except OSError as exc:
+                if exc.errno == errno.ENOENT:
+                    raise RequestError.resource_not_found(str(path)) from None
+                if exc.errno == errno.ELOOP:
+                    raise RequestError.invalid_params(
+                        {"path": f"{path!r} is a symbolic link (not followed)"}
+                    ) from None
+                raise
+            with os.fdopen(fd, "rb") as file:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise RequestError.invalid_params({"path": f"{path!r} is not a regular file"})
+                # Read up to one byte past the bound: a file that grows after
+                # a stat could not pass it.
+                data = file.read(MAX_READ_BYTES + 1)
         if len(data) > MAX_READ_BYTES:
             raise RequestError.invalid_params(
                 {"path": f"{path!r} has more than {MAX_READ_BYTES} bytes"}
@@ -130,11 +250,25 @@ class AgentFiles:
             data = content.encode()
         except UnicodeEncodeError:  # a lone surrogate: JSON can carry one
             raise RequestError.invalid_params({"content": "expected UTF-8 text"}) from None
-        target = self.resolve(path, must_exist=False)
-        if not target.parent.is_dir():
-            raise RequestError.invalid_params({"path": f"{path!r}: no such directory"})
-        with _refused(path):
-            target.write_bytes(data)
+        parts = self._parts(path)
+        if not parts:
+            raise RequestError.invalid_params({"path": f"{path!r}: Is a directory"})
+        with self._directory(path, parts[:-1]) as directory, _refused(path):
+            os.fsencode(parts[-1])  # not a file name: refused before anything is made
+            temporary = f".{secrets.token_hex(8)}.audiocore-write"
+            fd = os.open(temporary, _CREATE, 0o666, dir_fd=directory)
+            try:
+                with contextlib.suppress(FileNotFoundError):  # a file replaced keeps its mode
+                    now = os.stat(parts[-1], dir_fd=directory, follow_symlinks=False)
+                    if stat.S_ISREG(now.st_mode):
+                        os.fchmod(fd, stat.S_IMODE(now.st_mode))
+                with os.fdopen(fd, "wb") as file:
+                    file.write(data)
+                os.rename(temporary, parts[-1], src_dir_fd=directory, dst_dir_fd=directory)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary, dir_fd=directory)
+                raise
 
 
 @contextlib.contextmanager
@@ -164,32 +298,22 @@ class AcpClient:
         if run is None:
             return  # a replayed history, or an update after the prompt ended
         if isinstance(update, AgentMessageChunk):
-            await self._message(run, update)
+            content = update.content
+            if not isinstance(content, TextContentBlock):
+                return
+            room = MAX_ANSWER_CHARS - run.answer_chars
+            if room > 0:
+                run.answer.append(content.text[:room])
+                run.answer_chars += min(room, len(content.text))
+            await run.update("message", None)
         elif isinstance(update, AgentPlanUpdate):
             steps = "; ".join(f"{e.content} ({e.status})" for e in update.entries[:10])
-            await self._progress(run, "plan", steps)
+            await run.update("plan", steps)
         elif isinstance(update, (ToolCallStart, ToolCallProgress)):
             title = update.title or f"tool call {update.tool_call_id}"
             status = f" ({update.status})" if update.status else ""
-            await self._progress(run, update.kind or "tool", f"{title}{status}")
+            await run.update(update.kind or "tool", f"{title}{status}")
         # Thoughts, commands, modes, usage…: nothing the user needs.
-
-    async def _message(self, run: PromptRun, update: AgentMessageChunk) -> None:
-        content = update.content
-        if not isinstance(content, TextContentBlock):
-            return
-        room = MAX_ANSWER_CHARS - run.answer_chars
-        if room > 0:
-            run.answer.append(content.text[:room])
-            run.answer_chars += min(room, len(content.text))
-        now = time.monotonic()
-        if now - run.message_progress_at >= MESSAGE_PROGRESS_EVERY_S:
-            run.message_progress_at = now
-            await self._progress(run, "message", run.text()[-MAX_PROGRESS_DETAIL:])
-
-    @staticmethod
-    async def _progress(run: PromptRun, tool: str, detail: str) -> None:
-        await run.progress(clip(tool, 40), screened(detail, MAX_PROGRESS_DETAIL), "delegated")
 
     async def request_permission(
         self,

@@ -16,6 +16,10 @@ envelope):
 * "wait for cancel" — one progress update, then waits until cancelled and
   stops with ``cancelled``;
 * "read file NAME" / "write file NAME" — through the client's fs methods;
+* "race files N" — N rounds of reading ``flip.txt`` and ``d/f.txt`` and
+  writing ``d/out.txt`` and ``wflip.txt`` (a test swaps them for symbolic
+  links meanwhile); answers how many reads said "SECRET" and how many
+  requests were refused;
 * "big answer" — one 200 000-character message chunk;
 * "show context" — answers with the envelope's voice turns and preferences;
 * "fail saying TEXT" — answers the prompt with a JSON-RPC error whose
@@ -160,6 +164,9 @@ class TestAgent:
         if "ask permission" in lowered:
             title = objective.partition("ask permission to ")[2].strip() or "run the tests"
             return await self._ask(session_id, title, say)
+        race = re.search(r"\brace files (\d+)\b", lowered)
+        if race:
+            return await self._race(session_id, int(race[1]), say)
         if "read file" in lowered or "write file" in lowered:
             return await self._file(session_id, objective, say)
         if "big answer" in lowered:  # one message line of about 200 kB
@@ -238,6 +245,26 @@ class TestAgent:
                 await say(f"{name} says: {found.content.strip()}")
         except RequestError as exc:
             await say(f"Refused: {exc}")
+        return PromptResponse(stop_reason="end_turn")
+
+    async def _race(self, session_id: str, rounds: int, say: Any) -> PromptResponse:
+        secrets = refused = 0
+        for _ in range(rounds):
+            for path in ("flip.txt", "d/f.txt"):
+                try:
+                    found = await self.conn.read_text_file(session_id=session_id, path=path)
+                except RequestError:
+                    refused += 1
+                else:
+                    secrets += "SECRET" in found.content
+            for path in ("d/out.txt", "wflip.txt"):
+                try:
+                    await self.conn.write_text_file(
+                        session_id=session_id, path=path, content="written by the agent\n"
+                    )
+                except RequestError:
+                    refused += 1
+        await say(f"Race: {secrets} secrets read, {refused} refused.")
         return PromptResponse(stop_reason="end_turn")
 
     def _read(self) -> dict[str, list[str]]:

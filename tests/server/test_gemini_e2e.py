@@ -44,6 +44,7 @@ from tests.gemini_live import EndpointConfig, LocalGeminiLive
 pytestmark = pytest.mark.filterwarnings("ignore:The `session.send` method is deprecated")
 
 REPO = Path(__file__).resolve().parents[2]
+# A fact that tries to end the memory block and speak as the system.
 
 
 @pytest.fixture

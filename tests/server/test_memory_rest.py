@@ -113,9 +113,9 @@ def test_a_key_owners_memory_lists_searches_and_forgets(base: str) -> None:
 @pytest.mark.parametrize(
     ("params", "detail"),
     [
-        ({"limit": "0"}, "limit: expected 1 to 100, got '0'"),
-        ({"limit": "x"}, "limit: expected 1 to 100, got 'x'"),
-        ({"kind": "secret"}, 'kind: expected "fact", "turn" or "all", got \'secret\''),
+        ({"limit": "0"}, "limit: expected a whole number from 1 to 100 in ASCII digits, got '0'"),
+        ({"limit": "x"}, "limit: expected a whole number from 1 to 100 in ASCII digits, got 'x'"),
+        ({"kind": "secret"}, 'kind: expected one of "fact", "turn", "all", got \'secret\''),
         ({"query": "q" * 1001}, "query: at most 1000 characters, got 1001"),
     ],
 )

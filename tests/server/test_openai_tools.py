@@ -21,6 +21,8 @@ from server_helpers import Collector, serve_ws
 
 from tests.openai_realtime import LocalOpenAIRealtime
 
+# A fact that tries to end the memory block and speak as the system.
+
 # ---------------------------------------------------------------- tools
 
 

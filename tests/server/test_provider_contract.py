@@ -35,7 +35,7 @@ from live_helpers import (
     say,
     spy_on_played_seconds,
 )
-from provider_helpers import PROVIDERS, WITH_GEMINI_25, Provider, running
+from provider_helpers import HOSTILE_FACT, PROVIDERS, WITH_GEMINI_25, Provider, running
 from scipy.signal import resample_poly
 from server_helpers import Collector, serve_ws, stream_realtime
 from test_e2e import RATE, aligned_correlation, silence
@@ -251,14 +251,15 @@ def test_remembers_and_is_told_at_connect(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """user_memory runs on every model unchanged; the next session's model
-    is told the fact as it connects (its instruction)."""
+    is told the fact as it connects (its instruction), as data: a fact that
+    closes the memory block and speaks as the system stays inside it."""
     key = f"{name}-user-key-0123456789"
     with running(name, tmp_path, monkeypatch) as provider:
 
         async def scenario(url: str) -> tuple[Collector, Collector]:
             cols = []
             for text in (
-                'call user_memory {"action": "remember", "text": "my tea has no sugar"}',
+                "call user_memory " + json.dumps({"action": "remember", "text": HOSTILE_FACT}),
                 'call user_memory {"action": "recall", "query": "tea"}',
             ):
                 ws, col = await provider.open_session(url, userKey=key, turnDetection="manual")
@@ -273,9 +274,9 @@ def test_remembers_and_is_told_at_connect(
 
         told, asked = run(provider, tmp_path / "data", scenario)
     fact = first(told, "tool-output-available")["output"]["remembered"]
-    assert fact["text"] == "my tea has no sugar"
+    assert fact["text"] == HOSTILE_FACT
     memories = first(asked, "tool-output-available")["output"]["memories"]
-    assert [(m["id"], m["text"]) for m in memories] == [(fact["id"], "my tea has no sugar")]
+    assert [(m["id"], m["text"]) for m in memories] == [(fact["id"], HOSTILE_FACT)]
     assert not errors(told) and not errors(asked)
 
 
