@@ -1,7 +1,7 @@
 """audiocore: a compiled audio DSP core for real-time voice agents.
 
-PCM conversion, streaming resampling, jitter/playout buffering and WAV
-framing, zero-copy on any buffer.  Formats: "s16" is signed 16-bit
+PCM conversion, streaming resampling, jitter/playout buffering, acoustic
+echo cancellation and WAV framing, zero-copy on any buffer.  Formats: "s16" is signed 16-bit
 little-endian PCM (the wire format), "f32" is float32 in [-1, 1] (the compute
 format).  PCM16 output is `bytes`, float32 output a numpy float32 array.
 
@@ -15,6 +15,7 @@ import warnings as _warnings
 
 from audiocore._convert import MAX_CHANNELS, float32_to_pcm16, pcm16_to_float32
 from audiocore._validate import MAX_SAMPLE_RATE
+from audiocore.aec import EchoCanceller
 from audiocore.jitter import JitterBuffer
 from audiocore.resample import Resampler, resample
 from audiocore.wav import WavInfo, read_wav, to_wav, wav_header
@@ -22,6 +23,7 @@ from audiocore.wav import WavInfo, read_wav, to_wav, wav_header
 __all__ = [
     "MAX_CHANNELS",
     "MAX_SAMPLE_RATE",
+    "EchoCanceller",
     "JitterBuffer",
     "Resampler",
     "WavInfo",
