@@ -22,11 +22,17 @@
  * active far end. */
 #define MU_MAX 1.0f
 #define MU_START 0.5f
+/* The shadow filter's fixed step, and the error power ratios (smoothed
+ * over COMPARE_TIME) at which it replaces the main filter or is reset to it. */
+#define SHADOW_MU 0.5f
+#define SHADOW_WIN 0.5f
+#define SHADOW_LOSE 4.0f
+#define COMPARE_TIME 0.1f
 #define ADAPT_TIME 0.5f
 /* The leakage regression sees only the part of the residual whose power
- * follows the echo estimate's bin by bin, so it reads low (by 3 to 10 times
- * on noise and speech); the step takes it times this. */
-#define LEAK_STEP_GAIN 4.0f
+ * follows the echo estimate's bin by bin, so it reads low (by 3 to 30 times
+ * on noise and speech in rooms); the step takes it times this. */
+#define LEAK_STEP_GAIN 16.0f
 /* How fast the leakage estimate (residual echo over echo estimate) follows,
  * at full speed (it slows down when the error holds more than echo). */
 #define LEAK_TIME 0.25f
@@ -34,7 +40,10 @@
 #define MEAN_TIME 0.05f
 /* Residual echo suppression: over-subtraction, the deepest gain, and the
  * decay of the residual estimate (reverberation beyond the filter). */
-#define OVERSUBTRACT 3.0f
+#define OVERSUBTRACT 8.0f
+/* Below this share of the error kept by the per-bin gains, a frame is
+ * taken for echo and noise alone. */
+#define NEAR_SHARE 0.5f
 #define GAIN_FLOOR 1e-3f
 #define RESIDUAL_DECAY_TIME 0.15f /* seconds per 60 dB */
 /* Delay estimation: band of the coherence, its smoothing, the blocks a new
@@ -43,6 +52,7 @@
 #define DELAY_HIGH_HZ 3500.0f
 #define DELAY_TIME 0.4f
 #define DELAY_CONFIRM 12
+#define DELAY_CONTRAST 2.5f
 #define DELAY_MARGIN 2
 
 typedef void (*mac_kernel)(float *yr, float *yi, const float *ar, const float *ai, const float *br,
@@ -56,7 +66,7 @@ struct ac_aec {
     ac_rfft *fft;
 
     /* per-block factors from the times above */
-    float leak_rate, mean_rate, delay_rate, residual_decay;
+    float leak_rate, mean_rate, delay_rate, compare_rate, residual_decay;
     int adapt_blocks;
     float regularisation;
 
@@ -77,12 +87,16 @@ struct ac_aec {
 
     /* the filter: partition p models lag `offset + p` blocks */
     float *wr, *wi;
+    /* the shadow filter: same window, a fixed fast step, never trusted
+     * until its error is clearly below the main filter's */
+    float *vr, *vi;
+    float main_power, shadow_power; /* smoothed error powers */
     int offset, constrain_next;
 
     /* per-block spectra and per-bin state, `stride` floats each */
     float *yr, *yi, *er, *ei, *gr, *gi, *x2;
     float *ewr, *ewi, *ywr, *ywi;
-    float *mean_e, *mean_y, *residual;
+    float *mean_e, *mean_y, *residual, *gain;
     double pey, pyy;
     float leak;
     int active_blocks;
@@ -271,6 +285,8 @@ static void pick_kernels(ac_aec *a)
     X(xpow, (size_t)a->ring * a->stride)                                                           \
     X(wr, (size_t)a->partitions * a->stride)                                                       \
     X(wi, (size_t)a->partitions * a->stride)                                                       \
+    X(vr, (size_t)a->partitions * a->stride)                                                       \
+    X(vi, (size_t)a->partitions * a->stride)                                                       \
     X(yr, a->stride)                                                                               \
     X(yi, a->stride)                                                                               \
     X(er, a->stride)                                                                               \
@@ -285,6 +301,7 @@ static void pick_kernels(ac_aec *a)
     X(mean_e, a->stride)                                                                           \
     X(mean_y, a->stride)                                                                           \
     X(residual, a->stride)                                                                         \
+    X(gain, a->stride)                                                                             \
     X(dr, a->stride)                                                                               \
     X(di, a->stride)                                                                               \
     X(pr, (size_t)a->ring * a->est_bins)                                                           \
@@ -320,6 +337,7 @@ void ac_aec_reset(ac_aec *a)
     a->offset = 0;
     a->constrain_next = 0;
     a->pey = a->pyy = 0.0;
+    a->main_power = a->shadow_power = 0.0f;
     a->leak = 0.0f;
     a->active_blocks = 0;
     a->lag = -1;
@@ -357,6 +375,7 @@ ac_aec *ac_aec_new(int rate, int block, int partitions, int max_lag, int in_form
     a->leak_rate = fminf(1.0f, block_s / LEAK_TIME);
     a->mean_rate = fminf(1.0f, block_s / MEAN_TIME);
     a->delay_rate = fminf(1.0f, block_s / DELAY_TIME);
+    a->compare_rate = fminf(1.0f, block_s / COMPARE_TIME);
     a->residual_decay = powf(10.0f, -6.0f * block_s / RESIDUAL_DECAY_TIME);
     a->adapt_blocks = (int)ceilf(ADAPT_TIME / block_s);
     /* |X(f)|^2 of a frame of white noise is frame * power, summed over the
@@ -436,32 +455,30 @@ static float mean_square(const float *x, int n)
 
 /* Moves the filter's window so that partition 0 models lag `offset`,
  * keeping what it learnt of the lags both windows cover. */
+static void shift_partitions(ac_aec *a, float *wr, float *wi, int shift)
+{
+    const int P = a->partitions;
+    const size_t row = sizeof(float) * (size_t)a->stride;
+    for (int k = 0; k < P; k++) {
+        /* forwards when moving rows down, backwards when moving them up */
+        int p = shift > 0 ? k : P - 1 - k;
+        float *dr = wr + (size_t)p * a->stride, *di = wi + (size_t)p * a->stride;
+        if (p + shift >= 0 && p + shift < P) {
+            memcpy(dr, wr + (size_t)(p + shift) * a->stride, row);
+            memcpy(di, wi + (size_t)(p + shift) * a->stride, row);
+        } else {
+            memset(dr, 0, row);
+            memset(di, 0, row);
+        }
+    }
+}
+
 static void move_filter(ac_aec *a, int offset)
 {
-    const int shift = offset - a->offset, P = a->partitions;
-    const size_t row = sizeof(float) * (size_t)a->stride;
-    if (shift > 0) {
-        for (int p = 0; p < P; p++) {
-            float *dr = a->wr + (size_t)p * a->stride, *di = a->wi + (size_t)p * a->stride;
-            if (p + shift < P) {
-                memcpy(dr, a->wr + (size_t)(p + shift) * a->stride, row);
-                memcpy(di, a->wi + (size_t)(p + shift) * a->stride, row);
-            } else {
-                memset(dr, 0, row);
-                memset(di, 0, row);
-            }
-        }
-    } else if (shift < 0) {
-        for (int p = P - 1; p >= 0; p--) {
-            float *dr = a->wr + (size_t)p * a->stride, *di = a->wi + (size_t)p * a->stride;
-            if (p + shift >= 0) {
-                memcpy(dr, a->wr + (size_t)(p + shift) * a->stride, row);
-                memcpy(di, a->wi + (size_t)(p + shift) * a->stride, row);
-            } else {
-                memset(dr, 0, row);
-                memset(di, 0, row);
-            }
-        }
+    const int shift = offset - a->offset;
+    if (shift != 0) {
+        shift_partitions(a, a->wr, a->wi, shift);
+        shift_partitions(a, a->vr, a->vi, shift);
     }
     a->offset = offset;
     /* A jump of more than the margin leaves the echo's start where the
@@ -523,9 +540,16 @@ static void estimate_delay(ac_aec *a, int slot, int near_active)
     for (int L = 1; L <= a->max_lag; L++)
         if (a->score[L] > a->score[best])
             best = L;
-    /* Incoherent phasors smooth to a score of about c / 2; a lag is taken
-     * when it stands well above that, and above the current lag's. */
-    const float floor = 4.0f * c + 0.02f;
+    /* Incoherent phasors smooth to a score of about c / 2, and in a
+     * reverberant room the true lag's stands only a few times above the
+     * other lags' (its echo is spread over many): a lag is taken when it
+     * stands DELAY_CONTRAST times above the mean of all lags and above the
+     * current lag's. */
+    float mean = 0.0f;
+    for (int L = 0; L <= a->max_lag; L++)
+        mean += a->score[L];
+    mean /= (float)(a->max_lag + 1);
+    const float floor = fmaxf(DELAY_CONTRAST * mean, 2.0f * c);
     const float current = a->lag >= 0 ? a->score[a->lag] : 0.0f;
     if (best == a->lag || a->score[best] < floor || a->score[best] < 1.25f * current) {
         a->candidate_count = 0;
@@ -542,6 +566,61 @@ static void estimate_delay(ac_aec *a, int slot, int near_active)
         a->candidate_count = 0;
         move_filter(a, best > DELAY_MARGIN ? best - DELAY_MARGIN : 0);
     }
+}
+
+/* y = sum over partitions of W_p X(lag offset + p). */
+static void filter_output(ac_aec *a, const float *wr, const float *wi, float *yr, float *yi)
+{
+    const size_t S = (size_t)a->stride;
+    memset(yr, 0, sizeof(float) * S);
+    memset(yi, 0, sizeof(float) * S);
+    for (int p = 0; p < a->partitions; p++) {
+        int s = slot_of(a, a->offset + p);
+        a->mac(yr, yi, wr + p * S, wi + p * S, a->xr + s * S, a->xi + s * S, (int)S);
+    }
+}
+
+/* W_p += G conj(X(lag offset + p)). */
+static void filter_update(ac_aec *a, float *wr, float *wi, const float *gr, const float *gi)
+{
+    const size_t S = (size_t)a->stride;
+    for (int p = 0; p < a->partitions; p++) {
+        int s = slot_of(a, a->offset + p);
+        a->mac_conj(wr + p * S, wi + p * S, gr, gi, a->xr + s * S, a->xi + s * S, (int)S);
+    }
+}
+
+/* Partition p back to `block` taps (its time-domain second half zeroed):
+ * the unconstrained update lets circular wrap-around creep in slowly, so a
+ * round robin of one partition a block is enough. */
+static void constrain(ac_aec *a, float *wr, float *wi, int p)
+{
+    float *pr = wr + (size_t)p * a->stride, *pi = wi + (size_t)p * a->stride;
+    ac_rfft_inverse(a->fft, pr, pi, a->work);
+    memset(a->work + a->block, 0, sizeof(float) * (size_t)a->block);
+    ac_rfft_forward(a->fft, a->work, pr, pi);
+}
+
+/* The time-domain output of spectrum (yr, yi) (its valid last block) into
+ * `echo`, d - echo into `err`, and the error's spectrum (after a block of
+ * zeros, so that the gradient is the linear correlation) into (er, ei).
+ * Returns the error's mean square. */
+static float filter_error(ac_aec *a, const float *yr, const float *yi, float *echo, float *err,
+                          float *er, float *ei)
+{
+    const int N = a->block;
+    float *w = a->work;
+    ac_rfft_inverse(a->fft, yr, yi, w);
+    memcpy(echo, w + N, sizeof(float) * N);
+    float power = 0.0f;
+    for (int n = 0; n < N; n++) {
+        err[n] = a->near_in[n] - echo[n];
+        power += err[n] * err[n];
+    }
+    memset(w, 0, sizeof(float) * N);
+    memcpy(w + N, err, sizeof(float) * N);
+    ac_rfft_forward(a->fft, w, er, ei);
+    return power / (float)N;
 }
 
 static void run_block(ac_aec *a)
@@ -567,32 +646,47 @@ static void run_block(ac_aec *a)
     ac_rfft_forward(a->fft, a->near_frame, a->dr, a->di);
     estimate_delay(a, slot, near_power > ACTIVE_POWER);
 
-    /* Echo estimate: sum over partitions of W_p X(lag offset + p). */
-    memset(a->yr, 0, sizeof(float) * S);
-    memset(a->yi, 0, sizeof(float) * S);
+    /* Both filters' echo estimates and errors; the update's normalisation,
+     * the far end's power over the filter's window. */
     memset(a->x2, 0, sizeof(float) * S);
     for (int p = 0; p < P; p++) {
-        int s = slot_of(a, a->offset + p);
-        a->mac(a->yr, a->yi, a->wr + (size_t)p * S, a->wi + (size_t)p * S, a->xr + (size_t)s * S,
-               a->xi + (size_t)s * S, S);
-        const float *pw = a->xpow + (size_t)s * S;
+        const float *pw = a->xpow + (size_t)slot_of(a, a->offset + p) * S;
         for (int f = 0; f < S; f++)
             a->x2[f] += pw[f];
     }
-    ac_rfft_inverse(a->fft, a->yr, a->yi, w);
     float echo[4096], err[4096];
-    memcpy(echo, w + N, sizeof(float) * N);
-    float err_power = 0.0f;
-    for (int n = 0; n < N; n++) {
-        err[n] = a->near_in[n] - echo[n];
-        err_power += err[n] * err[n];
+    filter_output(a, a->vr, a->vi, a->yr, a->yi);
+    float shadow_power = filter_error(a, a->yr, a->yi, echo, err, a->er, a->ei);
+    /* The shadow adapts with a fixed step while the far end plays: fast
+     * after a path change and with drift, and led astray by double talk,
+     * which is why it only ever stands in for the main filter by copy. */
+    if (a->far_active[slot]) {
+        for (int f = 0; f < B; f++) {
+            float g = SHADOW_MU / (a->x2[f] + a->regularisation);
+            a->gr[f] = g * a->er[f];
+            a->gi[f] = g * a->ei[f];
+        }
+        filter_update(a, a->vr, a->vi, a->gr, a->gi);
     }
-    err_power /= (float)N;
-    /* The error spectrum for the update: the block after a block of zeros,
-     * so that the gradient is the linear correlation. */
-    memset(w, 0, sizeof(float) * N);
-    memcpy(w + N, err, sizeof(float) * N);
-    ac_rfft_forward(a->fft, w, a->er, a->ei);
+    filter_output(a, a->wr, a->wi, a->yr, a->yi);
+    float err_power = filter_error(a, a->yr, a->yi, echo, err, a->er, a->ei);
+    /* Copies between the filters, judged on error powers smoothed over
+     * COMPARE_TIME: the shadow clearly better (the path changed, or the main
+     * filter lags): main = shadow; the shadow clearly worse (it diverged in
+     * double talk): shadow = main. */
+    a->main_power += a->compare_rate * (err_power - a->main_power);
+    a->shadow_power += a->compare_rate * (shadow_power - a->shadow_power);
+    if (a->far_active[slot] && a->shadow_power < SHADOW_WIN * a->main_power) {
+        memcpy(a->wr, a->vr, sizeof(float) * (size_t)P * S);
+        memcpy(a->wi, a->vi, sizeof(float) * (size_t)P * S);
+        a->main_power = a->shadow_power;
+        filter_output(a, a->wr, a->wi, a->yr, a->yi);
+        err_power = filter_error(a, a->yr, a->yi, echo, err, a->er, a->ei);
+    } else if (a->shadow_power > SHADOW_LOSE * a->main_power) {
+        memcpy(a->vr, a->wr, sizeof(float) * (size_t)P * S);
+        memcpy(a->vi, a->wi, sizeof(float) * (size_t)P * S);
+        a->shadow_power = a->main_power;
+    }
 
     /* A filter worse than none (just after the path changed): the suppressor
      * works on the microphone instead. */
@@ -659,34 +753,41 @@ static void run_block(ac_aec *a)
         a->gr[f] = g * a->er[f];
         a->gi[f] = g * a->ei[f];
     }
-    for (int p = 0; p < P; p++) {
-        int s = slot_of(a, a->offset + p);
-        a->mac_conj(a->wr + (size_t)p * S, a->wi + (size_t)p * S, a->gr, a->gi,
-                    a->xr + (size_t)s * S, a->xi + (size_t)s * S, S);
-    }
-    /* One partition a block back to N taps (its time-domain second half
-     * zeroed): the unconstrained update lets circular wrap-around creep in
-     * slowly, so a round robin is enough. */
-    {
-        int p = a->constrain_next;
-        float *pr = a->wr + (size_t)p * S, *pi = a->wi + (size_t)p * S;
-        ac_rfft_inverse(a->fft, pr, pi, w);
-        memset(w + N, 0, sizeof(float) * N);
-        ac_rfft_forward(a->fft, w, pr, pi);
-        a->constrain_next = (p + 1) % P;
-    }
+    filter_update(a, a->wr, a->wi, a->gr, a->gi);
+    constrain(a, a->wr, a->wi, a->constrain_next);
+    constrain(a, a->vr, a->vi, a->constrain_next);
+    a->constrain_next = (a->constrain_next + 1) % P;
 
-    /* Residual echo suppression: a gain per bin that subtracts OVERSUBTRACT
-     * times the residual estimate (leakage times the echo estimate, held
-     * with a reverberant decay) from the error. */
+    /* Residual echo suppression.  Per bin, a gain that subtracts
+     * OVERSUBTRACT times the residual estimate (the leakage, read high as
+     * for the step, times the echo estimate; all of the echo estimate when
+     * the microphone itself is being passed on), held with a reverberant
+     * decay, from the error.  Then, while the far end plays, the share of
+     * the error that the gains keep says whether anyone talks at the near
+     * end: when it is small the frame is echo (and noise) alone, and every
+     * bin goes to the floor, which is where most of the echo removed in far
+     * single talk comes from; in double talk the near end keeps its share. */
     if (a->suppress) {
+        const float scale = clean == a->near_in || !adapted ? 1.0f : fminf(1.0f, LEAK_STEP_GAIN * a->leak);
+        double kept = 0.0, total = 0.0;
         for (int f = 0; f < B; f++) {
             float e2 = a->ewr[f] * a->ewr[f] + a->ewi[f] * a->ewi[f];
             float y2 = a->ywr[f] * a->ywr[f] + a->ywi[f] * a->ywi[f];
-            float r = adapted ? a->leak * y2 : y2;
+            float r = scale * y2;
             float held = a->residual[f] * a->residual_decay;
             a->residual[f] = r > held ? r : held;
             float gain = 1.0f - OVERSUBTRACT * a->residual[f] / (e2 + 1e-20f);
+            gain = gain < GAIN_FLOOR ? GAIN_FLOOR : gain;
+            a->gain[f] = gain;
+            kept += (double)gain * gain * e2;
+            total += e2;
+        }
+        float share = total > 0.0 ? (float)(kept / total) : 1.0f;
+        float all = 1.0f;
+        if (far_active && share < NEAR_SHARE)
+            all = fmaxf(GAIN_FLOOR, share / NEAR_SHARE);
+        for (int f = 0; f < B; f++) {
+            float gain = a->gain[f] * all;
             gain = gain < GAIN_FLOOR ? GAIN_FLOOR : gain;
             a->ewr[f] *= gain;
             a->ewi[f] *= gain;
