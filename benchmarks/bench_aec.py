@@ -35,6 +35,10 @@ PCM16; audiocore takes and returns the same):
   - WebRTC AEC (Debian's webrtc-audio-processing 0.3, the older AEC), delay
     agnostic and extended filter on, stream delay 0, default suppression;
     called through a small C++ shim compiled here with g++.
+Both anchors also run told the true bulk delay ("delay given": speexdsp's
+far end delayed by it, with a 250 ms filter; WebRTC's set_stream_delay_ms,
+delay-agnostic mode off), their best case, which a real call does not have.
+CPU / speexdsp is to the plain speexdsp row.
 """
 
 from __future__ import annotations
@@ -248,7 +252,7 @@ def pcm16(x: np.ndarray) -> np.ndarray:
 class Ours:
     name = "audiocore"
 
-    def __init__(self, rate: int, max_delay_ms: float):
+    def __init__(self, rate: int, max_delay_ms: float, delay_ms: float):
         self.aec = audiocore.EchoCanceller(rate, input="s16", output="s16")
         self.latency = self.aec.latency
 
@@ -258,8 +262,9 @@ class Ours:
 
 class Speex:
     name = "speexdsp"
+    aligned = False  # run() delays its far end by the true delay when set
 
-    def __init__(self, rate: int, max_delay_ms: float):
+    def __init__(self, rate: int, max_delay_ms: float, delay_ms: float):
         lib = ctypes.CDLL("libspeexdsp.so.1")
         lib.speex_echo_state_init.restype = ctypes.c_void_p
         lib.speex_echo_state_init.argtypes = [ctypes.c_int, ctypes.c_int]
@@ -273,7 +278,7 @@ class Speex:
         lib.speex_preprocess_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self.lib = lib
         self.n = rate * FRAME_MS // 1000
-        tail = int((max_delay_ms / 1000 + 0.25) * rate)
+        tail = int(((0 if self.aligned else max_delay_ms) / 1000 + 0.25) * rate)
         self.echo = lib.speex_echo_state_init(self.n, tail)
         r = ctypes.c_int(rate)
         lib.speex_echo_ctl(self.echo, 24, ctypes.byref(r))  # SPEEX_ECHO_SET_SAMPLING_RATE
@@ -289,6 +294,14 @@ class Speex:
         self.lib.speex_echo_cancellation(self.echo, near, far, self.out)
         self.lib.speex_preprocess_run(self.pre, self.out)
         return self.out.raw
+
+
+class SpeexGiven(Speex):
+    """speexdsp fed the far end already delayed by the true bulk delay, with
+    a 250 ms filter: its best case, which a real call does not have."""
+
+    name = "speexdsp, delay given"
+    aligned = True
 
 
 def build_webrtc_shim(folder: Path) -> Path:
@@ -313,15 +326,15 @@ WEBRTC_SHIM = r"""
 #include <webrtc/modules/interface/module_common_types.h>
 #include <cstring>
 extern "C" {
-void *wa_new(void) {
+void *wa_new(int agnostic) {
   webrtc::Config config;
-  config.Set<webrtc::DelayAgnostic>(new webrtc::DelayAgnostic(true));
+  config.Set<webrtc::DelayAgnostic>(new webrtc::DelayAgnostic(agnostic != 0));
   config.Set<webrtc::ExtendedFilter>(new webrtc::ExtendedFilter(true));
   webrtc::AudioProcessing *apm = webrtc::AudioProcessing::Create(config);
   apm->echo_cancellation()->Enable(true);
   return apm;
 }
-int wa_process(void *h, int rate, const short *far, const short *near, short *out) {
+int wa_process(void *h, int rate, int delay_ms, const short *far, const short *near, short *out) {
   webrtc::AudioProcessing *apm = (webrtc::AudioProcessing *)h;
   webrtc::AudioFrame f, n;
   int len = rate / 100;
@@ -331,7 +344,7 @@ int wa_process(void *h, int rate, const short *far, const short *near, short *ou
   std::memcpy(f.data_, far, len * 2);
   std::memcpy(n.data_, near, len * 2);
   int r = apm->ProcessReverseStream(&f);
-  apm->set_stream_delay_ms(0);
+  apm->set_stream_delay_ms(delay_ms);
   r |= apm->ProcessStream(&n);
   std::memcpy(out, n.data_, len * 2);
   return r;
@@ -344,27 +357,40 @@ void wa_free(void *h) { delete (webrtc::AudioProcessing *)h; }
 class WebRTC:
     name = "webrtc"
     library: Path | None = None
+    agnostic = True
 
-    def __init__(self, rate: int, max_delay_ms: float):
+    def __init__(self, rate: int, max_delay_ms: float, delay_ms: float):
         lib = ctypes.CDLL(str(self.library))
         lib.wa_new.restype = ctypes.c_void_p
+        lib.wa_new.argtypes = [ctypes.c_int]
         lib.wa_process.argtypes = (
-            [ctypes.c_void_p, ctypes.c_int] + [ctypes.c_char_p] * 2 + [ctypes.c_void_p]
+            [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+            + [ctypes.c_char_p] * 2
+            + [ctypes.c_void_p]
         )
         lib.wa_free.argtypes = [ctypes.c_void_p]
         self.lib = lib
         self.rate = rate
-        self.handle = lib.wa_new()
+        self.handle = lib.wa_new(int(self.agnostic))
+        self.delay_ms = 0 if self.agnostic else round(delay_ms)
         self.out = ctypes.create_string_buffer(2 * (rate // 100))
         self.latency = 0
 
     def frame(self, far: bytes, near: bytes) -> bytes:
-        if self.lib.wa_process(self.handle, self.rate, far, near, self.out) != 0:
+        if self.lib.wa_process(self.handle, self.rate, self.delay_ms, far, near, self.out) != 0:
             raise RuntimeError("webrtc: ProcessStream failed")
         return self.out.raw
 
     def __del__(self):
         self.lib.wa_free(self.handle)
+
+
+class WebRTCGiven(WebRTC):
+    """WebRTC told the true bulk delay (set_stream_delay_ms), delay-agnostic
+    mode off: its best case, which a real call does not have."""
+
+    name = "webrtc, delay given"
+    agnostic = False
 
 
 # ---- measures ---------------------------------------------------------------
@@ -373,10 +399,14 @@ class WebRTC:
 def run(contender_type, scene: Scene, max_delay_ms: float):
     """The contender's output (float32, aligned with the input) and its CPU
     seconds per 10 ms frame."""
-    c = contender_type(scene.rate, max_delay_ms)
+    c = contender_type(scene.rate, max_delay_ms, scene.delay_ms)
     n = scene.rate * FRAME_MS // 1000
     frames = len(scene.far) // n
-    far = pcm16(scene.far).tobytes()
+    far = scene.far
+    if getattr(c, "aligned", False):
+        d = int(scene.delay_ms * scene.rate / 1000)
+        far = np.concatenate([np.zeros(d, np.float32), far])[: len(far)]
+    far = pcm16(far).tobytes()
     near = pcm16(scene.near).tobytes()
     far_frames = [far[2 * i * n : 2 * (i + 1) * n] for i in range(frames)]
     near_frames = [near[2 * i * n : 2 * (i + 1) * n] for i in range(frames)]
@@ -466,7 +496,7 @@ def main() -> None:
         WebRTC.library = build_webrtc_shim(folder)
         far_speech = speech(FAR_TEXT, "en", args.rate, t3 + 1, folder)
         near_speech = speech(NEAR_TEXT, "en+f3", args.rate, t3 + 1, folder)
-        contenders = [Ours, Speex, WebRTC]
+        contenders = [Ours, Speex, WebRTC, SpeexGiven, WebRTCGiven]
         print(
             f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
             f"{platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}, "
