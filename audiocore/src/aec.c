@@ -44,6 +44,10 @@
 /* Below this share of the error kept by the per-bin gains, a frame is
  * taken for echo and noise alone. */
 #define NEAR_SHARE 0.5f
+/* A loudspeaker driven into clipping spreads its distortion over the whole
+ * band, where the linear filter has no part of it: the residual estimate of
+ * every bin includes this share of the echo estimate's mean power. */
+#define NONLINEAR_SHARE 0.1f
 #define GAIN_FLOOR 1e-3f
 #define RESIDUAL_DECAY_TIME 0.15f /* seconds per 60 dB */
 /* Delay estimation: band of the coherence, its smoothing, the blocks a new
@@ -759,21 +763,26 @@ static void run_block(ac_aec *a)
     a->constrain_next = (a->constrain_next + 1) % P;
 
     /* Residual echo suppression.  Per bin, a gain that subtracts
-     * OVERSUBTRACT times the residual estimate (the leakage, read high as
-     * for the step, times the echo estimate; all of the echo estimate when
-     * the microphone itself is being passed on), held with a reverberant
-     * decay, from the error.  Then, while the far end plays, the share of
-     * the error that the gains keep says whether anyone talks at the near
-     * end: when it is small the frame is echo (and noise) alone, and every
-     * bin goes to the floor, which is where most of the echo removed in far
-     * single talk comes from; in double talk the near end keeps its share. */
+     * OVERSUBTRACT times the residual estimate, held with a reverberant
+     * decay, from the error.  The estimate is the leakage (read high as for
+     * the step) times the echo estimate, all of the echo estimate when the
+     * microphone itself is being passed on, plus NONLINEAR_SHARE of the echo
+     * estimate's mean over the bins (distortion).  Then, while the far end
+     * plays, the share of the error that the gains keep says whether anyone
+     * talks at the near end: below NEAR_SHARE the frame is taken for echo
+     * and noise alone and lowered as a whole (by the cube of the ratio),
+     * which is where most of the echo removed in far single talk comes
+     * from; in double talk the near end keeps its share. */
     if (a->suppress) {
         const float scale = clean == a->near_in || !adapted ? 1.0f : fminf(1.0f, LEAK_STEP_GAIN * a->leak);
-        double kept = 0.0, total = 0.0;
+        double kept = 0.0, total = 0.0, echo_sum = 0.0;
+        for (int f = 0; f < B; f++)
+            echo_sum += a->ywr[f] * a->ywr[f] + a->ywi[f] * a->ywi[f];
+        const float spread = NONLINEAR_SHARE * (float)(echo_sum / B);
         for (int f = 0; f < B; f++) {
             float e2 = a->ewr[f] * a->ewr[f] + a->ewi[f] * a->ewi[f];
             float y2 = a->ywr[f] * a->ywr[f] + a->ywi[f] * a->ywi[f];
-            float r = scale * y2;
+            float r = scale * y2 + spread;
             float held = a->residual[f] * a->residual_decay;
             a->residual[f] = r > held ? r : held;
             float gain = 1.0f - OVERSUBTRACT * a->residual[f] / (e2 + 1e-20f);
@@ -785,7 +794,7 @@ static void run_block(ac_aec *a)
         float share = total > 0.0 ? (float)(kept / total) : 1.0f;
         float all = 1.0f;
         if (far_active && share < NEAR_SHARE)
-            all = fmaxf(GAIN_FLOOR, share / NEAR_SHARE);
+            all = fmaxf(GAIN_FLOOR, powf(share / NEAR_SHARE, 3.0f));
         for (int f = 0; f < B; f++) {
             float gain = a->gain[f] * all;
             gain = gain < GAIN_FLOOR ? GAIN_FLOOR : gain;
