@@ -30,6 +30,7 @@ Contenders, all fed 10 ms frames of PCM16 (speexdsp and WebRTC take only
 PCM16; audiocore takes and returns the same):
   - audiocore EchoCanceller, default settings (tail 0.25 s, max delay 0.5 s),
     on the widest SIMD path and on the scalar one;
+  - no canceller: the microphone itself, the zero point of every figure;
   - speexdsp: speex_echo_cancellation with a filter covering the largest
     delay plus 250 ms (it has no delay estimation), then the preprocessor's
     residual echo suppressor (denoise, AGC, VAD, dereverb off);
@@ -260,6 +261,19 @@ class Ours:
 
     def frame(self, far: bytes, near: bytes) -> bytes:
         return self.aec.process(far, near)
+
+
+class Microphone:
+    """No canceller: the microphone as it is, the figures' zero point."""
+
+    name = "no canceller (microphone)"
+    latency = 0
+
+    def __init__(self, rate: int, max_delay_ms: float, delay_ms: float):
+        pass
+
+    def frame(self, far: bytes, near: bytes) -> bytes:
+        return near
 
 
 class OursScalar(Ours):
@@ -512,11 +526,11 @@ def main() -> None:
         WebRTC.library = build_webrtc_shim(folder)
         far_speech = speech(FAR_TEXT, "en", args.rate, t3 + 1, folder)
         near_speech = speech(NEAR_TEXT, "en+f3", args.rate, t3 + 1, folder)
-        contenders = [Ours, OursScalar, Speex, WebRTC, SpeexGiven, WebRTCGiven]
+        contenders = [Microphone, Ours, OursScalar, Speex, WebRTC, SpeexGiven, WebRTCGiven]
         if args.rate != 16000:
             # Debian's 0.3 refuses these rates through the AudioFrame calls
             # (kBadSampleRateError on the reverse stream).
-            contenders = [Ours, OursScalar, Speex, SpeexGiven]
+            contenders = [Microphone, Ours, OursScalar, Speex, SpeexGiven]
             print("# WebRTC: 16 kHz only through this shim; not run")
         print(
             f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
