@@ -2,10 +2,12 @@
 ValueError naming what was expected, and nothing of a refused call used."""
 
 import array
+import threading
 
 import numpy as np
 import pytest
 from aec_reference import noise
+from gated_buffer import gated_buffer
 
 from audiocore import EchoCanceller
 
@@ -172,3 +174,37 @@ def test_process_before_init_is_a_runtime_error():
         RuntimeError, match=r"process\(\) on an EchoCanceller whose __init__ did not run"
     ):
         aec.process(b"", b"")
+
+
+def test_concurrent_use_raises_instead_of_corrupting():
+    # The worker's call holds the canceller from the moment its far buffer is
+    # asked for; the buffer is handed over only once this thread has been
+    # refused, so the calls overlap by construction, not by timing.
+    rng = np.random.default_rng(5)
+    far, near = noise(rng, 16000), noise(rng, 16000)
+    aec = EchoCanceller(16000, output="f32")
+    inside, tried = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        inside.set()
+        tried.wait(60)
+
+    result = {}
+
+    def worker():
+        result["out"] = aec.process(gated_buffer(far, hold), near)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        assert inside.wait(60), "the worker never asked for its buffer"
+        with pytest.raises(RuntimeError, match="another thread is inside this EchoCanceller"):
+            aec.process(far[:10], near[:10])
+        with pytest.raises(RuntimeError, match="another thread is inside this EchoCanceller"):
+            aec.reset()
+    finally:
+        tried.set()
+        thread.join()
+    # The refused calls changed nothing: the output is a fresh canceller's.
+    fresh = EchoCanceller(16000, output="f32")
+    assert np.array_equal(result["out"], fresh.process(far, near))
