@@ -629,7 +629,7 @@ static float filter_error(ac_aec *a, const float *yr, const float *yi, float *ec
 
 static void run_block(ac_aec *a)
 {
-    const int N = a->block, M = a->frame, B = a->bins, S = a->stride, P = a->partitions;
+    const int N = a->block, B = a->bins, S = a->stride, P = a->partitions;
     const int slot = slot_of(a, 0);
     float *w = a->work;
 
@@ -809,7 +809,6 @@ static void run_block(ac_aec *a)
         a->ola[n] = w[n + N] * a->window[n + N];
     }
     a->outq_len += N;
-    (void)M;
     a->blocks++;
 }
 

@@ -10,8 +10,9 @@
  *   - a partitioned-block frequency-domain adaptive filter (`partitions`
  *     partitions of `block` taps, FFTs of 2 * block) models the echo path
  *     from that window on, its step per bin set from an estimate of the
- *     residual echo in the error (small in double talk, large after the path
- *     changes);
+ *     residual echo in the error (small in double talk), beside a shadow
+ *     filter with a fixed step that replaces it when clearly better (after
+ *     the path changes, under drift) and is reset to it when it diverges;
  *   - a residual echo suppressor (a gain per bin on windowed, 50% overlapped
  *     frames) removes what the linear filter leaves.
  *
