@@ -1,10 +1,10 @@
 """audiocore: a compiled audio DSP core for real-time voice agents.
 
-PCM conversion, G.711, streaming resampling, jitter/playout buffering and
-WAV framing, zero-copy on any buffer.  Formats: "s16" is signed 16-bit
-little-endian PCM (the wire format), "f32" is float32 in [-1, 1] (the compute
-format), "ulaw" and "alaw" are G.711 codes, one byte a sample (the phone
-network's).  PCM16 and G.711 output is `bytes`, float32 output a numpy
+PCM conversion, G.711, streaming resampling, jitter/playout buffering,
+acoustic echo cancellation and WAV framing, zero-copy on any buffer.
+Formats: "s16" is signed 16-bit little-endian PCM (the wire format), "f32"
+is float32 in [-1, 1] (the compute format), "ulaw" and "alaw" are G.711
+codes, one byte a sample (the phone network's).  PCM16 and G.711 output is `bytes`, float32 output a numpy
 float32 array.
 
 Limits, the same in every function: interleaved audio has 1 to
@@ -29,6 +29,7 @@ from audiocore._convert import (
     ulaw_to_pcm16,
 )
 from audiocore._validate import MAX_SAMPLE_RATE
+from audiocore.aec import EchoCanceller
 from audiocore.jitter import JitterBuffer
 from audiocore.resample import Resampler, resample
 from audiocore.wav import WavInfo, read_wav, to_wav, wav_header
@@ -36,6 +37,7 @@ from audiocore.wav import WavInfo, read_wav, to_wav, wav_header
 __all__ = [
     "MAX_CHANNELS",
     "MAX_SAMPLE_RATE",
+    "EchoCanceller",
     "JitterBuffer",
     "Resampler",
     "WavInfo",

@@ -61,6 +61,9 @@ SMOKE = {
     ),
     "compare_convert.py": Smoke(["--smoke"], "audiocore by SIMD path"),
     "compare_g711.py": Smoke(["--smoke"], "## Phone paths", ["soxr"]),
+    # One short scene, both anchors (libspeexdsp, and WebRTC's shim built
+    # with g++ against Debian's headers).
+    "bench_aec.py": Smoke(["--smoke"], "| webrtc |", [], ["espeak-ng", "g++", "pkg-config"]),
     "compare_resample.py": Smoke(["--smoke"], "## Quality", ["soxr", "samplerate", "scipy"]),
     "jitter_sim.py": Smoke(["--seconds", "30"], "model + barge-in"),
     "bench_gemini_send.py": Smoke(["--seconds", "1", "--chunks", "20"], "20ms", SERVER),

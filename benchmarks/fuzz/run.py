@@ -54,6 +54,7 @@ MODULES = {
     "run_live": "fuzz_protocol",
     "run_live_query": "fuzz_protocol",
     "resampler_design": "fuzz_core",
+    "echo_canceller": "fuzz_core",
 }
 # Per-input time limit in seconds.  A resampler input may design a new
 # filter (up to a second with one BLAS thread, more under load); a design at

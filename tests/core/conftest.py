@@ -3,7 +3,7 @@ import zlib
 
 import pytest
 
-from audiocore import _convert, _resample
+from audiocore import _aec, _convert, _resample
 
 SEED = int(os.environ.get("AUDIOCORE_SEED", "20261130"))
 
@@ -19,12 +19,13 @@ def pytest_report_header(config):
 
 @pytest.fixture(autouse=True)
 def _restore_simd_paths():
-    """Every test leaves both kernels' instruction-set paths as it found
+    """Every test leaves every kernel' instruction-set paths as it found
     them, also when it fails: a path is process-wide state."""
-    convert, resample = _convert._get_path(), _resample._get_path()
+    convert, resample, aec = _convert._get_path(), _resample._get_path(), _aec._get_path()
     yield
     _convert._set_path(convert)
     _resample._set_path(resample)
+    _aec._set_path(aec)
 
 
 @pytest.fixture(params=_convert._paths())
@@ -49,3 +50,11 @@ def rng(request):
     seed = SEED + zlib.crc32(request.node.name.encode()) % 1000
     print(f"rng seed {seed} (set AUDIOCORE_SEED to vary)")
     return np.random.default_rng(seed)
+
+
+@pytest.fixture(params=_aec._paths())
+def aec_path(request):
+    """Run the test once on every echo canceller path this CPU has (for
+    EchoCancellers created from then on)."""
+    _aec._set_path(request.param)
+    return request.param

@@ -510,6 +510,67 @@ def fuzz_jitter(data: bytes) -> None:
                 _ = (jb.playing, jb.turn_open, jb.turn_samples, jb.backpressure)
 
 
+def _echo_canceller(fi: FuzzInput) -> tuple[object, dict[str, object]]:
+    """Arguments: mostly valid, sometimes odd, rarely invalid."""
+    rate = (
+        fi.pick([8000, 16000, 24000, 48000])
+        if not fi.chance(16)
+        else fi.pick([44100, 0, -16000, 16000.0, "16000", True, 96000])
+    )
+    kwargs: dict[str, object] = {
+        "input": fi.pick(["f32", "s16", "f32", "s16", "f64"]),
+        "output": fi.pick(["s16", "f32", "s16", "f32", None]),
+    }
+    if fi.chance(4):
+        kwargs["tail"] = fi.pick([0.01, 0.05, 0.25, 2.0, 0.0, 3.0, float("nan"), "1"])
+    if fi.chance(4):
+        kwargs["max_delay"] = fi.pick([0.0, 0.1, 0.5, 2.0, -1.0, 5, None])
+    if fi.chance(4):
+        kwargs["suppress"] = fi.pick([True, False, 1, None])
+    return rate, kwargs
+
+
+def fuzz_echo_canceller(data: bytes) -> None:
+    """EchoCanceller construction with drawn arguments, then process/reset
+    with random chunking, far and near of drawn (sometimes unequal) lengths
+    and kinds; every accepted call returns as many samples as it took, and
+    the stream equals a fresh canceller fed the accepted input in one call
+    (chunk-exactness; refused calls use nothing)."""
+    fi = FuzzInput(data)
+    rate, kwargs = _echo_canceller(fi)
+    with documented(*_REFUSED):
+        aec = audiocore.EchoCanceller(rate, **kwargs)
+        inp = aec.input
+        width = 4 if inp == "f32" else 2
+        out_width = 4 if aec.output == "f32" else 2
+        fed_far: list[bytes] = []
+        fed_near: list[bytes] = []
+        outputs: list[bytes] = []
+        for _ in range(fi.int(0, 10)):
+            op = fi.int(0, 15)
+            if op == 0:
+                aec.reset()
+                fed_far, fed_near, outputs = [], [], []
+                continue
+            n = fi.pick([0, 1, 2, 3, 7, 127, 128, 160, 480, fi.int(0, 3000)])
+            raw = [_float_samples(fi, n) if inp == "f32" else fi.bytes(2 * n) for _ in range(2)]
+            if op != 1:  # equal lengths, as the API wants; op 1: as drawn
+                m = min(len(raw[0]), len(raw[1])) // width * width
+                raw = [r[:m] for r in raw]
+            far, near = (_buffer(fi, r, inp) if op == 2 else r for r in raw)
+            with documented(*_REFUSED):
+                got = _as_bytes(aec.process(far, near))
+                f, d = memoryview(far).tobytes(), memoryview(near).tobytes()
+                check(len(f) == len(d), "far and near of unequal lengths were accepted")
+                check(len(got) == len(f) // width * out_width, "output length differs from input")
+                fed_far.append(f)
+                fed_near.append(d)
+                outputs.append(got)
+        fresh = audiocore.EchoCanceller(rate, **kwargs)
+        once = _as_bytes(fresh.process(b"".join(fed_far), b"".join(fed_near)))
+        check(once == b"".join(outputs), "chunked output differs from one call")
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "read_wav": fuzz_read_wav,
     "wav_roundtrip": fuzz_wav_roundtrip,
@@ -518,4 +579,5 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "resampler": fuzz_resampler,
     "resampler_design": fuzz_resampler_design,
     "jitter": fuzz_jitter,
+    "echo_canceller": fuzz_echo_canceller,
 }

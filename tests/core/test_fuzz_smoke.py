@@ -9,7 +9,7 @@ from fuzz_input import smoke
 
 # Inputs per target: a few thousand where an input takes tens of
 # microseconds; fewer where one may design a filter.
-INPUTS = {"resampler": 2000, "resampler_design": 10}
+INPUTS = {"resampler": 2000, "resampler_design": 10, "echo_canceller": 1000}
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))

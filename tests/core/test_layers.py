@@ -42,7 +42,7 @@ def import_without_compiled(module: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_package_has_its_compiled_modules():
-    assert {"_convert", "_jitter", "_resample"} <= set(COMPILED)
+    assert {"_aec", "_convert", "_jitter", "_resample"} <= set(COMPILED)
 
 
 @pytest.mark.parametrize("module", PURE)

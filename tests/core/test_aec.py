@@ -1,0 +1,249 @@
+"""EchoCanceller: known answers on synthetic echo paths, the stream's
+timing, chunking, SIMD paths against scalar, and the real FFT beneath it."""
+
+import numpy as np
+import pytest
+from aec_reference import (
+    attenuation_db,
+    delayed,
+    echo_of,
+    naive_rfft,
+    noise,
+    room_taps,
+    speech_like,
+)
+
+from audiocore import EchoCanceller, _aec
+
+RATES = [8000, 16000, 24000, 48000]
+PRIMES = [1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 97, 211, 967]
+
+
+def cancel(far, near, rate, chunks=None, **kwargs):
+    """The canceller's float32 output for `far` and `near`, fed in chunks of
+    `chunks` samples (cycled; one call when None), aligned with the input
+    (its latency taken off the front, zeros at the end)."""
+    aec = EchoCanceller(rate, output="f32", **kwargs)
+    if chunks is None:
+        out = aec.process(far, near)
+    else:
+        parts, pos, i = [], 0, 0
+        while pos < len(far):
+            n = chunks[i % len(chunks)]
+            parts.append(aec.process(far[pos : pos + n], near[pos : pos + n]))
+            pos += n
+            i += 1
+        out = np.concatenate(parts)
+    return np.concatenate([out[aec.latency :], np.zeros(aec.latency, np.float32)]), aec
+
+
+# ---- the real FFT ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [4, 8, 16, 64, 128, 256, 512, 1024])
+def test_rfft_matches_the_dft(rng, n):
+    x = noise(rng, n, 1.0)
+    got = _aec._rfft(x)
+    want = naive_rfft(x)
+    assert np.max(np.abs(got - want)) <= 4e-7 * np.log2(n) * np.sqrt(n) * np.max(np.abs(want))
+
+
+@pytest.mark.parametrize("n", [4, 16, 256, 4096])
+def test_inverse_rfft_undoes_it(rng, n):
+    x = noise(rng, n, 1.0)
+    spectrum = _aec._rfft(x)
+    back = _aec._irfft(spectrum.real.astype(np.float32), spectrum.imag.astype(np.float32))
+    assert np.max(np.abs(back - x)) <= 1e-6 * np.log2(n)
+
+
+@pytest.mark.parametrize("n", [0, 3, 6, 100, 131072])
+def test_rfft_refuses_sizes_it_has_no_plan_for(n):
+    with pytest.raises(
+        ValueError, match=rf"expected a power of two from 4 to 65536 samples, got {n}"
+    ):
+        _aec._rfft(np.zeros(n, np.float32))
+
+
+# ---- known answers --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rate", RATES)
+@pytest.mark.parametrize("suppress", [False, True])
+def test_a_pure_delay_and_gain_is_removed_by_40_db(rng, rate, suppress):
+    n = 8 * rate
+    far = noise(rng, n)
+    near = echo_of(far, delay=rate // 100 + 7, gain=0.5)
+    out, _ = cancel(far, near, rate, suppress=suppress)
+    last = slice(n - 2 * rate, n - rate // 10)
+    assert attenuation_db(near[last], out[last]) >= 40
+
+
+def test_a_room_like_path_is_removed(rng):
+    rate = 16000
+    n = 10 * rate
+    far = speech_like(rng, n, rate)
+    near = echo_of(far, delay=320, gain=1.0, taps=room_taps(rng, rate))
+    out, _ = cancel(far, near, rate)
+    last = slice(n - 3 * rate, n - rate // 10)
+    assert attenuation_db(near[last], out[last]) >= 30
+
+
+@pytest.mark.parametrize("rate", RATES)
+def test_silence_in_gives_silence_out(rate):
+    z = np.zeros(rate, np.float32)
+    out, _ = cancel(z, z, rate)
+    assert not np.any(out)
+
+
+@pytest.mark.parametrize("rate", RATES)
+@pytest.mark.parametrize("suppress", [False, True])
+def test_the_near_end_alone_passes_unchanged(rng, rate, suppress):
+    near = speech_like(rng, rate, rate)
+    aec = EchoCanceller(rate, output="f32", suppress=suppress)
+    out = aec.process(np.zeros_like(near), near)
+    assert aec.latency == 2 * aec.block - 1
+    # The analysis and synthesis windows sum to one: only rounding is left.
+    np.testing.assert_allclose(out, delayed(near, aec.latency), rtol=0, atol=2e-7)
+
+
+def test_pcm16_in_and_out(rng):
+    rate = 16000
+    near = speech_like(rng, rate, rate)
+    pcm = np.round(near * 32767).astype("<i2")
+    aec = EchoCanceller(rate, input="s16")  # output="s16" by default
+    out = aec.process(np.zeros_like(pcm).tobytes(), pcm.tobytes())
+    assert isinstance(out, bytes) and len(out) == 2 * len(pcm)
+    expected = delayed(pcm.astype(np.float32) / 32768, aec.latency)
+    got = np.frombuffer(out, "<i2").astype(np.float32) / 32767
+    assert np.max(np.abs(got - expected)) <= 1.5 / 32767
+
+
+@pytest.mark.parametrize("delay_s", [0.1, 0.3, 0.49])
+def test_a_bulk_delay_up_to_500_ms_is_found(rng, delay_s):
+    rate = 16000
+    n = 10 * rate
+    far = speech_like(rng, n, rate)
+    delay = int(delay_s * rate)
+    near = echo_of(far, delay=delay, gain=0.7, taps=room_taps(rng, rate, 0.05))
+    out, aec = cancel(far, near, rate)
+    assert aec.echo_delay is not None
+    assert abs(aec.echo_delay - delay) <= aec.block
+    last = slice(n - 3 * rate, n - rate // 10)
+    assert attenuation_db(near[last], out[last]) >= 30
+
+
+def test_a_clock_drift_of_100_ppm_is_followed(rng):
+    rate = 16000
+    n = 20 * rate
+    far = speech_like(rng, n, rate)
+    echo = echo_of(far, delay=1600, gain=0.7)
+    t = np.arange(n) * (1 + 100e-6)  # the microphone's clock runs fast
+    near = np.interp(t, np.arange(n), echo).astype(np.float32)
+    out, _ = cancel(far, near, rate)
+    last = slice(n - 4 * rate, n - rate // 10)
+    # 100 ppm moves the echo by 1.6 samples a second: a measured 24 dB here.
+    assert attenuation_db(near[last], out[last]) >= 20
+
+
+def test_double_talk_keeps_the_near_end(rng):
+    rate = 16000
+    n = 12 * rate
+    far = speech_like(rng, n, rate)
+    echo = echo_of(far, delay=480, gain=0.7, taps=room_taps(rng, rate, 0.05))
+    talk = np.zeros(n, np.float32)
+    start = 6 * rate
+    talk[start:] = speech_like(rng, n - start, rate, level=0.07)
+    out, _ = cancel(far, echo + talk, rate)
+    part = slice(start + rate // 2, n - rate // 10)
+    error = out[part] - talk[part]
+    snr = 10 * np.log10(np.sum(talk[part] ** 2) / np.sum(error**2))
+    print(f"near-end SNR in double talk {snr:.1f} dB")
+    assert snr >= 6
+
+
+def test_it_converges_again_after_the_echo_path_changes(rng):
+    rate = 16000
+    n = 16 * rate
+    change = 8 * rate
+    far = speech_like(rng, n, rate)
+    before = echo_of(far, delay=320, gain=0.6, taps=room_taps(rng, rate, 0.05))
+    after = echo_of(far, delay=1200, gain=-0.8, taps=room_taps(rng, rate, 0.05))
+    near = np.concatenate([before[:change], after[change:]])
+    out, _ = cancel(far, near, rate)
+    last = slice(n - 3 * rate, n - rate // 10)
+    assert attenuation_db(near[last], out[last]) >= 30
+
+
+# ---- streaming ------------------------------------------------------------------
+
+
+def scene(rng, rate, seconds=1.5):
+    n = int(seconds * rate)
+    far = speech_like(rng, n, rate)
+    near = echo_of(far, delay=rate // 50, gain=0.6) + speech_like(rng, n, rate, 0.03)
+    return far, near
+
+
+@pytest.mark.parametrize("chunks", [[1], PRIMES, [160], [0, 5, 0, 700, 1, 129]])
+@pytest.mark.parametrize("rate", [8000, 48000])
+def test_chunking_never_changes_a_bit(rng, aec_path, rate, chunks):
+    far, near = scene(rng, rate, 1.0 if chunks == [1] else 1.5)
+    whole, _ = cancel(far, near, rate)
+    if not any(chunks):
+        chunks = [*chunks, 1]
+    got, _ = cancel(far, near, rate, chunks=chunks)
+    assert np.array_equal(got, whole)
+
+
+def test_every_call_returns_as_many_samples_as_it_took(rng):
+    far, near = scene(rng, 16000, 0.2)
+    aec = EchoCanceller(16000, output="f32")
+    for n in [0, 1, 127, 128, 129, 1000]:
+        assert len(aec.process(far[:n], near[:n])) == n
+
+
+def test_reset_starts_a_new_stream(rng):
+    far, near = scene(rng, 16000)
+    aec = EchoCanceller(16000, output="f32")
+    first = aec.process(far, near)
+    aec.reset()
+    assert aec.echo_delay is None
+    assert np.array_equal(aec.process(far, near), first)
+
+
+@pytest.mark.parametrize("path", [p for p in _aec._paths() if p != "scalar"])
+def test_every_simd_path_matches_scalar(rng, path):
+    # The paths sum in different orders (and AVX2, AVX-512 and NEON fuse the
+    # multiply-adds), so they agree to rounding, which an adaptive filter
+    # carries along but does not amplify.
+    rate = 16000
+    far, near = scene(rng, rate, 4.0)
+    _aec._set_path("scalar")
+    scalar, _ = cancel(far, near, rate)
+    _aec._set_path(path)
+    vector, aec = cancel(far, near, rate)
+    assert aec._path == path
+    err = np.sqrt(np.mean((vector - scalar) ** 2))
+    assert err <= 1e-4 * np.sqrt(np.mean(near**2))
+
+
+def test_the_path_is_fixed_at_construction():
+    _aec._set_path("scalar")
+    aec = EchoCanceller(16000)
+    _aec._set_path(_aec._paths()[-1])
+    assert aec._path == "scalar"
+
+
+def test_properties_and_repr():
+    aec = EchoCanceller(24000, tail=0.3, max_delay=0.2, input="s16", output="f32")
+    assert (aec.rate, aec.block, aec.latency) == (24000, 128, 255)
+    assert (aec.tail, aec.max_delay, aec.suppress, aec.input, aec.output) == (
+        0.3,
+        0.2,
+        True,
+        "s16",
+        "f32",
+    )
+    assert repr(aec) == (
+        "EchoCanceller(24000, tail=0.3, max_delay=0.2, suppress=True, input='s16', output='f32')"
+    )
