@@ -4,8 +4,8 @@ PCM conversion, G.711, streaming resampling, jitter/playout buffering,
 acoustic echo cancellation and WAV framing, zero-copy on any buffer.
 Formats: "s16" is signed 16-bit little-endian PCM (the wire format), "f32"
 is float32 in [-1, 1] (the compute format), "ulaw" and "alaw" are G.711
-codes, one byte a sample (the phone network's).  PCM16 and G.711 output is `bytes`, float32 output a numpy
-float32 array.
+codes, one byte a sample (the phone network's).  PCM16 and G.711 output
+is `bytes`, float32 output a numpy float32 array.
 
 Limits, the same in every function: interleaved audio has 1 to
 `MAX_CHANNELS` (64) channels; sample rates are 1 Hz to `MAX_SAMPLE_RATE`
