@@ -45,7 +45,7 @@ def rss_mb() -> float:
 async def one(flood: str, size: str, seconds: float) -> str:
     from test_tasks import running
 
-    from server import Settings  # the tree's, as sys.path says
+    from audiocore_server import Settings  # the tree's, as sys.path says
 
     command = shlex.join([sys.executable, str(RAW_AGENT), flood, size])
     settings = Settings(

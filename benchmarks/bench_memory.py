@@ -64,9 +64,9 @@ sys.path.insert(0, str(REPO / "tests" / "server"))
 
 from bench_server_client import our_server  # noqa: E402
 
-from server.memory import sqlite as sqlite_memory  # noqa: E402
-from server.memory.sqlite import SqliteMemoryStore  # noqa: E402
-from server.memory.store import MemoryStore, Record, search_words  # noqa: E402
+from audiocore_server.memory import sqlite as sqlite_memory  # noqa: E402
+from audiocore_server.memory.sqlite import SqliteMemoryStore  # noqa: E402
+from audiocore_server.memory.store import MemoryStore, Record, search_words  # noqa: E402
 
 FILLER_SIZE = 1_000
 RECALL_LIMIT = 20  # user_memory's recall (memory_tool.RECALL_LIMIT)
@@ -211,8 +211,8 @@ async def fill_postgres(url: str, store: MemoryStore, corpus: Corpus) -> None:
     (the GIN index kept by PostgreSQL), then ``ANALYZE``."""
     import asyncpg
 
-    from server.memory import postgres as pg_memory
-    from server.storage.pg_leases import asyncpg_dsn
+    from audiocore_server.memory import postgres as pg_memory
+    from audiocore_server.storage.pg_leases import asyncpg_dsn
 
     await store.count("key:none")  # the store creates its schema
     columns = ["id", "owner", "kind", "text", "author", "source", "created"]
@@ -346,7 +346,7 @@ async def sqlite_rows(folder: Path, corpus: Corpus, queries: int) -> list[dict[s
 
 
 def postgres_rows(corpus: Corpus, queries: int) -> list[dict[str, object]]:
-    from server.memory.postgres import PostgresMemoryStore
+    from audiocore_server.memory.postgres import PostgresMemoryStore
 
     with postgres_database() as url:
 

@@ -92,10 +92,10 @@ from bench_server_client import (
 # Not "audiocore": ADK imports the app's directory as a module, and that is our package.
 APP = "voice_app"
 AGENT_PY = """
-from server.agent.definition import build_agent
-from server.agent.demo_tools import DEMO_TOOLS
-from server.settings import Settings
-from server.tools.spec import spec_of
+from audiocore_server.agent.definition import build_agent
+from audiocore_server.agent.demo_tools import DEMO_TOOLS
+from audiocore_server.settings import Settings
+from audiocore_server.tools.spec import spec_of
 
 root_agent = build_agent(Settings(model="offline"), [spec_of(f) for f in DEMO_TOOLS])
 """

@@ -1,5 +1,5 @@
-"""What checking a token costs a request or a socket (server/gate/tokens.py,
-server/gate/credentials.py): µs per check, median of repeated timings.
+"""What checking a token costs a request or a socket (audiocore_server/gate/tokens.py,
+audiocore_server/gate/credentials.py): µs per check, median of repeated timings.
 
     python benchmarks/bench_tokens.py --repeat 9
 
@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from server.gate.credentials import Credentials, Principal  # noqa: E402
-from server.gate.tokens import TokenLimits, TokenRefused, TokenSigner  # noqa: E402
-from server.settings import Settings
+from audiocore_server.gate.credentials import Credentials, Principal  # noqa: E402
+from audiocore_server.gate.tokens import TokenLimits, TokenRefused, TokenSigner  # noqa: E402
+from audiocore_server.settings import Settings
 
 NEW = b"n" * 40
 OLD = b"o" * 40

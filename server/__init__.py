@@ -1,6 +1,3 @@
-"""Thin WebSocket server bridging browser audio to a Google ADK live agent."""
-
-from .app import create_app
-from .settings import Settings
-
-__all__ = ["Settings", "create_app"]
+"""The checkout's short name for the server: ``python -m server`` runs
+``audiocore_server`` (the importable package, installed as
+``audiocore-server``)."""

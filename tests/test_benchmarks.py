@@ -131,7 +131,7 @@ LIBRARIES = {
 
 PROFILE = """\
 Runner.run (asyncio/runners.py:118);_run_once (asyncio/base_events.py:1906) 40
-Runner.run (asyncio/runners.py:118);LiveConnection._sender (server/live/connection.py:400);float32_to_pcm16 (audiocore/__init__.py:1) 7
+Runner.run (asyncio/runners.py:118);LiveConnection._sender (audiocore_server/live/connection.py:400);float32_to_pcm16 (audiocore/__init__.py:1) 7
 Runner.run (asyncio/runners.py:118);AsyncSession._receive (genai/live.py:300);loads (json/__init__.py:346) 3
 """  # noqa: E501
 

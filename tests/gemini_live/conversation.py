@@ -2,7 +2,7 @@
 the server messages of a reply, and the conversation state a resumption
 handle restores.
 
-It understands no speech, like the offline model (``server/offline/model.py``,
+It understands no speech, like the offline model (``audiocore_server/offline/model.py``,
 whose turn detector, utterance description, audio cue and tool cues this
 reuses so the two cannot drift apart): a spoken turn is answered with an
 input transcription that describes the audio, an output transcription, and
@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import audiocore
-from server.offline.model import _CALL_TOOL, _CUES, audio_cue
-from server.offline.speech import INPUT_RATE, describe_utterance
+from audiocore_server.offline.model import _CALL_TOOL, _CUES, audio_cue
+from audiocore_server.offline.speech import INPUT_RATE, describe_utterance
 
 from .wire import encode_bytes
 

@@ -32,8 +32,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
 import audiocore
-from server.offline.model import OfflineLiveModel
-from server.offline.speech import INPUT_RATE, EnergySegmenter
+from audiocore_server.offline.model import OfflineLiveModel
+from audiocore_server.offline.speech import INPUT_RATE, EnergySegmenter
 from tests.local_endpoint import ThreadedEndpoint
 
 from . import wire

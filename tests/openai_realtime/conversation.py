@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import ServerConnection
 
-from server.offline.model import _CALL_TOOL, _cued_calls, audio_cue
+from audiocore_server.offline.model import _CALL_TOOL, _cued_calls, audio_cue
 
 from . import wire
 

@@ -30,8 +30,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from server.audio.voice import VOICE_DBFS
-from server.offline.speech import EnergySegmenter
+from audiocore_server.audio.voice import VOICE_DBFS
+from audiocore_server.offline.speech import EnergySegmenter
 from tests.gemini_live.tls import SelfSignedCert, make_self_signed_cert
 from tests.local_endpoint import ThreadedEndpoint
 

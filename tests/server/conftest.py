@@ -13,7 +13,7 @@ from server_helpers import serve_ws
 from speech_helpers import speech_f32
 from starlette.testclient import TestClient
 
-from server import Settings, create_app
+from audiocore_server import Settings, create_app
 
 
 @pytest.fixture

@@ -23,10 +23,10 @@ from typing import Any, get_args
 
 from fuzz_input import FuzzInput, check, documented
 
-from server.live.dialects import decode_frame
-from server.live.run_live import AdkDialect, RunLiveQuery, parse_query
-from server.settings import Settings
-from server.wire import fields, protocol
+from audiocore_server.live.dialects import decode_frame
+from audiocore_server.live.run_live import AdkDialect, RunLiveQuery, parse_query
+from audiocore_server.settings import Settings
+from audiocore_server.wire import fields, protocol
 
 _CLOSE_CODES = {
     protocol.CLOSE_UNSUPPORTED_DATA,

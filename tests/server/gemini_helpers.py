@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from live_helpers import use_only_key
 
-from server import Settings
+from audiocore_server import Settings
 from tests.gemini_live import LocalGeminiLive
 
 GEMINI_3 = "gemini-3.8-live"  # the default: ADK's gemini-3.x paths

@@ -20,8 +20,8 @@ import pytest
 from server_helpers import Collector, free_port, serve_ws, stream_realtime
 from test_e2e import START_F32, connect
 
-from server import Settings
-from server.audio.pacer import OutputPacer
+from audiocore_server import Settings
+from audiocore_server.audio.pacer import OutputPacer
 
 REPO = Path(__file__).resolve().parents[2]
 FRAME_24K = 960  # the pacer's 40 ms frames at the default output rate

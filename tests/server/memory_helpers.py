@@ -9,8 +9,8 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
-from server.memory.store import MemoryStore
-from server.runtime import Runtime
+from audiocore_server.memory.store import MemoryStore
+from audiocore_server.runtime import Runtime
 
 
 def answer(turn: list[dict[str, Any]]) -> str:

@@ -16,7 +16,7 @@ from gemini_helpers import GOOGLE_ENV
 from live_helpers import open_ready_session, use_only_key
 from server_helpers import Collector, serve_ws
 
-from server import Settings
+from audiocore_server import Settings
 from tests.openai_realtime import EndpointConfig, LocalOpenAIRealtime
 
 MODEL = "gpt-realtime-2"

@@ -50,7 +50,7 @@ def with_database(url: str, name: str) -> str:
 async def _admin(url: str, statement: str) -> None:
     import asyncpg
 
-    from server.storage.pg_leases import asyncpg_dsn
+    from audiocore_server.storage.pg_leases import asyncpg_dsn
 
     conn = await asyncpg.connect(asyncpg_dsn(url), timeout=5)
     try:

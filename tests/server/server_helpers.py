@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import websockets
 
-from server import Settings, create_app
+from audiocore_server import Settings, create_app
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -27,28 +27,28 @@ from starlette.testclient import TestClient
 from test_tasks import all_final, running, until
 from websockets.sync.client import connect
 
-from server import Settings, create_app
-from server.offline.permission_cues import call_for, told
-from server.tasks import TaskManager, TaskRecord
-from server.tasks.acp_client import (
+from audiocore_server import Settings, create_app
+from audiocore_server.offline.permission_cues import call_for, told
+from audiocore_server.tasks import TaskManager, TaskRecord
+from audiocore_server.tasks.acp_client import (
     MAX_READ_BYTES,
     MAX_WRITE_CHARS,
     AcpClient,
     AgentFiles,
     PromptRun,
 )
-from server.tasks.acp_permissions import (
+from audiocore_server.tasks.acp_permissions import (
     MAX_TITLE_CHARS,
     Option,
     PermissionDesk,
     PermissionRequest,
     choose,
 )
-from server.tasks.acp_stdio import StderrLog
-from server.tasks.adk_backend import MAX_FAILURE_CHARS
-from server.tasks.envelope import split_answer
-from server.tasks.live_tools import heard_after
-from server.tasks.redact import REDACTED, redact
+from audiocore_server.tasks.acp_stdio import StderrLog
+from audiocore_server.tasks.adk_backend import MAX_FAILURE_CHARS
+from audiocore_server.tasks.envelope import split_answer
+from audiocore_server.tasks.live_tools import heard_after
+from audiocore_server.tasks.redact import REDACTED, redact
 
 AGENT = Path(__file__).resolve().parent / "acp_agent.py"
 FAKE_KEY = "sk-test0123456789abcdefghij"
@@ -526,7 +526,7 @@ def test_cancel_mid_prompt_waits_for_the_agent_s_cancelled(
             assert (await run_one(manager, "alice", "next")).result == "Done: next."
             return record.id
 
-    with caplog.at_level(logging.INFO, logger="server.tasks.acp_backend"):
+    with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_backend"):
         task_id = asyncio.run(scenario())
     # The agent got session/cancel and stopped its prompt with "cancelled".
     logged = [r.getMessage() for r in caplog.records]
@@ -548,7 +548,7 @@ def test_an_agent_that_dies_fails_its_task_and_the_next_gets_a_fresh_one(
                 after.state == "completed" and after.result == "Earlier in this session: nothing."
             )
 
-    with caplog.at_level(logging.INFO, logger="server.tasks.acp_backend"):
+    with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_backend"):
         asyncio.run(scenario())
     stderr = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ACP agent:")]
     # Its stderr reached our log, and it was never offered fs or a terminal.
@@ -568,7 +568,7 @@ def test_the_agent_s_stderr_reaches_our_log_redacted_and_cut(
         stream.feed_eof()
         await StderrLog().follow(stream)
 
-    with caplog.at_level(logging.INFO, logger="server.tasks.acp_backend"):
+    with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_backend"):
         asyncio.run(scenario())
     logged = [r.getMessage() for r in caplog.records]
     assert logged == [

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from test_tasks import all_final, running, until
 
-from server import Settings
-from server.tasks import TaskManager, TaskRecord
-from server.tasks.acp_stdio import STDERR_BURST, LineReader, StderrLog
+from audiocore_server import Settings
+from audiocore_server.tasks import TaskManager, TaskRecord
+from audiocore_server.tasks.acp_stdio import STDERR_BURST, LineReader, StderrLog
 
 RAW = Path(__file__).resolve().parent / "acp_raw_agent.py"
-LOGGER = "server.tasks.acp_backend"
+LOGGER = "audiocore_server.tasks.acp_backend"
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from server_helpers import check_padded, receive_until, start
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, create_app
-from server.wire.chunks import client_executes
+from audiocore_server import Settings, create_app
+from audiocore_server.wire.chunks import client_executes
 
 
 def test_healthz_and_index(client: TestClient) -> None:

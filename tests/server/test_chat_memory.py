@@ -16,11 +16,11 @@ from memory_helpers import answer, memory_output, store_of
 from server_helpers import start
 from starlette.testclient import TestClient
 
-from server import Settings, create_app
-from server.memory.tool import NO_MEMORY
-from server.runtime import Runtime
-from server.storage.state_keys import OWNER_STATE_KEY
-from server.storage.users import CHAT_USER_ID
+from audiocore_server import Settings, create_app
+from audiocore_server.memory.tool import NO_MEMORY
+from audiocore_server.runtime import Runtime
+from audiocore_server.storage.state_keys import OWNER_STATE_KEY
+from audiocore_server.storage.users import CHAT_USER_ID
 
 KEY = "alice-key-0123456789abcdef"
 OTHER = "bob-key-0123456789abcdef01"

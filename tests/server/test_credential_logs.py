@@ -21,7 +21,7 @@ import pytest
 import websockets
 from server_helpers import server_process
 
-from server.gate import redaction
+from audiocore_server.gate import redaction
 
 KEY = "key-for-the-log-test-0123456789"
 SECRET = "token-secret-for-the-log-test-0123456789"
@@ -64,7 +64,7 @@ async def _try_sockets(base: str, forms: list[str], subprotocols: list[str]) -> 
 
 
 def test_no_form_of_a_credential_reaches_a_log_line_or_a_metric(tmp_path: Path) -> None:
-    log = tmp_path / "server.log"
+    log = tmp_path / "audiocore_server.log"
     env = {"AUDIOCORE_API_KEY": KEY, "AUDIOCORE_TOKEN_SECRETS": SECRET}
     serving = server_process(tmp_path / "data", log, "--log-level", "debug", env=env)
     with serving as (base, _), httpx.Client(base_url=base, timeout=30) as http:
@@ -120,7 +120,7 @@ def test_a_protected_secret_is_hidden_in_any_logger_whole_or_encoded(
     redaction.install()
     redaction.protect(DB_PASSWORD)
     caplog.set_level(logging.DEBUG)
-    logging.getLogger("server.any.module").warning("connecting with %s", DB_PASSWORD)
+    logging.getLogger("audiocore_server.any.module").warning("connecting with %s", DB_PASSWORD)
     logging.getLogger("elsewhere").error("url %s", quote(DB_PASSWORD + "/", safe=""))
     text = caplog.text
     assert DB_PASSWORD not in text and quote(DB_PASSWORD, safe="") not in text

@@ -1,4 +1,5 @@
-"""Credentials on every surface (server/gate/credentials.py, server/gate/tokens.py):
+"""Credentials on every surface (audiocore_server/gate/credentials.py,
+audiocore_server/gate/tokens.py):
 the matrix of surfaces × credentials, what a token binds (its owner, its
 surfaces, its live sockets), bad tokens, rotation, and the audit log."""
 
@@ -13,8 +14,8 @@ import pytest
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, create_app
-from server.gate.tokens import TokenLimits, TokenSigner, secrets_from
+from audiocore_server import Settings, create_app
+from audiocore_server.gate.tokens import TokenLimits, TokenSigner, secrets_from
 from tests.server.server_helpers import start
 
 KEY = "test-api-key-0123456789"
@@ -245,7 +246,7 @@ def test_refusals_are_logged_and_counted_without_the_secrets(
     with client.websocket_connect(f"/ws?token={token}") as ws:
         start(ws)
         use(client, "ws", {}, token)  # over maxSessions
-    lines = [r.getMessage() for r in caplog.records if r.name.startswith("server.gate.")]
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("audiocore_server.gate.")]
     refusals = [line for line in lines if line.startswith("refused")]
     assert len(refusals) == 7, refusals
     assert any(f"token {claims.token_id}" in line and "expired" in line for line in refusals)
@@ -327,7 +328,7 @@ def test_verification_refuses_every_mutation_with_its_own_error() -> None:
     and non-ASCII forms; only ``TokenRefused`` comes out."""
     import random
 
-    from server.gate.tokens import MAX_TOKEN_CHARS, TokenRefused
+    from audiocore_server.gate.tokens import MAX_TOKEN_CHARS, TokenRefused
 
     signer = TokenSigner([SECRET.encode()])
     token, claims = signer.mint(OWNER, limits=TokenLimits(2, 1.0, ("ws",)))

@@ -1,5 +1,5 @@
 """Background tasks in a live conversation: the outcome is told at a safe
-moment, exactly once (server/live/outcomes.py over server/tasks/).
+moment, exactly once (audiocore_server/live/outcomes.py over audiocore_server/tasks/).
 
 Real app, runner, SQLite session store and offline models: the live model
 starts tasks on cues, the offline backend does the work, and the live model
@@ -21,8 +21,8 @@ import pytest
 from server_helpers import receive_until, start
 from starlette.testclient import TestClient
 
-from server import Settings, create_app
-from server.tasks import TaskRecord
+from audiocore_server import Settings, create_app
+from audiocore_server.tasks import TaskRecord
 
 KEY = "delivery-test-user-key-0001"
 SUM = "sum the amount column of sales.csv"

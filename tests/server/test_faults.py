@@ -43,10 +43,10 @@ from google.genai import types
 from postgres_helpers import allow_connections, postgres_url, refuse_connections  # noqa: F401
 from server_helpers import Collector, assert_clean, check_padded, open_ws, say, server_process
 
-from server import Settings, create_app
-from server.live.model_events import answering
-from server.models.live_request import manual_turns
-from server.offline.model import (
+from audiocore_server import Settings, create_app
+from audiocore_server.live.model_events import answering
+from audiocore_server.models.live_request import manual_turns
+from audiocore_server.offline.model import (
     OfflineLiveConnection,
     OfflineLiveModel,
     _audio_response,
@@ -120,7 +120,7 @@ class FaultyLiveModel(OfflineLiveModel):
 @pytest.fixture
 def faulty_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Apps created in the test run on ``FaultyLiveModel``."""
-    monkeypatch.setattr("server.agent.definition.OfflineLiveModel", FaultyLiveModel)
+    monkeypatch.setattr("audiocore_server.agent.definition.OfflineLiveModel", FaultyLiveModel)
 
 
 # ---------------------------------------------------------------- a server in this process
@@ -390,7 +390,7 @@ def test_a_client_that_never_reads_is_closed_with_1008_and_memory_stays_bounded(
     default's figures (benchmarks/README.md, "Faults")."""
     send_timeout = float(os.environ.get("FAULTS_SEND_TIMEOUT_S", "2"))
     env = {"AUDIOCORE_SEND_TIMEOUT_S": str(send_timeout)}
-    log = tmp_path / "server.log"
+    log = tmp_path / "audiocore_server.log"
 
     async def scenario(base: str, pid: int) -> None:
         ws = await websockets.connect(base.replace("http", "ws") + "/ws", max_size=None)
@@ -547,7 +547,7 @@ def test_an_unreachable_postgresql_fails_loudly_and_works_again_once_back(
     tmp_path: Path,
     postgres_url: str,  # noqa: F811
 ) -> None:
-    log = tmp_path / "server.log"
+    log = tmp_path / "audiocore_server.log"
 
     async def scenario(base: str) -> None:
         client, session = await open_ws(base)

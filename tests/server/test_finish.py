@@ -1,5 +1,5 @@
 """The ``finish`` chunk: its reason from the model, and its ``messageMetadata``
-in the seed project's shapes (``server/turns/metadata.py``), on every surface."""
+in the seed project's shapes (``audiocore_server/turns/metadata.py``), on every surface."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from test_http_chat import user as chat_user
 from test_seed_dialect import SeedStream, submit
 from test_seed_dialect import user as seed_user
 
-from server.offline.model import MAX_ANSWER_TOKENS, MODEL_VERSION
-from server.turns.events import TurnTranslator
-from server.turns.metadata import AudioCount, finish_reason
-from server.wire import chunks
+from audiocore_server.offline.model import MAX_ANSWER_TOKENS, MODEL_VERSION
+from audiocore_server.turns.events import TurnTranslator
+from audiocore_server.turns.metadata import AudioCount, finish_reason
+from audiocore_server.wire import chunks
 
 # The specification (docs/protocol.md), one row per Gemini finish reason.
 EXPECTED = {

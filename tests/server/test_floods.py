@@ -11,10 +11,10 @@ import pytest
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, create_app
-from server.live.budget import RATES, AddressBudgets, MessageBudget, Rate, TokenBucket
-from server.live.shutdown import Shutdown
-from server.wire import protocol
+from audiocore_server import Settings, create_app
+from audiocore_server.live.budget import RATES, AddressBudgets, MessageBudget, Rate, TokenBucket
+from audiocore_server.live.shutdown import Shutdown
+from audiocore_server.wire import protocol
 from tests.server.server_helpers import start
 
 

@@ -20,12 +20,12 @@ from google.adk.models.google_llm import Gemini
 from google.genai import live as genai_live
 from google.genai import types
 
-from server import settings as settings_module
-from server.models.gemini import LiveGemini
-from server.offline.model import OfflineLiveModel
-from server.runtime import Runtime
-from server.settings import Settings
-from server.storage.users import USER_ID
+from audiocore_server import settings as settings_module
+from audiocore_server.models.gemini import LiveGemini
+from audiocore_server.offline.model import OfflineLiveModel
+from audiocore_server.runtime import Runtime
+from audiocore_server.settings import Settings
+from audiocore_server.storage.users import USER_ID
 from tests.gemini_live import make_self_signed_cert
 
 GOOGLE_ENV = (
@@ -177,7 +177,7 @@ def test_run_live_hands_google_an_audio_config(clean_env, tmp_path: pathlib.Path
 
 
 def test_push_to_talk_disables_the_models_activity_detection(tmp_path) -> None:
-    from server.agent.definition import build_run_config
+    from audiocore_server.agent.definition import build_run_config
 
     settings = Settings(data_dir=tmp_path)
     assert build_run_config(settings).realtime_input_config is None
@@ -199,7 +199,7 @@ def test_manual_turn_detection_reaches_google_per_connection(
     automatic activity detection is on for that socket's live session."""
     from starlette.testclient import TestClient
 
-    from server import create_app
+    from audiocore_server import create_app
 
     clean_env.setenv("GOOGLE_API_KEY", "test-key")
     captured: list[types.LiveConnectConfig] = []
@@ -237,7 +237,7 @@ def test_model_failure_reaches_the_client_as_error_then_1011(clean_env, tmp_path
     from starlette.testclient import TestClient
     from starlette.websockets import WebSocketDisconnect
 
-    from server import create_app
+    from audiocore_server import create_app
 
     clean_env.setenv("GOOGLE_API_KEY", "test-key")
 
@@ -265,7 +265,7 @@ def test_model_failure_reaches_the_client_as_error_then_1011(clean_env, tmp_path
 def test_base_url_and_ca_file_reach_the_genai_client(clean_env, tmp_path: pathlib.Path) -> None:
     """--gemini-base-url / --gemini-ca-file: ADK's Gemini model and google-genai's
     live client get them (the end-to-end proof is test_gemini_e2e.py)."""
-    from server.agent.definition import build_model
+    from audiocore_server.agent.definition import build_model
 
     clean_env.setenv("GOOGLE_API_KEY", "test-key")
     ca = make_self_signed_cert(tmp_path / "cert").cert_file
@@ -287,7 +287,7 @@ def test_base_url_and_ca_file_reach_the_genai_client(clean_env, tmp_path: pathli
 
 
 def test_run_config_asks_for_what_long_voice_sessions_need(clean_env, tmp_path) -> None:
-    from server.agent.definition import build_run_config
+    from audiocore_server.agent.definition import build_run_config
 
     clean_env.setenv("GOOGLE_API_KEY", "test-key")
     config = build_run_config(Settings(data_dir=tmp_path, voice="Kore", language="de-DE"))
@@ -318,7 +318,7 @@ def test_settings_come_from_the_environment(tmp_path) -> None:
 
 
 def test_a_gemini_model_without_credentials_is_refused_at_startup(clean_env, capsys) -> None:
-    from server.__main__ import main
+    from audiocore_server.__main__ import main
 
     with pytest.raises(SystemExit) as exited:
         main(["--model", "gemini-3.8-live"])

@@ -1,4 +1,4 @@
-"""server/models/gemini.py's connection wrapper on scripted responses (the
+"""audiocore_server/models/gemini.py's connection wrapper on scripted responses (the
 end-to-end proof against the local endpoint is test_gemini_e2e.py)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import errors, types
 
-from server.models.gemini import _ResumableConnection
-from server.models.provider_error import describe_model_failure
+from audiocore_server.models.gemini import _ResumableConnection
+from audiocore_server.models.provider_error import describe_model_failure
 
 AUDIO = LlmResponse(
     content=types.Content(

@@ -20,9 +20,9 @@ from server_helpers import receive_until, start, uvicorn_thread
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, create_app
-from server.gate.guard import SECURITY_HEADERS, host_allowed
-from server.settings import redact_url
+from audiocore_server import Settings, create_app
+from audiocore_server.gate.guard import SECURITY_HEADERS, host_allowed
+from audiocore_server.settings import redact_url
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -145,7 +145,7 @@ def test_moderately_nested_json_within_the_limit_is_fine(client: TestClient) -> 
 @pytest.fixture
 def bounded_server(settings: Settings) -> Iterator[tuple[str, int]]:
     """The app on real uvicorn with the server's own options, a short header timeout."""
-    from server.__main__ import uvicorn_options
+    from audiocore_server.__main__ import uvicorn_options
 
     quick = replace(settings, header_timeout_s=0.5, max_header_bytes=8192)
     options = uvicorn_options(quick, log_level="warning")
@@ -358,7 +358,7 @@ def test_a_model_connection_that_dies_on_a_send_ends_the_socket_with_an_error(
 ) -> None:
     """ADK awaits its sending task only when the model's side ends: a send
     that raises left the run alive but deaf (no error, no close)."""
-    from server.offline.model import OfflineLiveConnection
+    from audiocore_server.offline.model import OfflineLiveConnection
 
     original = OfflineLiveConnection.send_content
 

@@ -1,4 +1,4 @@
-"""The bound on an open session's in-memory history (server/storage/history.py).
+"""The bound on an open session's in-memory history (audiocore_server/storage/history.py).
 
 The bound must hold while a conversation goes on, must never drop what ADK
 looks up during the run (a tool call its answer is matched to), and must
@@ -19,10 +19,10 @@ from server_helpers import receive_until, start
 from starlette.testclient import TestClient
 from test_tools import PAY, approval_of, approve, ask
 
-from server import Settings, create_app
-from server.storage.history import bound_history
-from server.storage.sessions import SharedConnectionSqliteSessionService
-from server.storage.users import USER_ID
+from audiocore_server import Settings, create_app
+from audiocore_server.storage.history import bound_history
+from audiocore_server.storage.sessions import SharedConnectionSqliteSessionService
+from audiocore_server.storage.users import USER_ID
 
 
 def _text(author: str, text: str) -> Event:

@@ -27,14 +27,14 @@ from server_helpers import start, uvicorn_thread
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, create_app
-from server.http import session_ops as store_ops
-from server.live import run_live as adk_live
-from server.storage.session_access import build_session_service
-from server.storage.users import CHAT_USER_ID, USER_ID
-from server.wire import chunks, fields, large_json, protocol
-from server.wire.adk_json import encode_event
-from server.wire.http_body import HttpError
+from audiocore_server import Settings, create_app
+from audiocore_server.http import session_ops as store_ops
+from audiocore_server.live import run_live as adk_live
+from audiocore_server.storage.session_access import build_session_service
+from audiocore_server.storage.users import CHAT_USER_ID, USER_ID
+from audiocore_server.wire import chunks, fields, large_json, protocol
+from audiocore_server.wire.adk_json import encode_event
+from audiocore_server.wire.http_body import HttpError
 
 BASE = "/apps/audiocore/users/u1/sessions"
 
@@ -229,7 +229,7 @@ class _Records(logging.Handler):
 def server_log() -> Iterator[_Records]:
     handler = _Records()
     root = logging.getLogger()
-    body_log = logging.getLogger("server.wire.http_body")
+    body_log = logging.getLogger("audiocore_server.wire.http_body")
     level = body_log.level
     body_log.setLevel(logging.INFO)
     root.addHandler(handler)
@@ -343,7 +343,7 @@ def test_non_finite_numbers_that_reach_the_wire_are_sent_as_null(
     """From a server tool's own result or the model, not a client: sent as
     null (and logged), never as a bare NaN."""
     output = {"a": float("nan"), "b": [float("inf"), -float("inf"), 1.5], "c": "NaN"}
-    with caplog.at_level(logging.WARNING, logger="server.wire.strict_json"):
+    with caplog.at_level(logging.WARNING, logger="audiocore_server.wire.strict_json"):
         frame = strict(chunks.encode(chunks.ToolOutput("call_1", output)))
     assert frame["output"] == {"a": None, "b": [None, None, 1.5], "c": "NaN"}
     assert "sent as null" in caplog.text

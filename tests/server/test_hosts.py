@@ -32,7 +32,7 @@ from server_helpers import (
     take_over,
 )
 
-from server.storage.pg_leases import asyncpg_dsn
+from audiocore_server.storage.pg_leases import asyncpg_dsn
 
 Hosts = tuple[str, subprocess.Popen, str, subprocess.Popen]
 

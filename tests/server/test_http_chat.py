@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from server import Settings, create_app
-from server.http import chat as http_chat
-from server.storage.users import CHAT_USER_ID
-from server.wire.chunks import client_executes
+from audiocore_server import Settings, create_app
+from audiocore_server.http import chat as http_chat
+from audiocore_server.storage.users import CHAT_USER_ID
+from audiocore_server.wire.chunks import client_executes
 
 HEADERS = {
     "content-type": "text/event-stream",

@@ -24,9 +24,9 @@ from starlette.testclient import TestClient
 from test_http_chat import chunks, post
 from test_seed_dialect import SeedStream, send, submit
 
-from server import Settings, create_app
-from server.offline.images import COLOURS, DRAWING_SIZE, MAX_PIXELS, describe
-from server.wire.fields import Limits
+from audiocore_server import Settings, create_app
+from audiocore_server.offline.images import COLOURS, DRAWING_SIZE, MAX_PIXELS, describe
+from audiocore_server.wire.fields import Limits
 
 RNG_SEED = 21
 

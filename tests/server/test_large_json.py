@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.wire import large_json, strict_json
+from audiocore_server.wire import large_json, strict_json
 
 scalars = (
     st.none()

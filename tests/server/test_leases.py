@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from postgres_helpers import refuse_connections
 
-from server.storage.claims import SessionClaims
-from server.storage.leases import Leases, SessionLeases
-from server.storage.pg_leases import PostgresLeases, asyncpg_dsn
+from audiocore_server.storage.claims import SessionClaims
+from audiocore_server.storage.leases import Leases, SessionLeases
+from audiocore_server.storage.pg_leases import PostgresLeases, asyncpg_dsn
 
 SESSION = "s" * 32
 

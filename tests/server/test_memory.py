@@ -6,9 +6,9 @@ import gc
 import weakref
 from typing import Any
 
-from server.ops import reaper as memory
-from server.ops.metrics import ConnectionMetrics
-from server.ops.reaper import GC_EVERY_S, ConnectionReaper
+from audiocore_server.ops import reaper as memory
+from audiocore_server.ops.metrics import ConnectionMetrics
+from audiocore_server.ops.reaper import GC_EVERY_S, ConnectionReaper
 
 
 class Node:

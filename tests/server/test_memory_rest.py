@@ -14,7 +14,7 @@ import pytest
 import websockets
 from server_helpers import Collector, uvicorn_thread
 
-from server import Settings, create_app
+from audiocore_server import Settings, create_app
 
 KEY = "test-api-key-0123456789"
 SECRET = "token-secret-new-0123456789abcdefghij"

@@ -16,9 +16,9 @@ from google.adk.events import Event
 from google.adk.sessions import Session
 from google.genai import types
 
-from server.gate.owners import api_user_owner
-from server.memory.sqlite import SqliteMemoryStore
-from server.memory.store import (
+from audiocore_server.gate.owners import api_user_owner
+from audiocore_server.memory.sqlite import SqliteMemoryStore
+from audiocore_server.memory.store import (
     MANAGED_END,
     MANAGED_START,
     MAX_ENTRY_CHARS,
@@ -35,7 +35,7 @@ _T = TypeVar("_T")
 
 
 StoreFactory = Callable[..., MemoryStore]
-STORE_MODULES = ("server.memory.sqlite", "server.memory.postgres")
+STORE_MODULES = ("audiocore_server.memory.sqlite", "audiocore_server.memory.postgres")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -45,7 +45,7 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
     if request.param == "sqlite":
         return lambda **kwargs: SqliteMemoryStore(tmp_path / "memory.db", **kwargs)
     url = request.getfixturevalue("postgres_url")
-    from server.memory.postgres import PostgresMemoryStore
+    from audiocore_server.memory.postgres import PostgresMemoryStore
 
     return lambda **kwargs: PostgresMemoryStore(url, **kwargs)
 
@@ -300,8 +300,8 @@ def test_adks_memory_service_interface(make_store: StoreFactory) -> None:
 def test_stored_turns_are_bounded_per_owner(
     make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("server.memory.sqlite.MAX_TURNS_PER_OWNER", 4)
-    monkeypatch.setattr("server.memory.postgres.MAX_TURNS_PER_OWNER", 4)
+    monkeypatch.setattr("audiocore_server.memory.sqlite.MAX_TURNS_PER_OWNER", 4)
+    monkeypatch.setattr("audiocore_server.memory.postgres.MAX_TURNS_PER_OWNER", 4)
 
     async def scenario(store: MemoryStore) -> list[str]:
         for n in range(6):
@@ -325,9 +325,9 @@ def test_changes_are_logged_without_text_or_key(
         await store.forget(secret_key, [new.id])
         return [fact.id, new.id]
 
-    with caplog.at_level(logging.INFO, logger="server.memory.store"):
+    with caplog.at_level(logging.INFO, logger="audiocore_server.memory.store"):
         first, second = run(make_store, scenario)
-    lines = [r.getMessage() for r in caplog.records if r.name == "server.memory.store"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "audiocore_server.memory.store"]
     digest = owner_digest(secret_key)
     assert lines == [
         f"memory remember: owner {digest} ids {first} ({len(told)} chars)",

@@ -15,9 +15,9 @@ import pytest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 
-from server.live.played import PlayoutPosition
-from server.models.openai_connection import OpenAIRealtimeConnection
-from server.models.provider_error import ProviderError
+from audiocore_server.live.played import PlayoutPosition
+from audiocore_server.models.openai_connection import OpenAIRealtimeConnection
+from audiocore_server.models.provider_error import ProviderError
 
 
 class FakeRealtime:

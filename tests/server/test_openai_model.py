@@ -16,14 +16,14 @@ import websockets.asyncio.server
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
-from server.agent.definition import build_model, build_run_config
-from server.audio.pacer import AudioFrame, OutputPacer
-from server.live.played import PlayoutPosition
-from server.models import openai_realtime as openai_model
-from server.models import played_audio
-from server.models.openai_realtime import OpenAIRealtime, function_tools, session_config
-from server.models.provider_error import ProviderError
-from server.settings import Settings
+from audiocore_server.agent.definition import build_model, build_run_config
+from audiocore_server.audio.pacer import AudioFrame, OutputPacer
+from audiocore_server.live.played import PlayoutPosition
+from audiocore_server.models import openai_realtime as openai_model
+from audiocore_server.models import played_audio
+from audiocore_server.models.openai_realtime import OpenAIRealtime, function_tools, session_config
+from audiocore_server.models.provider_error import ProviderError
+from audiocore_server.settings import Settings
 
 
 def test_openai_model_selection_and_rates(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -20,8 +20,8 @@ from memory_helpers import answer, memory_output
 from server_helpers import receive_until, start
 from starlette.testclient import TestClient
 
-from server import Settings, create_app
-from server.memory.tool import NO_MEMORY
+from audiocore_server import Settings, create_app
+from audiocore_server.memory.tool import NO_MEMORY
 
 ALICE = "alice-key-0123456789abcdef"
 BOB = "bob-key-0123456789abcdef012"

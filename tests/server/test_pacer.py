@@ -1,4 +1,4 @@
-"""The output pacer (server/audio/pacer.py) on a fake clock: what leaves when, in
+"""The output pacer (audiocore_server/audio/pacer.py) on a fake clock: what leaves when, in
 what order, and what a stall, a turn's end and a flush do to it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from server.audio.pacer import AudioFrame, OutputPacer
+from audiocore_server.audio.pacer import AudioFrame, OutputPacer
 
 
 class FakeClock:

@@ -23,9 +23,9 @@ from test_seed_dialect import SeedStream
 from test_seed_dialect import submit as seed_submit
 from test_seed_dialect import user as seed_user
 
-from server.offline.model import _cued_calls
-from server.storage.users import CHAT_USER_ID, USER_ID
-from server.wire.chunks import client_executes
+from audiocore_server.offline.model import _cued_calls
+from audiocore_server.storage.users import CHAT_USER_ID, USER_ID
+from audiocore_server.wire.chunks import client_executes
 
 BOTH = "pay 5 EUR to Alice and where am I"
 POSITION = {"latitude": 48.8584, "longitude": 2.2945, "accuracy": 10}

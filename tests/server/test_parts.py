@@ -22,20 +22,20 @@ import pytest
 from google.adk.events import Event
 from google.genai import types
 
-from server.audio.pacer import AudioFrame, OutputPacer
-from server.audio.voice import LINE_HANGOVER_S
-from server.live.frames import SseOverWebSocketWire, UiStreamWire
-from server.live.line import LinePolicy
-from server.live.mic import MicPath
-from server.live.model_events import ModelEvents, answering
-from server.live.playout import Playout
-from server.live.request_queue import BoundedLiveRequestQueue
-from server.live.run_live import AdkEventTranslator, Speaker
-from server.live.sender import Sender
-from server.live.shutdown import Shutdown
-from server.live.uplink import Uplink
-from server.ops.metrics import ConnectionMetrics
-from server.tools.calls import (
+from audiocore_server.audio.pacer import AudioFrame, OutputPacer
+from audiocore_server.audio.voice import LINE_HANGOVER_S
+from audiocore_server.live.frames import SseOverWebSocketWire, UiStreamWire
+from audiocore_server.live.line import LinePolicy
+from audiocore_server.live.mic import MicPath
+from audiocore_server.live.model_events import ModelEvents, answering
+from audiocore_server.live.playout import Playout
+from audiocore_server.live.request_queue import BoundedLiveRequestQueue
+from audiocore_server.live.run_live import AdkEventTranslator, Speaker
+from audiocore_server.live.sender import Sender
+from audiocore_server.live.shutdown import Shutdown
+from audiocore_server.live.uplink import Uplink
+from audiocore_server.ops.metrics import ConnectionMetrics
+from audiocore_server.tools.calls import (
     AskBrowser,
     PendingCall,
     RunOnServer,
@@ -45,11 +45,11 @@ from server.tools.calls import (
     pending_in,
     run_on_server,
 )
-from server.tools.delegation import SessionDelegations
-from server.tools.spec import ToolSpec, ToolState, spec_of, tool
-from server.turns.events import TurnTranslator
-from server.wire import chunks, protocol
-from server.wire.fields import InputError, ToolApproval, ToolResult
+from audiocore_server.tools.delegation import SessionDelegations
+from audiocore_server.tools.spec import ToolSpec, ToolState, spec_of, tool
+from audiocore_server.turns.events import TurnTranslator
+from audiocore_server.wire import chunks, protocol
+from audiocore_server.wire.fields import InputError, ToolApproval, ToolResult
 
 F32_48K = protocol.InputFormat(48_000, "f32", 1)
 S16_16K = protocol.InputFormat(16_000, "s16", 1)
@@ -558,7 +558,7 @@ def test_an_approved_server_tool_runs_within_its_timeout_and_failures_get_a_refe
 # ---------------------------------------------------------------- structure
 # (the import graph's rules: tests/server/test_structure.py)
 
-SERVER = Path(__file__).resolve().parents[2] / "server"
+SERVER = Path(__file__).resolve().parents[2] / "audiocore_server"
 PARTS = {
     f"live.{name}"
     for name in ("mic", "uplink", "line", "playout", "model_events", "sender", "conversation")
@@ -569,7 +569,9 @@ def test_no_test_imports_a_private_name_of_the_conversations_parts() -> None:
     private = []
     for path in (SERVER.parent / "tests").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("server."):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "audiocore_server."
+            ):
                 module = node.module.split(".", 1)[1]
                 if module in PARTS | {"live.connection"}:
                     private += [f"{path.name}: {a.name}" for a in node.names if a.name[0] == "_"]

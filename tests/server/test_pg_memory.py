@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from server.memory.store import Kind, index_words, scoped_tokens
+from audiocore_server.memory.store import Kind, index_words, scoped_tokens
 
 ALICE, BOB = "key:alice-0123456789abcdef", "key:bob-0123456789abcdef01"
 
@@ -35,11 +35,11 @@ def test_the_index_holds_tokens_and_an_earlier_table_is_reindexed(
 ) -> None:
     import asyncpg
 
-    from server.memory.postgres import PostgresMemoryStore
-    from server.storage.pg_leases import asyncpg_dsn
+    from audiocore_server.memory.postgres import PostgresMemoryStore
+    from audiocore_server.storage.pg_leases import asyncpg_dsn
 
     # The three records in two batches (a statement each, however many).
-    monkeypatch.setattr("server.memory.postgres.REINDEX_BATCH", 2)
+    monkeypatch.setattr("audiocore_server.memory.postgres.REINDEX_BATCH", 2)
 
     async def main() -> None:
         conn = await asyncpg.connect(asyncpg_dsn(postgres_url))
@@ -94,9 +94,9 @@ def test_a_reindex_cut_short_leaves_the_earlier_table_to_redo(
     process does it whole."""
     import asyncpg
 
-    from server.memory import postgres as pg_memory
-    from server.memory.postgres import PostgresMemoryStore
-    from server.storage.pg_leases import asyncpg_dsn
+    from audiocore_server.memory import postgres as pg_memory
+    from audiocore_server.memory.postgres import PostgresMemoryStore
+    from audiocore_server.storage.pg_leases import asyncpg_dsn
 
     monkeypatch.setattr(pg_memory, "REINDEX_BATCH", 2)
     written = pg_memory.token_text

@@ -1,4 +1,4 @@
-"""Quotas per token owner across processes (server/gate/quotas.py): the stores
+"""Quotas per token owner across processes (audiocore_server/gate/quotas.py): the stores
 on their own, two owners of one store standing for two processes (a SQLite
 file; a PostgreSQL database from ``postgres_helpers``), then two apps on
 one data directory."""
@@ -14,8 +14,8 @@ import pytest
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, create_app
-from server.gate.quotas import OwnerQuotas, PostgresQuotas, QuotaExceeded, SqliteQuotas
+from audiocore_server import Settings, create_app
+from audiocore_server.gate.quotas import OwnerQuotas, PostgresQuotas, QuotaExceeded, SqliteQuotas
 from tests.server.server_helpers import start
 
 KEY = "test-api-key-0123456789"

@@ -1,4 +1,4 @@
-"""A client's read is parsed a slice per turn of the loop (server/gate/http_limits.py):
+"""A client's read is parsed a slice per turn of the loop (audiocore_server/gate/http_limits.py):
 a turn whose every frame arrives in one burst of bytes — far more than one
 slice, more than one read — still reaches the model whole and in order."""
 
@@ -12,9 +12,9 @@ import numpy as np
 import websockets.sync.client
 from websockets.frames import Frame, Opcode
 
-from server.app import create_app
-from server.gate.http_limits import WEBSOCKET_READ_SLICE, BoundedSendWebSockets
-from server.settings import Settings
+from audiocore_server.app import create_app
+from audiocore_server.gate.http_limits import WEBSOCKET_READ_SLICE, BoundedSendWebSockets
+from audiocore_server.settings import Settings
 from tests.server.server_helpers import uvicorn_thread
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))

@@ -1,4 +1,4 @@
-"""ADK's session REST routes (server/http/session_rest.py): the same paths, bodies and
+"""ADK's session REST routes (audiocore_server/http/session_rest.py): the same paths, bodies and
 status codes as ``adk api_server`` (google-adk 2.13.0), on the real session
 store; CORS and the API key."""
 
@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from server import Settings, create_app
-from server.http import session_worker as store_worker
-from server.storage.session_access import build_session_service
+from audiocore_server import Settings, create_app
+from audiocore_server.http import session_worker as store_worker
+from audiocore_server.storage.session_access import build_session_service
 
 BASE = "/apps/audiocore/users/u1/sessions"
 

@@ -16,8 +16,8 @@ import pytest
 from server_helpers import uvicorn_thread
 from starlette.routing import Route
 
-from server import Settings, create_app
-from server.wire.query_params import QueryError, choice, flag, integer, one
+from audiocore_server import Settings, create_app
+from audiocore_server.wire.query_params import QueryError, choice, flag, integer, one
 
 KEY = "test-api-key-0123456789"
 HEADERS = {"x-api-key": KEY, "x-user-key": "alice-key-0123456789abcdef"}

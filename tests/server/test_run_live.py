@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 import websockets
 
-from server import Settings
+from audiocore_server import Settings
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Not our default app name: ADK imports the app's directory as a module, and
@@ -38,10 +38,10 @@ APP = "voice_app"
 FRAME = 960  # 40 ms at 24 kHz: the offline model's audio events and our paced frames
 
 AGENT_PY = """
-from server.agent.definition import build_agent
-from server.agent.demo_tools import DEMO_TOOLS
-from server.settings import Settings
-from server.tools.spec import spec_of
+from audiocore_server.agent.definition import build_agent
+from audiocore_server.agent.demo_tools import DEMO_TOOLS
+from audiocore_server.settings import Settings
+from audiocore_server.tools.spec import spec_of
 
 root_agent = build_agent(Settings(model="offline"), [spec_of(f) for f in DEMO_TOOLS])
 """

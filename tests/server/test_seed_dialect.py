@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
-from server import Settings, create_app
-from server.wire.chunks import client_executes
+from audiocore_server import Settings, create_app
+from audiocore_server.wire.chunks import client_executes
 
 VERSION = {"version": "1.0", "timestamp": 1764547200000}
 

@@ -3,7 +3,7 @@
 The seed's server streams the input transcription as ``text-start`` /
 ``text-delta`` / ``text-end`` with the id ``<messageId>_input_text`` inside the
 message it is sending, and its client renders every text part; ours does the
-same on ``/live`` (``server/turns/seed.py``). On ``/ws`` only the transient
+same on ``/live`` (``audiocore_server/turns/seed.py``). On ``/ws`` only the transient
 ``data-transcript`` comes (our transport builds the user message from it).
 """
 
@@ -20,8 +20,8 @@ from server_helpers import receive_until, start
 from starlette.testclient import TestClient
 from test_seed_dialect import SeedStream, send
 
-from server.turns.seed import SeedTurnTranslator
-from server.wire import chunks
+from audiocore_server.turns.seed import SeedTurnTranslator
+from audiocore_server.wire import chunks
 
 RATE = 16_000
 

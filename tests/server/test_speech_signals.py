@@ -20,8 +20,8 @@ from server_helpers import receive_until, start
 from starlette.testclient import TestClient
 from test_seed_dialect import SeedStream, send
 
-from server.turns.events import TurnTranslator
-from server.wire import chunks
+from audiocore_server.turns.events import TurnTranslator
+from audiocore_server.wire import chunks
 
 RATE = 16_000
 FRAME = 640  # 20 ms of 16 kHz PCM16

@@ -14,10 +14,10 @@ from typing import TypeVar
 
 import pytest
 
-from server.memory import sqlite as sqlite_memory
-from server.memory.sqlite import SqliteMemoryStore
-from server.memory.store import MAX_TURNS_PER_OWNER, index_words, scoped_tokens
-from server.storage.sqlite_thread import SqliteThread
+from audiocore_server.memory import sqlite as sqlite_memory
+from audiocore_server.memory.sqlite import SqliteMemoryStore
+from audiocore_server.memory.store import MAX_TURNS_PER_OWNER, index_words, scoped_tokens
+from audiocore_server.storage.sqlite_thread import SqliteThread
 
 _T = TypeVar("_T")
 ALICE, BOB = "key:alice-0123456789abcdef", "key:bob-0123456789abcdef01"

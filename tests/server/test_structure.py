@@ -1,6 +1,6 @@
 """The server's floor plan, held by its imports (docs/architecture.md).
 
-``server/`` is a stack of wings (packages), each importing only itself and
+``audiocore_server/`` is a stack of wings (packages), each importing only itself and
 the wings below it; on top, the composition root. Read from the code's own
 ``import`` statements (relative and absolute), module by module, so a
 crossing shows here before it shows anywhere else.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-SERVER = Path(__file__).resolve().parents[2] / "server"
+SERVER = Path(__file__).resolve().parents[2] / "audiocore_server"
 WEB = SERVER.parent / "web"
 
 # Bottom to top. ``settings`` is the floor every wing stands on; the
@@ -80,7 +80,7 @@ def _imports() -> dict[str, set[str]]:
                 base = [p for p in package.split(".") if p]
                 base = base[: len(base) - node.level + 1]
                 target = ".".join([*base, *([node.module] if node.module else [])])
-            elif node.module == "server" or (node.module or "").startswith("server."):
+            elif node.module == "server" or (node.module or "").startswith("audiocore_server."):
                 target = node.module.removeprefix("server").removeprefix(".")  # type: ignore[union-attr]
             else:
                 continue
@@ -102,7 +102,7 @@ def test_every_module_is_in_a_wing_or_the_root() -> None:
     assert stray == [], f"modules outside the wings {WINGS}: {stray}"
     flat = [m for m in GRAPH if "." not in m and m not in ROOT_MODULES]
     flat = [m for m in flat if not (SERVER / m).is_dir()]
-    assert flat == [], f"flat modules in server/ that belong in a wing: {flat}"
+    assert flat == [], f"flat modules in audiocore_server/ that belong in a wing: {flat}"
 
 
 def test_the_server_imports_have_no_cycle() -> None:
@@ -192,7 +192,7 @@ def test_the_played_position_is_a_port_models_define_and_live_implements() -> No
 @pytest.mark.parametrize(
     ("module", "must_not_reach"),
     [
-        # The crossings that kept the flat server/ from becoming wings.
+        # The crossings that kept the flat audiocore_server/ from becoming wings.
         ("gate.credentials", "live.shutdown"),
         ("gate.credentials", "wire.http_body"),
         ("storage.client_state", "tasks"),

@@ -30,20 +30,20 @@ from postgres_helpers import postgres_url  # noqa: F401 (a fixture)
 from server_helpers import receive_until, start
 from starlette.testclient import TestClient
 
-from server import Settings, create_app
-from server.agent.definition import build_task_model
-from server.gate.owners import session_owner
-from server.live.outcomes import TaskDelivery
-from server.offline.model import _answer_text
-from server.offline.task_model import offline_plan
-from server.runtime import Runtime
-from server.storage.leases import LeaseStore, SessionLeases
-from server.storage.session_access import build_session_service
-from server.storage.users import USER_ID
-from server.tasks import TaskManager, TaskRecord, TooManyTasks
-from server.tasks.adk_backend import SAMPLE_FILES, TaskFiles
-from server.tasks.ledger import TASKS_USER, TaskStore, backend_session_id, tasks_app_name
-from server.tasks.manager import RESTARTED, STOPPED
+from audiocore_server import Settings, create_app
+from audiocore_server.agent.definition import build_task_model
+from audiocore_server.gate.owners import session_owner
+from audiocore_server.live.outcomes import TaskDelivery
+from audiocore_server.offline.model import _answer_text
+from audiocore_server.offline.task_model import offline_plan
+from audiocore_server.runtime import Runtime
+from audiocore_server.storage.leases import LeaseStore, SessionLeases
+from audiocore_server.storage.session_access import build_session_service
+from audiocore_server.storage.users import USER_ID
+from audiocore_server.tasks import TaskManager, TaskRecord, TooManyTasks
+from audiocore_server.tasks.adk_backend import SAMPLE_FILES, TaskFiles
+from audiocore_server.tasks.ledger import TASKS_USER, TaskStore, backend_session_id, tasks_app_name
+from audiocore_server.tasks.manager import RESTARTED, STOPPED
 
 SUM = "sum the amount column of sales.csv"
 SUM_UNITS = "sum the units column of sales.csv"
@@ -79,7 +79,7 @@ def lease_store(settings: Settings, ttl_s: float) -> LeaseStore:
     """A process's lease store (whose heartbeat says it is alive), as the
     runtime would build it for ``settings``, with its own ``ttl_s``."""
     if settings.database_url:
-        from server.storage.pg_leases import PostgresLeases
+        from audiocore_server.storage.pg_leases import PostgresLeases
 
         return PostgresLeases(settings.database_url, ttl_s=ttl_s)
     return SessionLeases(settings.data_dir / "leases.db", ttl_s=ttl_s)
@@ -989,7 +989,7 @@ def test_the_offline_live_model_calls_the_task_tools_on_cues() -> None:
 
 def ask(ws: Any, text: str) -> list[dict[str, Any]]:
     """The answer to a typed turn. A finished task's outcome may be told
-    meanwhile, in a turn of its own (server/live/outcomes.py): that one is skipped."""
+    meanwhile, in a turn of its own (audiocore_server/live/outcomes.py): that one is skipped."""
     ws.send_text(json.dumps({"type": "text", "text": text}))
     while True:
         turn = receive_until(ws, "finish")

@@ -15,10 +15,10 @@ import pytest
 import websockets.sync.client
 from websockets.exceptions import ConnectionClosed
 
-from server.app import create_app
-from server.gate.http_limits import BoundedSendWebSockets
-from server.live.connection import LiveConnection
-from server.settings import Settings
+from audiocore_server.app import create_app
+from audiocore_server.gate.http_limits import BoundedSendWebSockets
+from audiocore_server.live.connection import LiveConnection
+from audiocore_server.settings import Settings
 from tests.server.server_helpers import uvicorn_thread
 
 START = json.dumps({"type": "start", "turnDetection": "manual"})
@@ -50,18 +50,18 @@ def without_collector(monkeypatch) -> Iterator[list[weakref.ref]]:
 # What one conversation makes: ours, and ADK's invocation of it. (Not the
 # app's parts: an app an earlier test made may still be on its way out.)
 PER_CONNECTION = (
-    "server.live.connection.",
-    "server.live.conversation.",
-    "server.live.request_queue.",
-    "server.turns.events.",
-    "server.live.sender.",
-    "server.live.playout.",
-    "server.audio.pacer.",
-    "server.live.mic.",
-    "server.live.uplink.",
-    "server.live.outcomes.",
-    "server.live.model_events.",
-    "server.audio.voice.",
+    "audiocore_server.live.connection.",
+    "audiocore_server.live.conversation.",
+    "audiocore_server.live.request_queue.",
+    "audiocore_server.turns.events.",
+    "audiocore_server.live.sender.",
+    "audiocore_server.live.playout.",
+    "audiocore_server.audio.pacer.",
+    "audiocore_server.live.mic.",
+    "audiocore_server.live.uplink.",
+    "audiocore_server.live.outcomes.",
+    "audiocore_server.live.model_events.",
+    "audiocore_server.audio.voice.",
     "google.adk.agents.invocation_context.",
     "google.adk.sessions.session.",
 )

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, create_app
+from audiocore_server import Settings, create_app
 from tests.server.server_helpers import start
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,7 +74,7 @@ import json, pathlib, sys
 import pydantic
 from google.adk.tools import function_tool
 from starlette.testclient import TestClient
-from server import Settings, create_app
+from audiocore_server import Settings, create_app
 def incomplete():
     found, todo = set(), [pydantic.BaseModel]
     while todo:

@@ -23,11 +23,11 @@ from starlette.testclient import TestClient
 from test_run_live import APP, create_session, live_url, read_turn
 from test_seed_dialect import SeedStream, submit, user
 
-from server import Settings
-from server.live.handshake import DEFAULT_START
-from server.storage.users import USER_ID
-from server.wire import protocol
-from server.wire.fields import InputError
+from audiocore_server import Settings
+from audiocore_server.live.handshake import DEFAULT_START
+from audiocore_server.storage.users import USER_ID
+from audiocore_server.wire import protocol
+from audiocore_server.wire.fields import InputError
 
 ZONE = "Asia/Kathmandu"
 

@@ -17,9 +17,9 @@ from server_helpers import receive_until, start
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from server import Settings, create_app
-from server.storage.users import USER_ID
-from server.wire.chunks import client_executes
+from audiocore_server import Settings, create_app
+from audiocore_server.storage.users import USER_ID
+from audiocore_server.wire.chunks import client_executes
 
 PAY = "pay 5 EUR to Alice"
 
@@ -106,7 +106,7 @@ def test_denied_payment_never_runs_and_the_model_is_told(client: TestClient) -> 
 
 
 def test_every_decision_is_logged(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="server.tools.calls")
+    caplog.set_level(logging.INFO, logger="audiocore_server.tools.calls")
     with client.websocket_connect("/ws") as ws:
         session_id = start(ws)["data"]["sessionId"]
         request = approval_of(ask(ws, PAY))
@@ -302,7 +302,7 @@ def test_an_unknown_tool_requiring_approval_stops_the_start(settings: Settings) 
 def test_an_unknown_tool_requiring_approval_ends_the_command(
     tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from server.__main__ import main
+    from audiocore_server.__main__ import main
 
     monkeypatch.setenv("AUDIOCORE_TOOLS_REQUIRING_APPROVAL", "get_location, launch")
     monkeypatch.setenv("AUDIOCORE_MODEL", "offline")

@@ -11,11 +11,11 @@ import pytest
 from google.adk.events import Event
 from google.genai import types
 
-from server.offline.model import OfflineLiveModel
-from server.offline.speech import EnergySegmenter, describe_utterance
-from server.turns.events import ModelAudio, TurnEnd, TurnTranslator
-from server.wire import chunks, fields, protocol
-from server.wire.audio_mime import audio_rate
+from audiocore_server.offline.model import OfflineLiveModel
+from audiocore_server.offline.speech import EnergySegmenter, describe_utterance
+from audiocore_server.turns.events import ModelAudio, TurnEnd, TurnTranslator
+from audiocore_server.wire import chunks, fields, protocol
+from audiocore_server.wire.audio_mime import audio_rate
 
 LIMITS = fields.Limits()
 DEFAULT = protocol.InputFormat()
@@ -293,7 +293,7 @@ def test_description_is_honest_about_no_asr() -> None:
 def test_settings_from_env() -> None:
     from pathlib import Path
 
-    from server.settings import Settings
+    from audiocore_server.settings import Settings
 
     env = {
         "AUDIOCORE_PORT": "9001",
@@ -355,7 +355,7 @@ def test_run_live_audio_fast_path_reads_what_adks_model_reads() -> None:
     reads, LiveRequest reads the same; what it declines goes the full path."""
     from google.adk.agents.live_request_queue import LiveRequest
 
-    from server.live.run_live import audio_blob
+    from audiocore_server.live.run_live import audio_blob
 
     pcm = bytes(range(256)) * 3 + b"\xfb\xff\xbf\x01"  # "+", "/" and "==" in base64
     standard = base64.b64encode(pcm).decode()
@@ -395,7 +395,7 @@ def _rms_dbfs(dbfs: float) -> float:
 
 
 def test_voice_check_against_the_rms_and_on_odd_input() -> None:
-    from server.audio.voice import voiced
+    from audiocore_server.audio.voice import voiced
 
     threshold = voiced.rms
     assert not voiced(b"") and not voiced(b"\x7f")  # no whole sample
@@ -425,7 +425,7 @@ def test_run_live_reads_each_blobs_rate_also_when_it_changes() -> None:
     good one is still refused, and does not replace the good one."""
     from google.adk.agents.run_config import RunConfig
 
-    from server.live.run_live import AdkDialect, RunLiveQuery
+    from audiocore_server.live.run_live import AdkDialect, RunLiveQuery
 
     dialect = AdkDialect(RunLiveQuery("app", "user", "session"), RunConfig())
 

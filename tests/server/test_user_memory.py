@@ -28,10 +28,10 @@ from server_helpers import (
 )
 from starlette.testclient import TestClient
 
-from server import Settings, create_app
-from server.memory.sqlite import SqliteMemoryStore
-from server.memory.store import Profile, Record
-from server.memory.tool import CONTEXT_END, CONTEXT_START, NO_MEMORY, memory_context
+from audiocore_server import Settings, create_app
+from audiocore_server.memory.sqlite import SqliteMemoryStore
+from audiocore_server.memory.store import Profile, Record
+from audiocore_server.memory.tool import CONTEXT_END, CONTEXT_START, NO_MEMORY, memory_context
 
 KEY = "alice-key-0123456789abcdef"
 OTHER = "bob-key-0123456789abcdef01"
@@ -240,8 +240,8 @@ def test_adk_load_memory_finds_a_stored_fact(settings: Settings) -> None:
         from google.adk.runners import Runner
         from google.adk.tools.load_memory_tool import load_memory_tool
 
-        from server.offline.model import OfflineLiveModel
-        from server.storage.session_access import build_session_service
+        from audiocore_server.offline.model import OfflineLiveModel
+        from audiocore_server.storage.session_access import build_session_service
 
         store = SqliteMemoryStore(settings.memory_db_path)
         service = build_session_service(settings)
@@ -281,7 +281,7 @@ def test_adk_load_memory_finds_a_stored_fact(settings: Settings) -> None:
 
 
 def test_a_fact_survives_a_server_restart(tmp_path: Path) -> None:
-    data, log = tmp_path / "data", tmp_path / "server.log"
+    data, log = tmp_path / "data", tmp_path / "audiocore_server.log"
 
     async def remember(base: str) -> str:
         c, _ = await open_ws(base, userKey=KEY, turnDetection="manual")

@@ -3,7 +3,7 @@
 Two ``python -m server`` processes on different ports sharing a data
 directory are what ``--workers 2`` is, with the choice of process made
 explicit: a session opened on one and resumed on the other must move through
-the cross-process lease (server/storage/leases.py).
+the cross-process lease (audiocore_server/storage/leases.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_takeover_between_two_processes(tmp_path: Path) -> None:
 def test_a_crashed_owner_blocks_its_session_only_until_the_lease_expires(
     tmp_path: Path,
 ) -> None:
-    from server.storage.leases import SessionLeases
+    from audiocore_server.storage.leases import SessionLeases
 
     ttl = SessionLeases(tmp_path / "unused.db").ttl_s
     logs = tmp_path / "a.log", tmp_path / "b.log"
@@ -63,7 +63,7 @@ def test_a_crashed_owner_blocks_its_session_only_until_the_lease_expires(
 
 
 def test_workers_2_serve_the_page_and_a_round_trip(tmp_path: Path) -> None:
-    log = tmp_path / "server.log"
+    log = tmp_path / "audiocore_server.log"
 
     async def scenario(base: str) -> None:
         collector, session = await open_ws(base)

@@ -20,7 +20,7 @@ import uvicorn
 from starlette.types import Receive, Scope, Send
 from web_helpers import check_no_page_errors, demo, entries, wait_for
 
-from server import Settings, create_app
+from audiocore_server import Settings, create_app
 
 KEY = "operator-api-key-0123456789"
 OWNER = "signed-in-user-1"

@@ -28,7 +28,7 @@ from web_helpers import (
     wait_for,
 )
 
-from server.settings import Settings
+from audiocore_server.settings import Settings
 
 ARTIFACTS = ROOT / "artifacts"
 # Timings are measured by benchmarks/bench_web.py, never asserted here: a

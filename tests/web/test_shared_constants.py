@@ -1,6 +1,6 @@
 """What the server and the page must agree on, read on both sides.
 
-Each value is written twice (once in ``server/``, once in ``web/``), so a
+Each value is written twice (once in ``audiocore_server/``, once in ``web/``), so a
 change on one side alone must fail here. The server's side is imported; the
 page's is read by node importing the page's own modules (``PAGE`` below), and
 the client messages are the ones ``LiveSession`` really sends to a fake
@@ -19,11 +19,11 @@ from typing import Any
 
 from web_helpers import ROOT, missing
 
-from server.audio import voice
-from server.settings import Settings
-from server.tasks import acp_permissions, records
-from server.wire import fields, protocol
-from server.wire.chat_messages import ChatSubmit
+from audiocore_server.audio import voice
+from audiocore_server.settings import Settings
+from audiocore_server.tasks import acp_permissions, records
+from audiocore_server.wire import fields, protocol
+from audiocore_server.wire.chat_messages import ChatSubmit
 
 # node prints one JSON object: the page's constants, what its functions say
 # of the server's close codes, and the frames a LiveSession sends.
@@ -87,7 +87,7 @@ console.log(JSON.stringify({
 }));
 """
 
-# The server's close codes (server/wire/protocol.py), and those after which it
+# The server's close codes (audiocore_server/wire/protocol.py), and those after which it
 # keeps the session for the client to come back (docs/protocol.md,
 # "Reconnecting"): it failed (1011), or the session is still held (1013).
 SERVER_CLOSE_CODES = {

@@ -4,7 +4,7 @@ server (offline model, offline task backend).
 The page keeps a random user key and sends it in ``start``; the server's
 ``data-task`` chunks update one card per task in place; a card's Cancel
 sends ``task_cancel``. A finished task's outcome is spoken by the agent once
-the line is free (server/live/outcomes.py), and the user's tasks follow the key
+the line is free (audiocore_server/live/outcomes.py), and the user's tasks follow the key
 into a new session.
 
 Push-to-talk mode throughout, so the fake microphone starts no turn by
@@ -19,13 +19,13 @@ import re
 
 from web_helpers import ROOT, check_no_page_errors, connect, demo, entries, wait_for
 
-from server.offline.model import _CUE_SECONDS
+from audiocore_server.offline.model import _CUE_SECONDS
 
 PTT = "?mode=push-to-talk"
 SUM_CUE = "start a task to sum the amount column of sales.csv"
 WAIT_CUE = "start a task to wait 120 seconds"  # always cancelled by the test
-SALES = ROOT / "server" / "tasks" / "sample_files" / "sales.csv"
-USER_KEY = re.compile(r"[A-Za-z0-9_-]{20,100}")  # server/wire/protocol.py USER_KEY
+SALES = ROOT / "audiocore_server" / "tasks" / "sample_files" / "sales.csv"
+USER_KEY = re.compile(r"[A-Za-z0-9_-]{20,100}")  # audiocore_server/wire/protocol.py USER_KEY
 
 
 def sales_total() -> tuple[str, int]:

@@ -105,7 +105,7 @@ def run_server(
     runs whatever the shell has set.
     """
     port = port or free_port()
-    log_path = data_dir / "server.log"
+    log_path = data_dir / "audiocore_server.log"
     env = {k: v for k, v in os.environ.items() if k not in ("GOOGLE_API_KEY", "GEMINI_API_KEY")}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(

@@ -1,0 +1,83 @@
+"""The microphone's way to the model: client audio → 16 kHz PCM16 chunks in
+the model's request queue.
+
+``MicPath`` owns the input converter (``audiocore_server/audio/conversion.py``: one fused
+audiocore pass, re-framed into steady chunks), the voice check on what it
+hands over (``voice_until``: when the user's voice, with its hangover, ends),
+and the offers to the queue's realtime room: past the room's bound a chunk
+is dropped, with one error per overload episode, not one per chunk.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from google.genai import types
+
+from ..audio.conversion import InputAudio
+from ..audio.voice import LINE_HANGOVER_S, voiced
+from ..wire.protocol import Audio
+from .request_queue import BoundedLiveRequestQueue
+
+MODEL_AUDIO_MIME = "audio/pcm;rate={rate}"
+OVERLOADED = "the model is not keeping up; input audio is being dropped"
+
+
+class MicPath:
+    def __init__(
+        self,
+        queue: BoundedLiveRequestQueue,
+        *,
+        model_rate: int,
+        chunk_ms: int,
+        report: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._queue = queue
+        self._model_rate = model_rate
+        self._chunk_ms = chunk_ms
+        self._mime = MODEL_AUDIO_MIME.format(rate=model_rate)
+        self._report = report
+        self._clock = clock
+        self._converter: InputAudio | None = None
+        self._overloaded = False
+        self.voice_until = 0.0  # on ``clock``: the user's voice, with its hangover
+        self.sent = False  # the last call handed audio to the model
+
+    def audio(self, audio: Audio) -> None:
+        """Convert and offer the client's audio (whole chunks; the rest waits)."""
+        converter = self._converter
+        if converter is None or (
+            converter.format is not audio.format and converter.format != audio.format
+        ):
+            # The first audio, or a client that changed its rate (ADK's
+            # blobs say theirs each time): finish the old stream first.
+            tail = converter.flush() if converter is not None else []
+            converter = self._converter = InputAudio(
+                audio.format, out_rate=self._model_rate, chunk_ms=self._chunk_ms
+            )
+            self._offer(tail)
+        self._offer(converter.process(audio.data))
+
+    def flush(self) -> None:
+        """What was said ends here (a turn edge, the microphone off, the
+        end): the converter's tail and any short remainder go now."""
+        if self._converter is not None:
+            self._offer(self._converter.flush())
+
+    def _offer(self, chunks: list[bytes]) -> None:
+        self.sent = bool(chunks)
+        if not chunks:
+            return  # most client frames: less than a chunk so far
+        if voiced(chunks[-1]):
+            self.voice_until = self._clock() + LINE_HANGOVER_S
+        mime, queue = self._mime, self._queue
+        for chunk in chunks:
+            # Built without pydantic's validation (2.1 µs instead of 3.5, at
+            # 50 chunks a second): the fields are our own bytes and string.
+            if queue.offer_realtime(types.Blob.model_construct(mime_type=mime, data=chunk)):
+                self._overloaded = False
+            elif not self._overloaded:
+                self._overloaded = True
+                self._report(OVERLOADED)

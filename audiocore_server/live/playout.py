@@ -1,0 +1,99 @@
+"""The model's answer on its way to the client: events → the dialect's
+translator → audio at the client's rate → the pacer; and barge-in.
+
+``Playout.on_event`` puts what one event says in the pacer in order: chunks
+as they are, the model's audio converted (``OutputAudio``), a turn's end as
+the pacer's turn end, and the event's delegated tool calls handed to the
+session's delegations, whose questions to the client end the step (and the
+client's stream). ``barge_in`` drops the audio not yet sent, tells the
+client how much, and cancels the calls waiting for the user; ``played``
+tells the model's connection what the client played
+(the port ``audiocore_server/models/played_audio.py``, ``played.py`` here).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+from google.adk.events import Event
+
+from ..audio.conversion import OutputAudio
+from ..audio.pacer import OutputPacer
+from ..tools.calls import delegated_calls
+from ..tools.delegation import SessionDelegations
+from ..tools.spec import ToolSpec
+from ..turns.events import ModelAudio, Translator, TurnEnd
+from ..wire import chunks
+from .played import PlayoutPosition
+
+
+class Playout:
+    def __init__(
+        self,
+        translator: Translator,
+        pacer: OutputPacer,
+        *,
+        output_rate: int,
+        tools: Mapping[str, ToolSpec],
+        delegations: SessionDelegations,
+        on_turn_end: Callable[[], None],
+        on_barge_in: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._translator = translator
+        self._pacer = pacer
+        self._audio = OutputAudio(output_rate)
+        self._tools = tools
+        self._delegations = delegations
+        self._on_turn_end = on_turn_end
+        self._on_barge_in = on_barge_in
+        self._clock = clock
+        self.played = PlayoutPosition(pacer.played_seconds)  # for the model's connection
+
+    async def on_event(self, event: Event) -> None:
+        received = self._clock()
+        pacer, translator = self._pacer, self._translator
+        if event.interrupted:
+            self.barge_in("model")
+        turn = translator.turn  # the pacer rejects late audio of a flushed turn
+        for item in translator.translate(event):
+            if isinstance(item, ModelAudio):
+                await pacer.put_audio(
+                    self._audio.process(item.pcm, item.sample_rate), received, turn
+                )
+            elif isinstance(item, TurnEnd):
+                await pacer.put_audio(self._audio.end_turn(), received, turn)
+                pacer.end_turn()
+                turn += 1
+                self._on_turn_end()
+            else:
+                await pacer.put_message(item)
+        for chunk in self._delegate(event):
+            await pacer.put_message(chunk)
+
+    def _delegate(self, event: Event) -> list[chunks.Chunk]:
+        """Hand the event's delegated calls to the session's delegations;
+        returns what asks the client about them, ending their step and the
+        client's stream."""
+        calls = delegated_calls(event, self._tools)
+        if not calls:
+            return []
+        asks: list[chunks.Chunk] = []
+        message_id = self._translator.message_id
+        for call, spec in calls:
+            asks += self._delegations.add(
+                call.id or "", spec, dict(call.args or {}), message_id, step=event.id
+            )
+        return [*asks, *self._translator.end_step(), chunks.END_OF_STREAM]
+
+    def barge_in(self, source: chunks.InterruptSource) -> None:
+        pacer = self._pacer
+        if source == "client":
+            self.played.user_stopped()  # before the flush: what was heard
+        dropped_ms = round(pacer.buffered_seconds * 1000)
+        pacer.flush(chunks.Interrupted(source, dropped_ms))
+        self._audio.end_turn(discard=True)
+        self._on_barge_in()
+        who = "user" if source == "client" else "model"
+        self._delegations.cancel_all(f"interrupted by the {who}")
