@@ -85,7 +85,23 @@ OPTIONS = (
         '"offline", "openai:<name>" (OpenAI Realtime), or a Gemini Live model name '
         "(default: Gemini with a key)",
     ),
-    ("--chat-model", "chat_model", "the HTTP chat's Gemini text model"),
+    (
+        "--agents-dir",
+        "agents_dir",
+        "serve the ADK agents of this folder, each subfolder an app (as `adk web DIR` "
+        "reads it); default: the demo agent",
+    ),
+    ("--agent", "agent", "serve this ADK agent (or App), given as module:attribute"),
+    (
+        "--plugin",
+        "plugins",
+        "comma-separated ADK plugins (module:attribute) run for every app, after the app's own",
+    ),
+    (
+        "--chat-model",
+        "chat_model",
+        "the HTTP chat's Gemini text model (default: each agent's own model)",
+    ),
     (
         "--gemini-base-url",
         "gemini_base_url",
@@ -122,8 +138,8 @@ OPTIONS = (
     (
         "--tools-requiring-approval",
         "tools_requiring_approval",
-        "comma-separated tools the user approves before each call "
-        '(default "get_location,process_payment"; empty: none)',
+        "comma-separated tools the user approves before each call (default: the demo's "
+        '"get_location,process_payment", none for --agents-dir/--agent; empty: none)',
     ),
     ("--max-connections", "max_connections", "live sockets in all (default 1000)"),
     (
@@ -146,8 +162,8 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m server", description=__doc__)
-    for option, _, help_text in OPTIONS:
-        parser.add_argument(option, help=help_text)
+    for option, field, help_text in OPTIONS:
+        parser.add_argument(option, dest=field, help=help_text)
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     parser.add_argument(
         "--insecure-no-auth",

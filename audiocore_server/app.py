@@ -36,6 +36,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
+from .agent.runners import UnknownApp
 from .gate import redaction
 from .gate.credential_guard import CredentialGuard
 from .gate.credentials import Credentials
@@ -175,7 +176,9 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await websocket.close(protocol.CLOSE_POLICY_VIOLATION, reason[:120])
             return
         await websocket.accept()
-        if query.app_name != settings.app_name:
+        try:
+            agents.select(query.app_name)
+        except UnknownApp:  # as ADK's server closes: no event first
             await websocket.close(protocol.CLOSE_POLICY_VIOLATION, "App not found")
             return
         await serve(websocket, AdkDialect(query, agents.run_config_for(None)))
@@ -196,8 +199,17 @@ def create_app(settings: Settings | None = None) -> Starlette:
         WebSocketRoute("/ws", live),
         WebSocketRoute("/live", live),
         WebSocketRoute("/run_live", run_live),
-        *rest_routes(settings, sessions, runtime.store_worker, agents.agent),
-        *(memory_routes(settings, runtime.memory) if runtime.memory is not None else []),
+        *rest_routes(
+            settings,
+            sessions,
+            runtime.store_worker,
+            {name: app.agent for name, app in agents.apps.items()},
+        ),
+        *(
+            memory_routes(settings, runtime.memory, agents.names)
+            if runtime.memory is not None
+            else []
+        ),
         *ChatEndpoint(settings, sessions, agents).routes(),
         Mount("/", StaticFiles(directory=settings.web_dir, html=True, check_dir=False)),
     ]

@@ -16,8 +16,9 @@ from typing import Any
 
 from google.adk.sessions import BaseSessionService
 
-from .agent.definition import build_task_model
-from .agent.demo_tools import DEMO_TOOLS
+from .agent.apps import check_approval_names, load_apps, load_plugins
+from .agent.definition import AppSource, build_task_model, demo_source, user_source
+from .agent.demo_tools import DEMO_APPROVALS, DEMO_TOOLS
 from .agent.runners import Agents, warm_up
 from .http.session_worker import StoreWorker
 from .memory.store import MemoryStore
@@ -43,19 +44,38 @@ class Runtime:
         self._expiry: asyncio.Task[None] | None = None
         # Background tasks: their engine, and the live tools that drive it.
         self.tasks = TaskManager(settings, service, build_task_model(settings), leases=leases)
-        tools: list[Callable[..., Any]] = [*DEMO_TOOLS, *build_live_tools(self.tasks)]
-        specs = with_approvals([spec_of(f) for f in tools], settings.tools_requiring_approval)
-        # Long-term memory: the user_memory tool, and the turns stored as they end.
+        # Long-term memory: the turns stored as they end (and the demo's
+        # user_memory tool).
         self.memory: MemoryStore | None = None
         if settings.memory:
             self.memory = build_memory_store(settings)
-            injected = settings.max_memory_injection if settings.inject_memory_context else 0
-            specs.append(memory_tool_spec(self.memory, max_injection=injected))
-        self.agents = Agents(settings, specs, service, memory=self.memory)
+        loaded = load_apps(settings.agents_dir, [settings.agent] if settings.agent else [])
+        if loaded:
+            requiring = settings.tools_requiring_approval or ()
+            check_approval_names(requiring, [app.root_agent for app in loaded])
+            sources = [user_source(settings, app, requiring) for app in loaded]
+        else:
+            sources = [self._demo(settings)]
+        self.agents = Agents(
+            settings, sources, service, memory=self.memory, plugins=load_plugins(settings.plugins)
+        )
+        self.sessions.app_names = self.store_worker.app_names = self.agents.names
         self.delegations = Delegations(
             timeout_s=settings.tool_timeout_s, grace_s=settings.tool_grace_s
         )
         self.reaper = ConnectionReaper()
+
+    def _demo(self, settings: Settings) -> AppSource:
+        """The demo agent: its tools, the background tasks' and memory's."""
+        tools: list[Callable[..., Any]] = [*DEMO_TOOLS, *build_live_tools(self.tasks)]
+        requiring = settings.tools_requiring_approval
+        if requiring is None:
+            requiring = DEMO_APPROVALS
+        specs = with_approvals([spec_of(f) for f in tools], requiring)
+        if self.memory is not None:
+            injected = settings.max_memory_injection if settings.inject_memory_context else 0
+            specs.append(memory_tool_spec(self.memory, max_injection=injected))
+        return demo_source(settings, specs)
 
     async def start(self) -> None:
         warm_up()  # before any socket: not in a conversation's way

@@ -73,6 +73,14 @@ class Settings:
     token_secrets: tuple[str, ...] = ()
     # Listen beyond localhost without an API key (refused otherwise).
     insecure_no_auth: bool = False
+    # The apps served (audiocore_server/agent/apps.py): the agents of a folder
+    # read as `adk web DIR` reads it, and/or one agent as module:attribute;
+    # neither: the demo agent, as app_name.
+    agents_dir: Path | None = None
+    agent: str | None = None
+    # ADK plugins (module:attribute, each a BasePlugin or a class of one taken
+    # without arguments) run for every app, after the app's own.
+    plugins: tuple[str, ...] = ()
     app_name: str = "audiocore"
     agent_instruction: str = (
         "You are a friendly voice assistant. Answer briefly. Use the tools: "
@@ -84,8 +92,9 @@ class Settings:
     )
     # The tools the user approves before each call (the seed project's
     # TOOLS_REQUIRING_APPROVAL): every other tool runs at once, a browser
-    # tool in the browser. A name the agent has no tool of stops the start.
-    tools_requiring_approval: tuple[str, ...] = ("get_location", "process_payment")
+    # tool in the browser. A name no app has a tool of stops the start.
+    # None: the demo's (get_location, process_payment), none for user apps.
+    tools_requiring_approval: tuple[str, ...] | None = None
     data_dir: Path = Path("data")
     # Any ADK async database URL (sqlite+aiosqlite:///..., postgresql+asyncpg://...).
     # None: ADK's SqliteSessionService on data_dir/sessions.db.

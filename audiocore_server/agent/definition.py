@@ -1,12 +1,15 @@
-"""The ADK agent the server bridges to, its models, and its live run config."""
+"""The agents the server bridges to (the demo's, or a user's app as each
+surface runs it), their models, and the live run config."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Collection, Mapping, Sequence
 
-from google.adk.agents import Agent
+from google.adk.agents import Agent, BaseAgent
 from google.adk.agents.run_config import RunConfig
 from google.adk.models.base_llm import BaseLlm
+from google.adk.plugins.base_plugin import BasePlugin
 from google.genai import types
 
 from ..models import choice
@@ -15,6 +18,8 @@ from ..offline.task_model import OfflineTaskModel
 from ..settings import Settings
 from ..tools.spec import ToolSpec, adk_tool
 from ..wire.protocol import TurnDetection
+from .apps import LoadedApp
+from .user_agent import chat_models, copy_tree, live_models
 
 
 def build_model(settings: Settings, *, chat: bool = False) -> BaseLlm:
@@ -39,6 +44,47 @@ def build_agent(settings: Settings, tools: Sequence[ToolSpec], *, chat: bool = F
         model=build_model(settings, chat=chat),
         instruction=settings.agent_instruction,
         tools=[adk_tool(spec) for spec in tools],
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class AppSource:
+    """An app ready for its runners: the live agent, the HTTP chat's, the
+    tools the server completes, and the app's own ADK plugins."""
+
+    name: str
+    agent: BaseAgent
+    chat_agent: BaseAgent
+    tools: Mapping[str, ToolSpec]
+    plugins: Sequence[BasePlugin] = ()
+
+
+def demo_source(settings: Settings, tools: Sequence[ToolSpec]) -> AppSource:
+    """The demo agent, with the server's tools (``runtime.py``)."""
+    return AppSource(
+        settings.app_name,
+        build_agent(settings, tools),
+        build_agent(settings, tools, chat=True),
+        {spec.name: spec for spec in tools},
+    )
+
+
+def user_source(settings: Settings, app: LoadedApp, requiring: Collection[str]) -> AppSource:
+    """A user's app as the surfaces run it (``user_agent.py``: which model
+    each agent runs)."""
+    text = chat_models(lambda name: _text_model(settings, name))
+    live = copy_tree(
+        app.root_agent, live_models(build_model(settings)), requiring, tool_model_for=text
+    )
+    chat = copy_tree(app.root_agent, text, requiring)
+    return AppSource(app.name, live.root, chat.root, live.specs, tuple(app.plugins))
+
+
+def _text_model(settings: Settings, name: str | None) -> BaseLlm:
+    """The HTTP chat's model for an agent's model ``name``: ``--chat-model``
+    wins; offline without a key."""
+    return choice.text_model(
+        settings, settings.chat_model or name or settings.chat_model_name, OfflineLiveModel
     )
 
 

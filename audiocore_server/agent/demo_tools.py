@@ -145,3 +145,6 @@ def get_location() -> dict[str, Any]:
 
 
 DEMO_TOOLS = (get_current_time, get_weather, process_payment, change_bgm, get_location)
+# The tools the demo's user approves unless tools_requiring_approval says
+# otherwise (the seed project's TOOLS_REQUIRING_APPROVAL).
+DEMO_APPROVALS = ("get_location", "process_payment")

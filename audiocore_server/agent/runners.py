@@ -1,10 +1,11 @@
 """The agent as the handlers run it: its tools, and the ADK runners.
 
-``Agents`` holds the live runner (``/ws``, ``/live``, ``/run_live``) and the
-HTTP chat's (the same agent and tools on a text model), the tools by name,
-the live run configuration for each turn detection, and how many live runs
-are in progress (``/healthz`` liveRuns: one per serving socket; a run left
-behind by a closed socket would show there).
+``Agents`` holds every app the server serves (``AppRunners``: its live
+runner for ``/ws``, ``/live`` and ``/run_live``, the HTTP chat's — the same
+agent on a text model — and the tools by name), selects one by name, and
+keeps what they share: the live run configuration for each turn detection,
+and how many live runs are in progress (``/healthz`` liveRuns: one per
+serving socket; a run left behind by a closed socket would show there).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import importlib
 import logging
 from collections.abc import Mapping, Sequence
 
+from google.adk.agents import BaseAgent
 from google.adk.agents.run_config import RunConfig
 from google.adk.apps.app import App
 from google.adk.models.llm_request import LlmRequest
@@ -27,7 +29,7 @@ from ..memory.stored_turns import ChatTurnRecorder, TurnRecorder
 from ..settings import Settings
 from ..tools.spec import ToolSpec
 from ..wire.protocol import TurnDetection
-from .definition import build_agent, build_run_config
+from .definition import AppSource, build_run_config
 from .live_runs import RunRecorder
 
 log = logging.getLogger(__name__)
@@ -79,43 +81,50 @@ def warm_up() -> None:
             log.debug("warm-up: no module %s", name)
 
 
-class Agents:
+class UnknownApp(LookupError):
+    """A client selected an app the server does not serve."""
+
+    def __init__(self, name: str, known: Sequence[str]) -> None:
+        super().__init__(f"App not found: {name!r} (this server has {', '.join(known)})")
+        self.name = name
+
+
+class AppRunners:
+    """One app as the surfaces run it: the live agent and runner, the HTTP
+    chat's (the same agent on a text model), and the tools the server
+    completes, by name."""
+
     def __init__(
         self,
-        settings: Settings,
-        tools: Sequence[ToolSpec],
+        name: str,
+        agent: BaseAgent,
+        chat_agent: BaseAgent,
+        tools: Mapping[str, ToolSpec],
         session_service: BaseSessionService,
-        memory: MemoryStore | None = None,
+        *,
+        plugins: Sequence[BasePlugin],
+        chat_plugins: Sequence[BasePlugin],
+        memory: MemoryStore | None,
     ) -> None:
-        self.tools: Mapping[str, ToolSpec] = {spec.name: spec for spec in tools}
-        self.agent = build_agent(settings, tools)
-        self.live_model_name = settings.live_model_name
-        self.chat_model_name = settings.chat_model_name
-        self.default_turn_detection: TurnDetection = "manual" if settings.push_to_talk else "server"
-        self._run_configs = {
-            mode: build_run_config(settings, mode) for mode in ("server", "manual")
-        }
-        self.live_runs_recorder = RunRecorder()
-        plugins: list[BasePlugin] = [self.live_runs_recorder]
-        if memory is not None and settings.store_to_memory:
-            plugins.append(TurnRecorder(memory, transcripts=settings.persist_transcripts))
+        self.name = name
+        self.agent = agent
+        self.chat_agent = chat_agent
+        self.tools = tools
         self.runner = Runner(
-            app=App(name=settings.app_name, root_agent=self.agent, plugins=plugins),
+            app=App(name=name, root_agent=agent, plugins=list(plugins)),
             session_service=session_service,
             memory_service=memory,  # ADK's load_memory and preload_memory read it
             auto_create_session=False,
         )
-        chat_plugins: list[BasePlugin] = []
-        if memory is not None and settings.store_to_memory:
-            chat_plugins.append(ChatTurnRecorder(memory))  # a chat run is a turn
-        self.chat_agent = build_agent(settings, tools, chat=True)
         self.chat_runner = Runner(
-            app=App(name=settings.app_name, root_agent=self.chat_agent, plugins=chat_plugins),
+            app=App(name=name, root_agent=chat_agent, plugins=list(chat_plugins)),
             session_service=session_service,
             memory_service=memory,
             auto_create_session=False,
         )
-        self.live_runs = 0
+
+    def describe_tools(self) -> list[dict[str, object]]:
+        return [spec.describe() for spec in self.tools.values()]
 
     def warm_up(self) -> None:
         """Build now what the first live run would build with the event loop
@@ -123,16 +132,81 @@ class Agents:
         agent's tool declarations (pydantic models and JSON schemas, cached
         by ADK per function) and the request model's own schema."""
         for agent in (self.agent, self.chat_agent):
-            tools = [tool for tool in agent.tools if isinstance(tool, BaseTool)]
+            tools = [tool for tool in getattr(agent, "tools", ()) if isinstance(tool, BaseTool)]
             LlmRequest().append_tools(tools)
+
+    async def close(self) -> None:
+        await self.runner.close()
+        await self.chat_runner.close()
+
+
+class Agents:
+    """Every app the server serves (``agent/apps.py``), and what the apps
+    share: the live model's name, the run configurations, the live runs."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        apps: Sequence[AppSource],
+        session_service: BaseSessionService,
+        memory: MemoryStore | None = None,
+        plugins: Sequence[BasePlugin] = (),
+    ) -> None:
+        if not apps:
+            raise ValueError("no app to serve")
+        self.live_model_name = settings.live_model_name
+        self.chat_model_name = settings.chat_model_name
+        self.default_turn_detection: TurnDetection = "manual" if settings.push_to_talk else "server"
+        self._run_configs = {
+            mode: build_run_config(settings, mode) for mode in ("server", "manual")
+        }
+        self.live_runs_recorder = RunRecorder()
+        # The server's own plugins first (they watch and never answer for
+        # the agent), then the app's, then --plugin's: docs/agents.md.
+        live_plugins: list[BasePlugin] = [self.live_runs_recorder]
+        chat_plugins: list[BasePlugin] = []
+        if memory is not None and settings.store_to_memory:
+            live_plugins.append(TurnRecorder(memory, transcripts=settings.persist_transcripts))
+            chat_plugins.append(ChatTurnRecorder(memory))  # a chat run is a turn
+        self.apps: dict[str, AppRunners] = {}
+        for source in apps:
+            self.apps[source.name] = AppRunners(
+                source.name,
+                source.agent,
+                source.chat_agent,
+                source.tools,
+                session_service,
+                plugins=[*live_plugins, *source.plugins, *plugins],
+                chat_plugins=[*chat_plugins, *source.plugins, *plugins],
+                memory=memory,
+            )
+        self.default = next(iter(self.apps.values())) if len(self.apps) == 1 else None
+        self.live_runs = 0
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.apps)
+
+    def select(self, name: str | None) -> AppRunners:
+        """The app a client named; with none named, the only app. Raises
+        ``UnknownApp`` (naming the apps there are)."""
+        if name is None:
+            if self.default is not None:
+                return self.default
+            raise UnknownApp("", self.names)
+        found = self.apps.get(name)
+        if found is None:
+            raise UnknownApp(name, self.names)
+        return found
+
+    def warm_up(self) -> None:
+        for app in self.apps.values():
+            app.warm_up()
 
     def run_config_for(self, turn_detection: TurnDetection | None) -> RunConfig:
         """The live run config of a connection that chose ``turn_detection``."""
         return self._run_configs[turn_detection or self.default_turn_detection]
 
-    def describe_tools(self) -> list[dict[str, object]]:
-        return [spec.describe() for spec in self.tools.values()]
-
     async def close(self) -> None:
-        await self.runner.close()
-        await self.chat_runner.close()
+        for app in self.apps.values():
+            await app.close()

@@ -56,7 +56,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from ..agent.runners import Agents
+from ..agent.runners import Agents, AppRunners, UnknownApp
 from ..gate.owners import NotOwner, bind_user_key, key_owner
 from ..settings import Settings
 from ..storage.claims import SessionBusy
@@ -215,6 +215,7 @@ class ChatEndpoint:
                 raise HttpError(400, "id: expected the chat id (1 to 128 of A-Z a-z 0-9 . _ : -)")
             owner = chat_owner(request, body.get("userKey"))
             submit = chat_messages.decode_chat(body, self._limits)
+            app = self._select(body.get("app"))
         except HttpError as exc:
             return Response(
                 exc.detail, status_code=exc.status, media_type="text/plain", headers=exc.headers
@@ -224,9 +225,16 @@ class ChatEndpoint:
         message_id = body.get("messageId")
         continuing = isinstance(message_id, str) and submit.text is None
         return StreamingResponse(
-            self._stream(chat_id, owner, submit, message_id if continuing else None),
+            self._stream(app, chat_id, owner, submit, message_id if continuing else None),
             headers=STREAM_HEADERS,
         )
+
+    def _select(self, name: object) -> AppRunners:
+        """The app the body names (``app``); none named: the only one."""
+        try:
+            return self._agents.select(None if name is None else fields.app_name(name, "app"))
+        except UnknownApp as exc:
+            raise HttpError(404, str(exc)) from None
 
     async def resume(self, request: Request) -> Response:
         replay = self._runs.get(request.path_params["chat_id"])
@@ -236,6 +244,7 @@ class ChatEndpoint:
 
     async def _stream(
         self,
+        app: AppRunners,
         chat_id: str,
         owner: str | None,
         submit: chat_messages.ChatSubmit,
@@ -244,7 +253,7 @@ class ChatEndpoint:
         replay = _Replay()
         self._runs[chat_id] = replay
         try:
-            async for chunk in self._chunks(chat_id, owner, submit, message_id):
+            async for chunk in self._chunks(app, chat_id, owner, submit, message_id):
                 frame = sse(chunk)
                 await replay.add(frame)
                 yield frame
@@ -258,21 +267,22 @@ class ChatEndpoint:
 
     async def _chunks(
         self,
+        app: AppRunners,
         chat_id: str,
         owner: str | None,
         submit: chat_messages.ChatSubmit,
         message_id: str | None,
     ) -> AsyncIterator[chunks.Chunk]:
-        translator = TurnTranslator(self._agents.tools, self._agents.chat_model_name)
+        translator = TurnTranslator(app.tools, self._agents.chat_model_name)
         taken = asyncio.Event()  # another request took the chat: stop this run
         try:
-            async with self._sessions.open_session(
+            async with self._sessions.for_app(app.name).open_session(
                 chat_id, taken.set, user_id=CHAT_USER_ID, keep_id=True
             ) as opened:
                 await write_owner(self._sessions.service, opened.session, owner)
                 for chunk in translator.begin(message_id):
                     yield chunk
-                async for chunk in self._turn(opened.session, submit, translator, taken):
+                async for chunk in self._turn(app, opened.session, submit, translator, taken):
                     yield chunk
         except SessionBusy:
             yield chunks.Error("this chat is still running elsewhere; try again later")
@@ -283,12 +293,13 @@ class ChatEndpoint:
 
     async def _turn(
         self,
+        app: AppRunners,
         session: Session,
         submit: chat_messages.ChatSubmit,
         translator: TurnTranslator,
         taken: asyncio.Event,
     ) -> AsyncIterator[chunks.Chunk]:
-        tools = self._agents.tools
+        tools = app.tools
         resolved = await resolve_answers(
             session, submit.answers, tools, self._settings.tool_timeout_s
         )
@@ -314,7 +325,7 @@ class ChatEndpoint:
             await self._keep(session, resolved)
             asked = True
         elif parts and not asked:
-            events = self._agents.chat_runner.run_async(
+            events = app.chat_runner.run_async(
                 user_id=CHAT_USER_ID,
                 session_id=session.id,
                 new_message=types.Content(role="user", parts=parts),

@@ -29,7 +29,7 @@ REST parses in ``session_worker.py``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from starlette.requests import Request
@@ -58,13 +58,15 @@ _KINDS: dict[str, Kind | None] = {"fact": "fact", "turn": "turn", "all": None}
 Handler = Callable[[Request, str], Awaitable[Response]]
 
 
-def memory_routes(settings: Settings, store: MemoryStore) -> list[Route]:
+def memory_routes(
+    settings: Settings, store: MemoryStore, app_names: Collection[str]
+) -> list[Route]:
     body_limit = MAX_PROFILE_CHARS * 4 + 1024  # UTF-8 at its widest, and the JSON around it
 
     def owner_by_user(request: Request) -> str:
         user = request.path_params["user_id"]
         try:
-            check_target(request.path_params["app_name"], user, settings.app_name)
+            check_target(request.path_params["app_name"], user, app_names)
         except NotAddressable as exc:
             raise HttpError(404, str(exc)) from None
         owner = api_user_owner(user)

@@ -24,7 +24,7 @@ cannot be deleted or patched under its run (409).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from google.adk.agents import BaseAgent
 from starlette.requests import Request
@@ -48,12 +48,16 @@ def _answer(reply: Reply) -> Response:
 
 
 def rest_routes(
-    settings: Settings, sessions: SessionAccess, store: StoreWorker, agent: BaseAgent
+    settings: Settings,
+    sessions: SessionAccess,
+    store: StoreWorker,
+    apps: Mapping[str, BaseAgent],
 ) -> list[Route]:
     """The routes. Here: the path's checks, the body's bytes (bounded and
     timed), and whether the session is live in this process; everything
     else — the body's JSON, the store, the answer's JSON — in ``store``'s
-    process (``session_worker.py``, ``session_ops.py``)."""
+    process (``session_worker.py``, ``session_ops.py``). ``apps``: each
+    app's root agent, by the app's name."""
     body_limit = settings.max_http_body_bytes
     body_timeout = settings.body_timeout_s
     max_sessions = settings.max_api_sessions_per_user
@@ -78,7 +82,7 @@ def rest_routes(
         app = request.path_params["app_name"]
         user = request.path_params["user_id"]
         try:
-            check_target(app, user, settings.app_name)
+            check_target(app, user, apps)
         except NotAddressable as exc:
             raise HttpError(404, str(exc)) from None
         return app, user
@@ -129,23 +133,24 @@ def rest_routes(
 
     @route("/list-apps", ["GET"])
     async def list_apps(request: Request) -> Response:
-        name = settings.app_name
+        names = sorted(apps)
         if query_params.flag(request.query_params, "detailed"):
             return JSONResponse(
                 {
                     "apps": [
                         {
                             "name": name,
-                            "rootAgentName": agent.name,
-                            "description": agent.description,
+                            "rootAgentName": apps[name].name,
+                            "description": apps[name].description,
                             "language": "python",
                             "isComputerUse": False,
                             "agents": None,
                         }
+                        for name in names
                     ]
                 }
             )
-        return JSONResponse([name])
+        return JSONResponse(names)
 
     return [
         create_session,

@@ -78,6 +78,7 @@ def _serve(op: str, args: tuple[Any, ...]) -> store_ops.Reply:
 class StoreWorker:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
+        self.app_names = [settings.app_name]  # the apps served (runtime.py sets them)
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self._waiting = 0
         self._starting = asyncio.Lock()
@@ -139,8 +140,11 @@ class StoreWorker:
         while True:
             await wait(min(3600.0, ttl))  # first after a while: no worker at start
             try:
-                reply = await self.call("expire", self._settings.app_name, ttl, clock())
-                deleted = json.loads(reply.body).get("deleted", 0) if reply.status == 200 else 0
+                deleted = 0
+                for app_name in self.app_names:
+                    reply = await self.call("expire", app_name, ttl, clock())
+                    if reply.status == 200:
+                        deleted += json.loads(reply.body).get("deleted", 0)
                 if deleted:
                     log.info("deleted %d API sessions idle for %g s", deleted, ttl)
             except Exception:  # the store is down: health says so; try later

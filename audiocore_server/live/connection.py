@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable
@@ -42,6 +43,7 @@ from starlette.websockets import (
     WebSocketState,
 )
 
+from ..agent.runners import AppRunners, UnknownApp
 from ..models import played_audio
 from ..ops.metrics import ConnectionMetrics
 from ..storage.claims import SessionBusy
@@ -55,6 +57,7 @@ from .opening import Opening
 from .request_queue import BoundedLiveRequestQueue
 from .shutdown import (
     Shutdown,
+    app_not_found,
     client_gone,
     internal_error,
     session_busy,
@@ -80,7 +83,7 @@ class LiveConnection:
         self.input_format = protocol.InputFormat()
         self.queue = BoundedLiveRequestQueue(settings.max_pending_requests)
         self.queue.watch_consumer(self._model_side_failed)
-        self.translator = dialect.translator(parts.agents.tools, parts.agents.live_model_name)
+        self.app: AppRunners | None = None  # the app the client selected, once it has
         self.metrics = ConnectionMetrics(collect_timings=settings.collect_timings)
         self._address = websocket.client.host if websocket.client else ""
         self.budget = parts.budgets.for_connection(
@@ -100,7 +103,9 @@ class LiveConnection:
         try:
             opening = await self.dialect.open(self.ws, self.settings.hello_timeout_s, self.limits)
             self.input_format = opening.start.input
-            async with self.parts.sessions.open_session(
+            app = self.app = self.parts.agents.select(opening.start.app)
+            self.translator = self.dialect.translator(app.tools, self.parts.agents.live_model_name)
+            async with self.parts.sessions.for_app(app.name).open_session(
                 opening.start.session_id,
                 self._session_taken,
                 user_id=opening.user_id,
@@ -110,6 +115,8 @@ class LiveConnection:
                 # Still claimed: the client is told before anyone else may
                 # read the session.
                 await self._close()
+        except UnknownApp as exc:
+            self._end(app_not_found(str(exc)))
         except SessionBusy:
             self._end(session_busy())
         except SessionNotFound:
@@ -132,10 +139,13 @@ class LiveConnection:
         self.session_id = session.id
         if self._stop is not None:  # taken over while it was opening
             return
-        start, agents = opening.start, self.parts.agents
+        start, agents, app = opening.start, self.parts.agents, self.app
+        assert app is not None
         turn_detection = start.turn_detection or agents.default_turn_detection
+        parts = dataclasses.replace(self.parts, sessions=self.parts.sessions.for_app(app.name))
         c = self.conversation = assemble(
-            self.parts,
+            parts,
+            app,
             ws=self.ws,
             wire=self.dialect.wire(start.output),
             start=start,
@@ -147,7 +157,7 @@ class LiveConnection:
             metrics=self.metrics,
             name=self.name,
         )
-        await welcome(c, opened, start, turn_detection, self.parts, self.translator)
+        await welcome(app, c, opened, start, turn_detection, parts, self.translator)
         run_config = opening.run_config or agents.run_config_for(turn_detection)
         unsubscribe = self.parts.tasks.subscribe(c.delivery.owner, c.task_changed)
         try:
@@ -322,10 +332,11 @@ class LiveConnection:
     async def _pump(self, user_id: str, run_config: RunConfig) -> None:
         c = self.conversation
         assert c is not None
-        agents = self.parts.agents
+        agents, app = self.parts.agents, self.app
+        assert app is not None
         played_audio.bind(c.playout.played)  # for the model's connection, opened below
         events = ModelEvents(
-            agents.runner.run_live(
+            app.runner.run_live(
                 user_id=user_id,
                 session_id=c.session_id,
                 live_request_queue=self.queue,

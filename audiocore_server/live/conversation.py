@@ -19,7 +19,7 @@ from google.adk.sessions import Session
 from google.genai import types
 from starlette.websockets import WebSocket
 
-from ..agent.runners import Agents
+from ..agent.runners import Agents, AppRunners
 from ..audio.pacer import OutputPacer
 from ..gate.owners import key_owner, session_owner
 from ..ops.metrics import ConnectionMetrics
@@ -127,6 +127,7 @@ def task_owner(start: Start, user_id: str, session_id: str) -> str:
 
 def assemble(
     parts: LiveParts,
+    app: AppRunners,
     *,
     ws: WebSocket,
     wire: Wire,
@@ -203,7 +204,7 @@ def assemble(
         translator,
         pacer,
         output_rate=rate,
-        tools=parts.agents.tools,
+        tools=app.tools,
         delegations=delegations,
         on_turn_end=turn_ended,
         on_barge_in=barged_in,
@@ -229,6 +230,7 @@ def assemble(
 
 
 async def welcome(
+    app: AppRunners,
     c: Conversation,
     opened: OpenedSession,
     start: Start,
@@ -251,7 +253,7 @@ async def welcome(
                 resumed=opened.resumed,
                 history=session_history(session) if opened.resumed else [],
                 turn_detection=turn_detection,
-                tools=agents.describe_tools(),
+                tools=app.describe_tools(),
             )
         )
     if opened.notice:

@@ -78,7 +78,7 @@ def audio_blob(obj: dict[str, Any]) -> tuple[str, bytes] | None:
 
 @dataclasses.dataclass(frozen=True)
 class RunLiveQuery:
-    app_name: str
+    app_name: str | None  # None: the server's only app
     user_id: str
     session_id: str
     modalities: tuple[Modality, ...] = ("AUDIO",)
@@ -123,7 +123,7 @@ def parse_query(query: Mapping[str, Sequence[str]], settings: Settings) -> RunLi
         if modality not in ("TEXT", "AUDIO"):
             raise ValueError(f"modalities: expected TEXT or AUDIO, got {modality!r}")
     return RunLiveQuery(
-        app_name=one(query, "app_name") or settings.app_name,
+        app_name=one(query, "app_name") or None,
         user_id=user_id,
         session_id=one(query, "session_id", required=True) or "",
         modalities=modalities,  # type: ignore[arg-type]
@@ -266,7 +266,10 @@ class AdkDialect:
 
     async def open(self, ws: WebSocket, timeout_s: float, limits: fields.Limits) -> Opening:
         start = protocol.Start(
-            self._input, protocol.OutputFormat(24_000, False), self.query.session_id
+            self._input,
+            protocol.OutputFormat(24_000, False),
+            self.query.session_id,
+            app=self.query.app_name,
         )
         return Opening(
             start,

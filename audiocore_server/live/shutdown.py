@@ -91,3 +91,9 @@ def session_busy() -> Shutdown:
 
 def client_gone() -> Shutdown:
     return Shutdown(code=None)
+
+
+def app_not_found(text: str) -> Shutdown:
+    """The client selected an app the server does not serve (``text`` names
+    the ones it does); the close reason is ADK's /run_live's own."""
+    return Shutdown(protocol.CLOSE_POLICY_VIOLATION, "App not found", error=text)

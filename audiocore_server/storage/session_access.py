@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import logging
 import os
@@ -74,12 +75,21 @@ class SessionAccess:
     def __init__(self, settings: Settings, service: BaseSessionService, claims: SessionClaims):
         self.settings = settings
         self.app_name = settings.app_name
+        self.app_names = [settings.app_name]  # the apps served (runtime.py sets them)
         self.service = service
         # Other processes may serve the same sessions (--workers, several
         # servers on one data directory, hosts on one PostgreSQL): see
         # claims.py and leases.py.
         self.claims = claims
         self._expiry: asyncio.Task[None] | None = None
+
+    def for_app(self, app_name: str) -> SessionAccess:
+        """The same store and claims, for the sessions of ``app_name``."""
+        if app_name == self.app_name:
+            return self
+        view = copy.copy(self)
+        view.app_name = app_name
+        return view
 
     async def start(self) -> None:
         # Open the session store now (the SQLite file and its schema): a
@@ -174,7 +184,8 @@ class SessionAccess:
     async def _expire_periodically(self) -> None:
         while True:
             try:
-                await self.expire_unused()
+                for name in self.app_names:
+                    await self.for_app(name).expire_unused()
             except Exception:  # the store is down: health says so; try later
                 log.warning("expiring unused sessions failed", exc_info=True)
             await asyncio.sleep(min(3600.0, self.settings.unused_session_ttl_s))

@@ -175,3 +175,16 @@ def image_type_of(data: bytes) -> str | None:
 def _check_image_type(media_type: Any, what: str) -> None:
     if media_type not in IMAGE_TYPES:
         raise InputError(f"{what} must be one of {list(IMAGE_TYPES)}, got {media_type!r}")
+
+
+_APP_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}")
+
+
+def app_name(value: Any, where: str) -> str:
+    """An app's name as a client selects it: ADK's rule for app names (a
+    letter, then letters, digits and underscores), at most 128 characters."""
+    if not isinstance(value, str):
+        raise InputError(f"{where}: expected a string, got {type(value).__name__}")
+    if not _APP_NAME.fullmatch(value):
+        raise InputError(f"{where}: expected an app name (a letter, then [A-Za-z0-9_])")
+    return value

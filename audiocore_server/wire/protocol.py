@@ -93,6 +93,8 @@ class Start:
     user_key: str | None = None
     # The client's IANA time zone, for the tools (get_current_time); None: UTC.
     time_zone: str | None = None
+    # The app to talk to (the server's apps: /list-apps); None: the only one.
+    app: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -300,6 +302,7 @@ def _decode_start(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Star
             f"turnDetection: expected one of {list(TURN_DETECTION)}, got {turn_detection!r}"
         )
     zone = obj.get("timeZone")
+    app = obj.get("app")
     return Start(
         InputFormat(rate, form, 1),
         OutputFormat(out_rate, binary),
@@ -307,6 +310,7 @@ def _decode_start(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Star
         turn_detection,
         user_key,
         None if zone is None else fields.time_zone(zone, "timeZone"),
+        None if app is None else fields.app_name(app, "app"),
     )
 
 

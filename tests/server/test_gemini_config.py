@@ -48,16 +48,16 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
 def test_no_credentials_means_offline(clean_env, tmp_path: pathlib.Path) -> None:
     runtime = Runtime(Settings(data_dir=tmp_path))
     assert runtime.agents.live_model_name == "offline"
-    assert isinstance(runtime.agents.agent.model, OfflineLiveModel)
+    assert isinstance(runtime.agents.select(None).agent.model, OfflineLiveModel)
 
 
 def test_api_key_selects_the_gemini_api_live_model(clean_env, tmp_path: pathlib.Path) -> None:
     clean_env.setenv("GOOGLE_API_KEY", "test-key")
     runtime = Runtime(Settings(data_dir=tmp_path))
-    assert isinstance(runtime.agents.agent.model, LiveGemini) and isinstance(
-        runtime.agents.agent.model, Gemini
+    assert isinstance(runtime.agents.select(None).agent.model, LiveGemini) and isinstance(
+        runtime.agents.select(None).agent.model, Gemini
     )
-    assert runtime.agents.agent.model.model == settings_module.GEMINI_API_LIVE_MODEL
+    assert runtime.agents.select(None).agent.model.model == settings_module.GEMINI_API_LIVE_MODEL
     assert (
         runtime.agents.live_model_name == "gemini-3.8-live"
     )  # Google's default Live model (see settings)
@@ -121,7 +121,7 @@ def test_run_live_hands_google_an_audio_config(clean_env, tmp_path: pathlib.Path
             app_name=runtime.settings.app_name, user_id=USER_ID, session_id="s" * 32
         )
         queue = LiveRequestQueue()
-        events = runtime.agents.runner.run_live(
+        events = runtime.agents.select(None).runner.run_live(
             user_id=USER_ID,
             session_id=created.id,
             live_request_queue=queue,
@@ -368,7 +368,7 @@ def test_vertex_settings_produce_the_vertex_url_and_auth(clean_env, tmp_path) ->
             app_name=runtime.settings.app_name, user_id=USER_ID, session_id="v" * 32
         )
         queue = LiveRequestQueue()
-        events = runtime.agents.runner.run_live(
+        events = runtime.agents.select(None).runner.run_live(
             user_id=USER_ID,
             session_id=created.id,
             live_request_queue=queue,

@@ -244,7 +244,7 @@ def test_resume_mid_run_replays_it_from_the_first_chunk(
     ``resumeStreamIsReplay``), then 204 once it is over. The run is held
     after its first event until the resume has attached."""
     runtime = client.app.state.runtime  # type: ignore[attr-defined]
-    run_async = runtime.agents.chat_runner.run_async
+    run_async = runtime.agents.select(None).chat_runner.run_async
     holding = threading.Event()  # the run is held, registered for resuming
     attached = asyncio.Event()  # the resume follows the run
 
@@ -263,7 +263,7 @@ def test_resume_mid_run_replays_it_from_the_first_chunk(
         attached.set()
         return follow(replay)
 
-    monkeypatch.setattr(runtime.agents.chat_runner, "run_async", held_run)
+    monkeypatch.setattr(runtime.agents.select(None).chat_runner, "run_async", held_run)
     monkeypatch.setattr(http_chat._Replay, "follow", following)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         posted = pool.submit(post, client, "chat-r", [user("hello")])

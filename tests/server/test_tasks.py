@@ -1081,7 +1081,7 @@ def test_sessions_of_two_users_with_one_id_do_not_share_tasks(settings: Settings
     """Clients of ADK's API name their sessions: ids repeat across users."""
 
     async def say(runtime: Runtime, user: str, text: str) -> dict[str, Any]:
-        events = runtime.agents.chat_runner.run_async(
+        events = runtime.agents.select(None).chat_runner.run_async(
             user_id=user,
             session_id="shared-id",
             new_message=types.Content(role="user", parts=[types.Part(text=text)]),

@@ -1,0 +1,67 @@
+"""A user's agent's tools, as the server runs them.
+
+An ADK agent lists its tools as plain functions, ADK tools (``FunctionTool``,
+``LongRunningFunctionTool``, ``AgentTool``, built-in Gemini tools) and
+toolsets (an MCP server's). The server keeps them all, and takes over the
+calls it must complete itself:
+
+* a plain function declared with ``@tool(...)`` (``tools/spec.py``): runs in
+  the browser, or after the user's approval, exactly as the demo's tools do;
+* a plain function named in ``tools_requiring_approval``: the same, after the
+  user's approval;
+* anything else is ADK's to run, as in ``run_async``.
+
+``adapt`` returns the agent's tool list for ADK and the specs of the calls
+the server completes (by name: what the connection and the chat look up).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any
+
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.base_toolset import BaseToolset
+
+from .spec import ToolSpec, adk_tool, spec_of
+
+ToolUnion = Callable[..., Any] | BaseTool | BaseToolset
+
+
+@dataclasses.dataclass(frozen=True)
+class AdaptedTools:
+    tools: list[ToolUnion]  # for the agent, in its order
+    specs: list[ToolSpec]  # the plain functions', by which the server runs them
+
+
+def adapt(tools: Iterable[ToolUnion], requiring: Collection[str]) -> AdaptedTools:
+    """The agent's ``tools`` with approval required of those named in
+    ``requiring`` (over what a ``@tool`` declares, as for the demo)."""
+    adapted: list[ToolUnion] = []
+    specs: list[ToolSpec] = []
+    for item in tools:
+        if isinstance(item, BaseTool | BaseToolset) or not callable(item):
+            adapted.append(item)
+            continue
+        spec = spec_of(item)
+        if spec.name in requiring:
+            spec = dataclasses.replace(spec, approval=True)
+        specs.append(spec)
+        adapted.append(adk_tool(spec))
+    return AdaptedTools(adapted, specs)
+
+
+def static_names(tools: Sequence[ToolUnion]) -> tuple[set[str], bool]:
+    """The names of ``tools`` known before any call, and whether some are
+    not (a toolset lists its tools only when it connects)."""
+    names: set[str] = set()
+    dynamic = False
+    for item in tools:
+        if isinstance(item, BaseToolset):
+            dynamic = True
+        elif isinstance(item, BaseTool):
+            names.add(item.name)
+        elif callable(item):
+            names.add(spec_of(item).name)
+    return names, dynamic
