@@ -22,6 +22,7 @@ import importlib
 import re
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from .user_agent import walk
 # ADK's rule for app names (google.adk.apps.app.validate_app_name), which
 # also keeps a name safe in a URL path and a log line.
 _APP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_LOADER_PREFIX = re.compile(r"^Fail to load '[^']*' (module|config)\. ")
 _NAME_RULE = "a letter, then letters, digits or _; not 'user'"
 _REFERENCE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -92,9 +94,13 @@ def _load_dir(agents_dir: Path) -> list[LoadedApp]:
                 f"{origin}: {name!r} is not an app name (a letter, then [A-Za-z0-9_])"
             )
         try:
-            loaded = loader.load_agent(name)
+            with warnings.catch_warnings():
+                # ADK warns that its loader's YAML fallback is experimental,
+                # on every folder without root_agent: not the user's news.
+                warnings.filterwarnings("ignore", r"\[EXPERIMENTAL\]", UserWarning)
+                loaded = loader.load_agent(name)
         except Exception as exc:  # the user's code: any error, told with its place
-            raise AppLoadError(f"{origin}: {_where(exc, Path(loader.agents_dir))}") from None
+            raise AppLoadError(_where(exc, Path(loader.agents_dir), origin)) from None
         apps.append(_app_of(name, loaded, origin))
     return apps
 
@@ -108,7 +114,7 @@ def _load_reference(reference: str) -> LoadedApp:
         for part in attr.split("."):
             found = getattr(found, part)
     except Exception as exc:  # the user's code: any error, told with its place
-        raise AppLoadError(f"agent {reference}: {_where(exc, None)}") from None
+        raise AppLoadError(_where(exc, None, f"agent {reference}")) from None
     if isinstance(found, App):
         return _app_of(found.name, found, reference)
     if isinstance(found, BaseAgent):
@@ -137,18 +143,19 @@ def _app_of(name: str, loaded: object, origin: str) -> LoadedApp:
     return LoadedApp(name, loaded, (), origin)
 
 
-def _where(exc: BaseException, inside: Path | None) -> str:
-    """The error as one line with the file and line it came from: the
+def _where(exc: BaseException, inside: Path | None, origin: str) -> str:
+    """The error as one line, from the file and line it came from: the
     syntax error's own place, else the deepest frame of the traceback in
     ``inside`` (the agents folder) or, without one, outside Python's and
-    the site packages' own files."""
-    text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    the site packages' own files; ``origin`` when there is no such frame."""
+    # ADK's loader prefixes what it re-raises; the place says it better.
+    text = _LOADER_PREFIX.sub("", str(exc)).splitlines()[0] if str(exc) else ""
+    text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     if isinstance(exc, SyntaxError) and exc.filename:
         return f"{exc.filename}:{exc.lineno}: {text}"
-    frames = traceback.extract_tb(exc.__traceback__)
     library = (sys.prefix, sys.base_prefix, str(Path(importlib.__file__).parent))
     place = None
-    for frame in frames:
+    for frame in traceback.extract_tb(exc.__traceback__):
         filename = frame.filename
         if inside is not None:
             if Path(filename).resolve().is_relative_to(inside.resolve()):
@@ -156,7 +163,7 @@ def _where(exc: BaseException, inside: Path | None) -> str:
         elif not filename.startswith(library) and not filename.startswith("<"):
             place = frame
     if place is None:
-        return text
+        return f"{origin}: {text}"
     return f"{place.filename}:{place.lineno}: {text}"
 
 
@@ -195,7 +202,7 @@ def load_plugins(references: Sequence[str]) -> list[BasePlugin]:
                 make: Callable[[], object] = found
                 found = make()
         except Exception as exc:  # the user's code: any error, told with its place
-            raise AppLoadError(f"plugin {reference}: {_where(exc, None)}") from None
+            raise AppLoadError(_where(exc, None, f"plugin {reference}")) from None
         if not isinstance(found, BasePlugin):
             raise AppLoadError(
                 f"plugin {reference}: expected an ADK BasePlugin, got {type(found).__name__}"

@@ -85,7 +85,8 @@ class UnknownApp(LookupError):
     """A client selected an app the server does not serve."""
 
     def __init__(self, name: str, known: Sequence[str]) -> None:
-        super().__init__(f"App not found: {name!r} (this server has {', '.join(known)})")
+        what = repr(name) if name else "none named, and this server has several"
+        super().__init__(f"App not found: {what} (this server has {', '.join(known)})")
         self.name = name
 
 
