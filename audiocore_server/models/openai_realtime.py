@@ -71,6 +71,7 @@ class OpenAIRealtime(BaseLlm):
 
     @contextlib.asynccontextmanager
     async def _connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:
+        live_request.refuse_built_in_tools(llm_request, "OpenAI Realtime")
         key = os.environ.get(API_KEY_ENV)
         if not key:
             raise ProviderError(f"no OpenAI API key: set {API_KEY_ENV}")
