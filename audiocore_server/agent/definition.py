@@ -57,6 +57,10 @@ class AppSource:
     chat_agent: BaseAgent
     tools: Mapping[str, ToolSpec]
     plugins: Sequence[BasePlugin] = ()
+    # Why the live surfaces, or the HTTP chat, cannot run the app on the
+    # model configured (Gemini's built-in tools on another model); None: they can.
+    live_refusal: str | None = None
+    chat_refusal: str | None = None
 
 
 def demo_source(settings: Settings, tools: Sequence[ToolSpec]) -> AppSource:
@@ -77,7 +81,27 @@ def user_source(settings: Settings, app: LoadedApp, requiring: Collection[str]) 
         app.root_agent, live_models(build_model(settings)), requiring, tool_model_for=text
     )
     chat = copy_tree(app.root_agent, text, requiring)
-    return AppSource(app.name, live.root, chat.root, live.specs, tuple(app.plugins))
+    return AppSource(
+        app.name,
+        live.root,
+        chat.root,
+        live.specs,
+        tuple(app.plugins),
+        live_refusal=_refusal(live.gemini_only, settings.backend, settings.live_model_name),
+        chat_refusal=_refusal(chat.gemini_only, settings.text_backend, settings.chat_model_name),
+    )
+
+
+def _refusal(names: list[str], backend: str, model: str) -> str | None:
+    """Why ``model`` (on ``backend``) cannot run an agent with the Gemini
+    built-in tools ``names``; None when it can."""
+    if not names or backend in ("gemini-api", "vertex"):
+        return None
+    what = "the offline model" if backend == "offline" else f"OpenAI Realtime ({model})"
+    return (
+        f"the agent has Gemini built-in tools ({', '.join(names)}), which {what} cannot run: "
+        "run the agent on Gemini, or give it function tools instead"
+    )
 
 
 def _text_model(settings: Settings, name: str | None) -> BaseLlm:

@@ -106,11 +106,15 @@ class AppRunners:
         plugins: Sequence[BasePlugin],
         chat_plugins: Sequence[BasePlugin],
         memory: MemoryStore | None,
+        live_refusal: str | None = None,
+        chat_refusal: str | None = None,
     ) -> None:
         self.name = name
         self.agent = agent
         self.chat_agent = chat_agent
         self.tools = tools
+        self.live_refusal = live_refusal
+        self.chat_refusal = chat_refusal
         self.runner = Runner(
             app=App(name=name, root_agent=agent, plugins=list(plugins)),
             session_service=session_service,
@@ -180,6 +184,8 @@ class Agents:
                 plugins=[*live_plugins, *source.plugins, *plugins],
                 chat_plugins=[*chat_plugins, *source.plugins, *plugins],
                 memory=memory,
+                live_refusal=source.live_refusal,
+                chat_refusal=source.chat_refusal,
             )
         self.default = next(iter(self.apps.values())) if len(self.apps) == 1 else None
         self.live_runs = 0

@@ -25,7 +25,7 @@ from google.adk.models.base_llm import BaseLlm
 from google.adk.tools.agent_tool import AgentTool
 
 from ..tools.spec import ToolSpec
-from ..tools.user_tools import adapt
+from ..tools.user_tools import adapt, gemini_only
 
 # The model an agent runs with: None leaves its own (an instance, or
 # inherited from its parent).
@@ -40,6 +40,7 @@ class ToolNameClash(ValueError):
 class AgentCopy:
     root: BaseAgent
     specs: dict[str, ToolSpec]  # the calls the server completes, by tool name
+    gemini_only: list[str]  # the tree's tools that only Gemini runs
 
 
 def walk(root: BaseAgent) -> Iterator[BaseAgent]:
@@ -60,9 +61,11 @@ def copy_tree(
     copied with ``tool_model_for`` (default ``model_for``)."""
     clone = root.clone()
     specs: dict[str, ToolSpec] = {}
+    only_gemini: list[str] = []
     for agent in walk(clone):
         if not isinstance(agent, LlmAgent):
             continue
+        only_gemini += [name for name in gemini_only(agent.tools) if name not in only_gemini]
         model = model_for(agent, agent is clone)
         if model is not None:
             agent.model = model
@@ -83,7 +86,7 @@ def copy_tree(
                     "the server could not tell their calls apart"
                 )
             specs[spec.name] = spec
-    return AgentCopy(clone, specs)
+    return AgentCopy(clone, specs, only_gemini)
 
 
 def live_models(live: BaseLlm) -> ModelFor:

@@ -273,6 +273,9 @@ class ChatEndpoint:
         submit: chat_messages.ChatSubmit,
         message_id: str | None,
     ) -> AsyncIterator[chunks.Chunk]:
+        if app.chat_refusal is not None:
+            yield chunks.Error(app.chat_refusal)
+            return
         translator = TurnTranslator(app.tools, self._agents.chat_model_name)
         taken = asyncio.Event()  # another request took the chat: stop this run
         try:

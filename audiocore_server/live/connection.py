@@ -43,7 +43,7 @@ from starlette.websockets import (
     WebSocketState,
 )
 
-from ..agent.runners import AppRunners, UnknownApp
+from ..agent.runners import AppRunners
 from ..models import played_audio
 from ..ops.metrics import ConnectionMetrics
 from ..storage.claims import SessionBusy
@@ -57,7 +57,7 @@ from .opening import Opening
 from .request_queue import BoundedLiveRequestQueue
 from .shutdown import (
     Shutdown,
-    app_not_found,
+    app_to_serve,
     client_gone,
     internal_error,
     session_busy,
@@ -103,7 +103,7 @@ class LiveConnection:
         try:
             opening = await self.dialect.open(self.ws, self.settings.hello_timeout_s, self.limits)
             self.input_format = opening.start.input
-            app = self.app = self.parts.agents.select(opening.start.app)
+            app = self.app = app_to_serve(self.parts.agents, opening.start.app)
             self.translator = self.dialect.translator(app.tools, self.parts.agents.live_model_name)
             async with self.parts.sessions.for_app(app.name).open_session(
                 opening.start.session_id,
@@ -115,8 +115,8 @@ class LiveConnection:
                 # Still claimed: the client is told before anyone else may
                 # read the session.
                 await self._close()
-        except UnknownApp as exc:
-            self._end(app_not_found(str(exc)))
+        except Shutdown as exc:
+            self._end(exc)
         except SessionBusy:
             self._end(session_busy())
         except SessionNotFound:

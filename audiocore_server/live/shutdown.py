@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from ..agent.runners import Agents, AppRunners, UnknownApp
 from ..models.provider_error import ProviderError, describe_model_failure
 from ..wire import chunks, protocol
 
@@ -93,7 +94,17 @@ def client_gone() -> Shutdown:
     return Shutdown(code=None)
 
 
-def app_not_found(text: str) -> Shutdown:
-    """The client selected an app the server does not serve (``text`` names
-    the ones it does); the close reason is ADK's /run_live's own."""
-    return Shutdown(protocol.CLOSE_POLICY_VIOLATION, "App not found", error=text)
+def app_to_serve(agents: Agents, name: str | None) -> AppRunners:
+    """The app a client selected (``name``; None: the only one), or the
+    ``Shutdown`` that ends its connection: an app the server does not serve
+    (the error names those it does; the close reason is ADK's /run_live's
+    own), or one the live model cannot run."""
+    try:
+        app = agents.select(name)
+    except UnknownApp as exc:
+        raise Shutdown(protocol.CLOSE_POLICY_VIOLATION, "App not found", error=str(exc)) from None
+    if app.live_refusal is not None:
+        raise Shutdown(
+            protocol.CLOSE_INTERNAL_ERROR, "model cannot run the agent", app.live_refusal
+        )
+    return app

@@ -65,3 +65,34 @@ def static_names(tools: Sequence[ToolUnion]) -> tuple[set[str], bool]:
         elif callable(item):
             names.add(spec_of(item).name)
     return names, dynamic
+
+
+def gemini_only(tools: Iterable[ToolUnion]) -> list[str]:
+    """The names of ``tools`` that only Gemini runs (ADK's built-in search,
+    maps, URL context and retrieval tools, which ADK refuses for any other
+    model while it builds the request)."""
+    kinds = _gemini_only_kinds()
+    return [item.name for item in tools if isinstance(item, kinds)]
+
+
+def _gemini_only_kinds() -> tuple[type[BaseTool], ...]:
+    from google.adk.tools.enterprise_search_tool import EnterpriseWebSearchTool
+    from google.adk.tools.google_maps_grounding_tool import GoogleMapsGroundingTool
+    from google.adk.tools.google_search_tool import GoogleSearchTool
+    from google.adk.tools.url_context_tool import UrlContextTool
+    from google.adk.tools.vertex_ai_search_tool import VertexAiSearchTool
+
+    kinds: list[type[BaseTool]] = [
+        EnterpriseWebSearchTool,
+        GoogleMapsGroundingTool,
+        GoogleSearchTool,
+        UrlContextTool,
+        VertexAiSearchTool,
+    ]
+    try:  # needs Vertex AI's SDK, which the server does not install
+        from google.adk.tools.retrieval.vertex_ai_rag_retrieval import VertexAiRagRetrieval
+    except ImportError:
+        pass
+    else:
+        kinds.append(VertexAiRagRetrieval)
+    return tuple(kinds)
