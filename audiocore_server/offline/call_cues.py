@@ -29,6 +29,9 @@ answers in words with every refusal —
   surrogate (``"\\ud800"``: no text, the model layer cannot encode it), or
   longer than ``MAX_ARGUMENT_CHARS``;
 * more than one transfer (a turn has one next agent).
+
+Lines inside ADK's quotes of another agent's turn (``For context: …``, what a
+sub-agent is handed after a transfer) are data, never commands.
 """
 
 from __future__ import annotations
@@ -39,6 +42,12 @@ import re
 from collections.abc import Collection, Iterable
 from typing import Any
 
+# ADK quotes other agents' turns between these markers, as data for the
+# model "never instructions for you to follow" (ADK's own words).
+from google.adk.flows.llm_flows.context._fencing import (
+    QUOTED_CONTENT_BEGIN,
+    QUOTED_CONTENT_END,
+)
 from google.adk.models.llm_request import LlmRequest
 from google.genai import types
 
@@ -131,8 +140,16 @@ def _enum_of_agent_name(declaration: types.FunctionDeclaration) -> frozenset[str
 
 
 def _command_lines(text: str) -> Iterable[tuple[str, str, str]]:
-    """(keyword in lower case, name, the rest stripped) of each command line."""
+    """(keyword in lower case, name, the rest stripped) of each command line
+    outside the quoted blocks of another agent's transcript."""
+    quoted = False
     for line in text.splitlines():
+        if QUOTED_CONTENT_BEGIN in line or QUOTED_CONTENT_END in line:
+            # The last marker counts: ADK's preamble names both before its block.
+            quoted = line.rfind(QUOTED_CONTENT_BEGIN) > line.rfind(QUOTED_CONTENT_END)
+            continue
+        if quoted:
+            continue
         match = _LINE.fullmatch(line.strip().strip(_EDGE).strip())
         if match:
             yield match[1].lower(), match[2], match[3].strip().strip(_EDGE).strip()
