@@ -24,7 +24,8 @@ speech. What it does, deterministically:
   ``get_location``; "start a task to sum the amount column of sales.csv" →
   ``start_task``, "what's the status of my task [task_…]" →
   ``get_task_status``, "cancel my task [task_…]" → ``cancel_task``;
-  "call NAME {json}" calls any declared tool; the memory cues ("remember
+  a line "call NAME {json}" calls any declared tool and "transfer AGENT"
+  transfers (``call_cues.py``; these lines win over the phrase cues); the memory cues ("remember
   that …", "what do you remember about …") are in ``memory_cues.py``,
   a task agent's permission questions and their answers ("yes, always",
   "no") in ``permission_cues.py``.
@@ -71,6 +72,7 @@ import audiocore
 
 from ..audio.voice import END_OF_SPEECH_S, VOICE_DBFS
 from ..models import live_request
+from . import call_cues
 from . import images as offline_images
 from . import memory_cues as offline_memory
 from . import permission_cues as offline_permissions
@@ -88,7 +90,6 @@ _TASK_OUTCOME = re.compile(
     r"(?:Result: |It failed: )(.*) Tell the user this now, briefly\.$",
     re.S,
 )
-_CALL_TOOL = re.compile(r"^\s*call\s+(\w+)\s*(\{.*\})?\s*$", re.I | re.S)
 _TASK_ID = re.compile(r"\btask_[0-9a-f]{8}\b")
 # Where a request for several things splits into its clauses.
 _CLAUSES = re.compile(r"\s*(?:,|;|\band(?: also| then)?\b)\s*", re.I)
@@ -187,7 +188,8 @@ class OfflineLiveModel(BaseLlm):
                 if p.inline_data and (p.inline_data.mime_type or "").startswith("image/")
             ]
             tools, instruction = _declared_tools(llm_request), live_request.instruction(llm_request)
-            answers = _answer_turn(text, seen, tools, turns, instruction)
+            targets = call_cues.transfer_targets(llm_request)
+            answers = _answer_turn(text, seen, tools, turns, instruction, targets)
         for response in answers:
             if response.turn_complete or response.content is None:
                 continue
@@ -207,6 +209,7 @@ class OfflineLiveModel(BaseLlm):
             _declared_tools(llm_request),
             manual=live_request.manual_turns(llm_request),
             instruction=live_request.instruction(llm_request),
+            transfer_targets=call_cues.transfer_targets(llm_request),
         )
         try:
             yield connection
@@ -227,9 +230,11 @@ class OfflineLiveConnection(BaseLlmConnection):
         *,
         manual: bool = False,
         instruction: str = "",
+        transfer_targets: frozenset[str] | None = None,
     ) -> None:
         self._model = model
         self._tools = tools
+        self._targets = transfer_targets
         self._instruction = instruction  # what it was told at connect
         self._responses: asyncio.Queue[LlmResponse | None] = asyncio.Queue(
             model.max_pending_responses
@@ -255,7 +260,12 @@ class OfflineLiveConnection(BaseLlmConnection):
         text = " ".join(p.text for p in parts if p.text)
         self._history_len += 1
         answer = _answer_turn(
-            text, list(self._images), self._tools, self._history_len, self._instruction
+            text,
+            list(self._images),
+            self._tools,
+            self._history_len,
+            self._instruction,
+            self._targets,
         )
         self._images.clear()
         await self._emit_all(answer)
@@ -451,25 +461,21 @@ def _text_answer(text: str, prompt: str, seconds: float = _CUE_SECONDS) -> list[
     ]
 
 
-def _answer_text(
-    text: str, tools: set[str], history_len: int, instruction: str = ""
-) -> list[LlmResponse]:
+def _handed_over(text: str) -> list[LlmResponse] | None:
+    """The answer to a text the server hands over (a background task's
+    outcome, a task agent's question), else None: never read for cues."""
     outcome = _TASK_OUTCOME.match(text)
     if outcome:
-        # The server hands over a background task's outcome: tell it, at
-        # some length (a second of tone), as a model reading it out would.
+        # Told at some length (a second of tone), as a model reading it out would.
         task_id, state, result = outcome.groups()
         return _text_answer(f"Your background task {task_id} {state}: {result}", text, seconds=1.0)
     asked = offline_permissions.told(text)
-    if asked is not None:
-        return _text_answer(asked, text)
-    call = _CALL_TOOL.match(text)
-    if call and call.group(1) in tools:
-        try:
-            args = json.loads(call.group(2) or "{}")
-        except ValueError:
-            return _text_answer(f"The arguments for {call.group(1)} are not valid JSON.", text)
-        return [_function_call(call.group(1), args if isinstance(args, dict) else {})]
+    return _text_answer(asked, text) if asked is not None else None
+
+
+def _answer_text(
+    text: str, tools: set[str], history_len: int, instruction: str = ""
+) -> list[LlmResponse]:
     told = offline_memory.told(text, instruction)
     if told is not None:
         return _text_answer(told, text)
@@ -510,9 +516,20 @@ def _cued_calls(text: str, tools: set[str]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _answer_turn(
-    text: str, images: list[str], tools: set[str], history_len: int, instruction: str = ""
+    text: str,
+    images: list[str],
+    tools: set[str],
+    history_len: int,
+    instruction: str = "",
+    targets: frozenset[str] | None = None,
 ) -> list[LlmResponse]:
     """A user turn of ``text`` and the ``images`` it was given (described)."""
+    answer = _handed_over(text)
+    if answer is not None:
+        return answer
+    cued = call_cues.read(text, tools, targets)
+    if cued is not None:
+        return [_function_calls(cued.calls)] if cued.calls else _text_answer(cued.answer, text)
     drawn = offline_images.drawing(text)
     if drawn is not None:
         said, picture = drawn

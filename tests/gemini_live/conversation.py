@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import audiocore
-from audiocore_server.offline.model import _CALL_TOOL, _CUES, audio_cue
+from audiocore_server.offline import call_cues
+from audiocore_server.offline.model import _CUES, audio_cue
 from audiocore_server.offline.speech import INPUT_RATE, describe_utterance
 
 from .wire import encode_bytes
@@ -184,13 +185,9 @@ def _audio_stream(
 
 def tool_call_for(text: str, functions: set[str]) -> tuple[str, dict[str, Any]] | None:
     """A typed turn that cues a declared function: (name, args), else None."""
-    call = _CALL_TOOL.match(text)
-    if call and call.group(1) in functions:
-        try:
-            args = json.loads(call.group(2) or "{}")
-        except ValueError:
-            return None
-        return call.group(1), args if isinstance(args, dict) else {}
+    cued = call_cues.read(text, functions)
+    if cued is not None:
+        return cued.calls[0] if cued.calls else None
     for name, pattern, build in _CUES:
         match = pattern.search(text)
         if match and name in functions:

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from websockets.asyncio.server import ServerConnection
 
-from audiocore_server.offline.model import _CALL_TOOL, _cued_calls, audio_cue
+from audiocore_server.offline import call_cues
+from audiocore_server.offline.model import _cued_calls, audio_cue
 
 from . import wire
 
@@ -305,9 +306,9 @@ class _Session:
 
     def _calls_for(self, text: str) -> list[tuple[str, dict[str, Any]]]:
         names = {tool["name"] for tool in self.config.get("tools") or []}
-        call = _CALL_TOOL.match(text)
-        if call and call.group(1) in names:
-            return [(call.group(1), json.loads(call.group(2) or "{}"))]
+        cued = call_cues.read(text, names)
+        if cued is not None:
+            return cued.calls  # none when refused: this fake answers "You said"
         return _cued_calls(text, names)
 
     async def _cancel(self, reason: str) -> bool:
