@@ -349,6 +349,8 @@ class LiveConnection:
         try:
             async with contextlib.aclosing(events):
                 while (event := await events.next()) is not None:
+                    if event.actions.transfer_to_agent:  # first: see the method
+                        self.queue.hold_for_transfer()
                     await c.playout.on_event(event)
                     await c.sender.send_due()
                     # ADK hands over a burst of ready events without suspending;

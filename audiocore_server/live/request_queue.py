@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import Callable
 
 from google.adk.agents.live_request_queue import LiveRequest, LiveRequestQueue
@@ -31,6 +32,10 @@ class BoundedLiveRequestQueue(LiveRequestQueue):
         self._used = {"realtime": 0, "content": 0}
         self._consumer: asyncio.Task[object] | None = None
         self._on_consumer_failed: Callable[[BaseException], None] | None = None
+        # A transfer to another agent: the reader ADK is about to cancel, and
+        # what it must not send to the old agent's model (hold_for_transfer).
+        self._held: asyncio.Task[object] | None = None
+        self._handover: collections.deque[LiveRequest] = collections.deque()
 
     def watch_consumer(self, on_failed: Callable[[BaseException], None]) -> None:
         """Call ``on_failed`` if the task reading this queue dies of an error.
@@ -79,16 +84,45 @@ class BoundedLiveRequestQueue(LiveRequestQueue):
         self._rooms[id(request)] = room
         self.send(request)
 
+    def hold_for_transfer(self) -> None:
+        """The run is passing to another agent (ADK's ``transfer_to_agent``).
+
+        ADK keeps the old agent's model connection, and its task reading
+        this queue, for a second before it cancels them and starts the new
+        agent's: whatever that task read meanwhile would go to a model about
+        to be closed — the user's words and audio lost. From now on that
+        task takes only function responses (ADK's own answer to the
+        transfer call, which the old model is owed); everything else waits,
+        in order, for the next reader (the new agent's)."""
+        self._held = self._consumer
+
     async def get(self) -> LiveRequest:
         task = asyncio.current_task()
-        if task is not None and task is not self._consumer:
-            self._consumer = task
-            task.add_done_callback(self._consumer_done)
-        request = await super().get()
+        if task is not None and task is self._held:
+            request = await self._get_for_old_agent()
+        elif self._handover:
+            request = self._handover.popleft()
+        else:
+            if task is not None and task is not self._consumer:
+                self._consumer = task
+                task.add_done_callback(self._consumer_done)
+            request = await super().get()
+            if task is not None and task is self._held:  # held while it waited
+                self._handover.append(request)
+                request = await self._get_for_old_agent()
         room = self._rooms.pop(id(request), None)
         if room is not None:
             self._used[room] -= 1
         return request
+
+    async def _get_for_old_agent(self) -> LiveRequest:
+        """The held reader's next function response (until ADK cancels it)."""
+        while True:
+            request = await super().get()
+            content = request.content
+            if content and content.parts and any(p.function_response for p in content.parts):
+                return request
+            self._handover.append(request)
 
     def _consumer_done(self, task: asyncio.Task[object]) -> None:
         if task.cancelled() or self._on_consumer_failed is None:

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.adk.agents import Agent
+from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.tools import google_search
 
 
@@ -20,3 +23,16 @@ search_agent = Agent(
     instruction="Search the web when asked.",
     tools=[google_search, _look_up],
 )
+
+
+class ToolCounter(BasePlugin):
+    """A plugin given with --plugin: records the tools it sees run."""
+
+    seen: list[str] = []
+
+    def __init__(self) -> None:
+        super().__init__(name="tool_counter")
+
+    async def before_tool_callback(self, *, tool: Any, tool_args: Any, tool_context: Any) -> None:
+        ToolCounter.seen.append(tool.name)
+        return None

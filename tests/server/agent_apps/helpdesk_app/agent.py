@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from google.adk.agents import Agent
-from google.adk.tools import FunctionTool
+from google.adk.tools import FunctionTool, LongRunningFunctionTool
+from google.adk.tools.agent_tool import AgentTool
 from google.adk.tools.tool_context import ToolContext
 
 from audiocore_server.tools.spec import tool
@@ -52,6 +53,19 @@ def check_stock(item: str) -> dict[str, Any]:
     return {"item": item, "in_stock": 3}
 
 
+def open_ticket(subject: str) -> dict[str, Any]:
+    """Open a ticket that a person answers later."""
+    CALLS.append(("open_ticket", {"subject": subject}))
+    return {"status": "pending", "ticket": "T-1"}
+
+
+summarizer = Agent(
+    name="summarizer",
+    model="gemini-2.5-flash",
+    description="Summarizes a text.",
+    instruction="Summarize what you are given in one sentence.",
+)
+
 stock_agent = Agent(
     name="stock_agent",
     model="gemini-2.5-flash",
@@ -65,7 +79,13 @@ root_agent = Agent(
     model="gemini-2.5-flash",
     description="A help desk for orders.",
     instruction="You help customers with their orders.",
-    tools=[lookup_order, FunctionTool(add_note), show_order_page],
+    tools=[
+        lookup_order,
+        FunctionTool(add_note),
+        show_order_page,
+        LongRunningFunctionTool(open_ticket),
+        AgentTool(summarizer),
+    ],
     sub_agents=[stock_agent],
     before_tool_callback=_before_tool,
     after_tool_callback=_after_tool,
