@@ -1,4 +1,4 @@
-"""``python -m server``: run the app under uvicorn.
+"""``audiocore-server`` (``python -m server`` in a checkout): run the app under uvicorn.
 
 Every setting (audiocore_server/settings.py) reads an environment variable,
 AUDIOCORE_<NAME>; the command line's options win. A bad setting ends the
@@ -12,6 +12,8 @@ import dataclasses
 import gc
 import logging
 import os
+import sys
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -160,8 +162,18 @@ OPTIONS = (
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
+def program_name(started: str) -> str:
+    """The command as its user typed it, from ``sys.argv[0]``: ``python -m
+    <package>`` for a ``__main__.py`` (``python -m server`` in a checkout),
+    else the console script, ``audiocore-server``."""
+    path = Path(started)
+    if path.name == "__main__.py":
+        return f"python -m {path.parent.name}"
+    return "audiocore-server"
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m server", description=__doc__)
+    parser = argparse.ArgumentParser(prog=program_name(sys.argv[0]), description=__doc__)
     for option, field, help_text in OPTIONS:
         parser.add_argument(option, dest=field, help=help_text)
     parser.add_argument("--log-level", default="info", choices=LOG_LEVELS)
@@ -181,19 +193,17 @@ def main(argv: list[str] | None = None) -> None:
                 overrides[field] = parse_value(field, kinds[field], raw, source=option)
         settings = Settings.from_env(**overrides, insecure_no_auth=args.insecure_no_auth)
     except (ValueError, TypeError) as exc:
-        parser.exit(2, f"python -m server: error: {exc}\n")
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
     problems = settings.problems()
     if problems:
-        parser.exit(2, "".join(f"python -m server: error: {p}\n" for p in problems))
+        parser.exit(2, "".join(f"{parser.prog}: error: {p}\n" for p in problems))
     if settings.backend == "openai" and not os.environ.get("OPENAI_API_KEY"):
-        parser.exit(
-            2, f"python -m server: error: --model {settings.model}: expected OPENAI_API_KEY\n"
-        )
+        parser.exit(2, f"{parser.prog}: error: --model {settings.model}: expected OPENAI_API_KEY\n")
     if settings.model not in (None, OFFLINE_MODEL) and settings.backend == "offline":
         # Without credentials the server would quietly run the offline model.
         parser.exit(
             2,
-            f"python -m server: error: --model {settings.model}: expected Google credentials "
+            f"{parser.prog}: error: --model {settings.model}: expected Google credentials "
             "(GOOGLE_API_KEY, or GOOGLE_GENAI_USE_VERTEXAI=1 with GOOGLE_CLOUD_PROJECT), "
             "found none\n",
         )
@@ -204,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
         # (a tool name) ends the command before any worker starts.
         app = create_app(settings)
     except ValueError as exc:
-        parser.exit(2, f"python -m server: error: {exc}\n")
+        parser.exit(2, f"{parser.prog}: error: {exc}\n")
     if settings.workers == 1:
         _tune_gc()
         uvicorn.run(app, **options)

@@ -56,6 +56,7 @@ from .ops.telemetry import CONTENT_TYPE, Telemetry
 from .runtime import Runtime
 from .settings import MODEL_KEY_VARIABLES, Settings, redact_url
 from .wire import chunks, protocol
+from .wire.route_path import route_path
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +162,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             await websocket.close(protocol.CLOSE_POLICY_VIOLATION, reason)
             return
         await websocket.accept()
-        await serve(websocket, SEED if websocket.scope["path"] == "/live" else UI_STREAM)
+        await serve(websocket, SEED if route_path(websocket.scope) == "/live" else UI_STREAM)
 
     async def run_live(websocket: WebSocket) -> None:
         # Refused before the handshake, as ADK's server does (a browser sees 403).

@@ -33,6 +33,14 @@ OPENAI_PREFIX = "openai:"
 OPENAI_AUDIO_RATE = 24_000
 
 
+def _page_dir() -> Path:
+    """The demo page: package data once installed (audiocore-server puts it
+    in audiocore_server/web/), else the checkout's web/ beside the package."""
+    package = Path(__file__).resolve().parent
+    installed = package / "web"
+    return installed if installed.is_dir() else package.parent / "web"
+
+
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -123,7 +131,7 @@ class Settings:
     # besides localhost names, the bind address and the allowed origins'
     # hosts: a guard against DNS rebinding. "*" accepts any.
     allowed_hosts: tuple[str, ...] = ()
-    web_dir: Path = Path(__file__).resolve().parent.parent / "web"
+    web_dir: Path = _page_dir()
 
     # Limits.
     max_message_bytes: int = 4 * 1024 * 1024

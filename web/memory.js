@@ -6,12 +6,15 @@
 // the agent's user_memory tool, so a fact the user just told appears, and a
 // forgotten one goes; it is painted from the server's answer only.
 
-/** The memory REST's base URL for a socket URL (ws://host/ws -> http://host). */
+/**
+ * The memory REST's base URL for a socket URL: its sibling, so a server
+ * mounted under a prefix keeps it (ws://host/voice/ws -> http://host/voice/memory).
+ */
 export function memoryUrl(socketUrl) {
-  const url = new URL(socketUrl);
+  const url = new URL("memory", socketUrl);
   url.protocol = url.protocol === "wss:" ? "https:" : "http:";
-  url.pathname = "/memory";
   url.search = "";
+  url.hash = "";
   return url.href;
 }
 

@@ -31,6 +31,7 @@ from starlette.datastructures import Headers, QueryParams
 from starlette.types import Scope
 
 from ..settings import Settings
+from ..wire.route_path import route_path
 from .tokens import TokenClaims, TokenRefused, TokenSigner, secrets_from
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class Refused(Exception):
 def surface_of(scope: Scope, web_dir: Path) -> str | None:
     """Which surface a request or socket is, for credentials and a token's
     ``surfaces``; None for what stays open."""
-    path: str = scope["path"]
+    path = route_path(scope)
     if scope["type"] == "websocket":
         return {"/ws": "ws", "/live": "live", "/run_live": "run_live"}.get(path, "api")
     if scope["method"] == "OPTIONS" or path == "/healthz":
@@ -213,7 +214,7 @@ def _users_named(scope: Scope, surface: str) -> list[str]:
     """The users a REST path or a ``/run_live`` query names (several
     ``user_id`` are refused by the route itself; none may be another's)."""
     if surface == "rest":
-        parts = scope["path"].split("/")  # "", "apps", app, "users", user, …
+        parts = route_path(scope).split("/")  # "", "apps", app, "users", user, …
         return [parts[4]] if len(parts) > 4 and parts[3] == "users" else []
     if surface == "run_live":
         return QueryParams(scope.get("query_string", b"")).getlist("user_id")

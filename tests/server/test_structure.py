@@ -37,10 +37,11 @@ WINGS = [
     "http",
     "runtime",
     "app",
+    "embed",
     "__main__",
     "__init__",
 ]
-ROOT_MODULES = {"settings", "runtime", "app", "__main__", "__init__"}
+ROOT_MODULES = {"settings", "runtime", "app", "embed", "__main__", "__init__"}
 PROVIDERS = {"models.gemini", "models.openai_realtime", "models.openai_connection"}
 SURFACES = {
     "live.connection",

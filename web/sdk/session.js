@@ -74,10 +74,18 @@ export function newUserKey(random = globalThis.crypto) {
   return btoa(String.fromCharCode(...bytes)).replaceAll("+", "-").replaceAll("/", "_");
 }
 
-/** ws:// or wss:// URL of the endpoint next to the page. */
-export function socketUrl(location, path = "/ws") {
-  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  return `${scheme}//${location.host}${path}`;
+/**
+ * ws:// or wss:// URL of the endpoint next to the page: ``path`` resolved
+ * against the page's address, so a server mounted under a prefix
+ * (https://host/voice/) is reached there (wss://host/voice/ws). An absolute
+ * ``path`` ("/ws") names the host's root.
+ */
+export function socketUrl(location, path = "ws") {
+  const url = new URL(path, location.href);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  url.search = "";
+  url.hash = "";
+  return url.href;
 }
 
 /** Why a connection ended, in words for the status line. */

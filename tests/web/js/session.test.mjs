@@ -102,9 +102,14 @@ test("the time zone goes in start when there is one (server/wire/fields.py time_
   assert.match(localTimeZone(), /^[A-Za-z][A-Za-z0-9_+\/-]*$/);
 });
 
-test("socketUrl follows the page's scheme and host", () => {
-  assert.equal(socketUrl({ protocol: "http:", host: "127.0.0.1:8000" }), "ws://127.0.0.1:8000/ws");
-  assert.equal(socketUrl({ protocol: "https:", host: "a.example" }), "wss://a.example/ws");
+test("socketUrl follows the page's scheme, host and directory", () => {
+  assert.equal(socketUrl({ href: "http://127.0.0.1:8000/" }), "ws://127.0.0.1:8000/ws");
+  assert.equal(socketUrl({ href: "https://a.example/?mode=x#y" }), "wss://a.example/ws");
+  // Mounted under a prefix, the socket is the page's sibling.
+  assert.equal(socketUrl({ href: "https://a.example/voice/" }), "wss://a.example/voice/ws");
+  assert.equal(socketUrl({ href: "http://h/voice/index.html" }), "ws://h/voice/ws");
+  assert.equal(socketUrl({ href: "http://h/voice/" }, "live"), "ws://h/voice/live");
+  assert.equal(socketUrl({ href: "http://h/voice/" }, "/ws"), "ws://h/ws");
 });
 
 test("open sends start first and resolves on data-session", async () => {
