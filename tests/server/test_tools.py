@@ -319,7 +319,8 @@ def test_the_setting_reads_from_the_environment_and_may_be_empty() -> None:
     assert (
         Settings.from_env({"AUDIOCORE_TOOLS_REQUIRING_APPROVAL": ""}).tools_requiring_approval == ()
     )
-    assert Settings.from_env({}).tools_requiring_approval == ("get_location", "process_payment")
+    # Unset: the demo's own (DEMO_APPROVALS), none for a user's agents.
+    assert Settings.from_env({}).tools_requiring_approval is None
 
 
 def test_browser_tool_runs_after_approval_and_its_result_reaches_the_model(
