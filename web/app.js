@@ -175,6 +175,8 @@ async function newSession(engine) {
     turnDetection: turnDetectionFor(state.mode),
     userKey: tokens ? undefined : userKey(), // a token's owner is the user
     timeZone: localTimeZone(),
+    // The app to talk to, when the server has several: the page's ?app=.
+    app: new URLSearchParams(location.search).get("app") ?? undefined,
   });
 }
 

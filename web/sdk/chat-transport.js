@@ -216,6 +216,8 @@ export class AudiocoreChatTransport {
    * @param {object} [options.live]  LiveSession options for audio: inputRate,
    *   inputFormat, outputRate, binary, turnDetection (none: a typed chat),
    *   timeZone (default: this runtime's)
+   * @param {string} [options.app]  the server's app to talk to (GET /list-apps);
+   *   none: the server's only app
    * @param {(info: object) => void} [options.onSession]  data-session's data (keep its sessionId)
    * @param {() => void} [options.onServerTurn]  the server started output no
    *   stream is taking: call `chat.resumeStream()`
@@ -341,6 +343,7 @@ export class AudiocoreChatTransport {
       binary: true, // audio as binary frames: no base64 for what a chat may not play
       timeZone: localTimeZone(),
       ...options.live,
+      app: options.app,
       sessionId: this.#sessionId ?? undefined,
       WebSocketImpl: options.WebSocketImpl,
     });

@@ -41,6 +41,7 @@ export function startMessage({
   turnDetection,
   userKey,
   timeZone,
+  app,
 }) {
   const message = { type: "start" };
   if (inputRate) message.input = { sampleRate: inputRate, format: inputFormat, channels: 1 };
@@ -53,6 +54,8 @@ export function startMessage({
   if (userKey) message.userKey = userKey;
   // The tools tell the time in it (get_current_time); omitted: UTC.
   if (timeZone) message.timeZone = timeZone;
+  // Which of the server's apps (GET /list-apps); omitted: its only one.
+  if (app) message.app = app;
   return message;
 }
 

@@ -91,6 +91,11 @@ test("a user key is random, and what the server takes (server/wire/protocol.py U
   assert.equal("userKey" in startMessage({}), false);
 });
 
+test("the app goes in start when one is named (docs/agents.md, selecting the app)", () => {
+  assert.equal(startMessage({ app: "support_desk" }).app, "support_desk");
+  assert.equal("app" in startMessage({}), false);
+});
+
 test("the time zone goes in start when there is one (server/wire/fields.py time_zone)", () => {
   assert.equal(startMessage({ timeZone: "Asia/Kathmandu" }).timeZone, "Asia/Kathmandu");
   assert.equal("timeZone" in startMessage({}), false);
