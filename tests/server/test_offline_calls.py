@@ -163,6 +163,11 @@ def test_text_without_a_command_line_is_not_read(text: str) -> None:
             "(\\ud800-\\udfff).",
         ),
         (
+            'call add {"a": "\ud800"}',  # a lone surrogate in the str itself
+            "The arguments for add are refused: expected text without lone surrogates "
+            "(\\ud800-\\udfff).",
+        ),
+        (
             'call add {"a": ' + "9" * 5000 + "}",
             "The arguments for add are refused: Exceeds the limit (4300 digits)",
         ),
