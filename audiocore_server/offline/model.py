@@ -25,10 +25,10 @@ speech. What it does, deterministically:
   ``start_task``, "what's the status of my task [task_…]" →
   ``get_task_status``, "cancel my task [task_…]" → ``cancel_task``;
   a line "call NAME {json}" calls any declared tool and "transfer AGENT"
-  transfers (``call_cues.py``; these lines win over the phrase cues); the memory cues ("remember
-  that …", "what do you remember about …") are in ``memory_cues.py``,
-  a task agent's permission questions and their answers ("yes, always",
-  "no") in ``permission_cues.py``.
+  transfers (``call_cues.py``; these lines win over the phrase cues); the
+  memory cues ("remember that …", "what do you remember about …") are in
+  ``memory_cues.py``, a task agent's permission questions and their
+  answers ("yes, always", "no") in ``permission_cues.py``.
   A request whose every clause is a cue of a different tool ("pay 5 EUR to
   Alice and where am I", clauses split at "and", commas, semicolons) calls
   them all in one response. The function responses of one content (also late ones, for

@@ -163,6 +163,11 @@ def test_text_without_a_command_line_is_not_read(text: str) -> None:
             "(\\ud800-\\udfff).",
         ),
         (
+            'call add {"a": "\ud800"}',  # a lone surrogate in the str itself
+            "The arguments for add are refused: expected text without lone surrogates "
+            "(\\ud800-\\udfff).",
+        ),
+        (
             'call add {"a": ' + "9" * 5000 + "}",
             "The arguments for add are refused: Exceeds the limit (4300 digits)",
         ),
@@ -303,20 +308,24 @@ def run_turns(desk: Desk, *texts: str) -> list[list[Event]]:
 
 def test_a_call_runs_the_function_and_its_result_reaches_the_next_answer() -> None:
     desk = Desk()
-    # The arguments hold a demo phrase cue ("weather in Tokyo") for a declared
-    # tool: the call line wins.
+    # The arguments hold demo phrase cues (the weather, a declared tool's, and
+    # a drawing): the call line wins over both.
     ((call, response, answer),) = run_turns(
-        desk, 'call lookup_order {"order_id": "weather in Tokyo"}'
+        desk, 'call lookup_order {"order_id": "weather in Tokyo, draw a red square"}'
     )
-    assert desk.ran == [("lookup_order", {"order_id": "weather in Tokyo"})]
+    assert desk.ran == [("lookup_order", {"order_id": "weather in Tokyo, draw a red square"})]
     assert (call.author, calls_of(call)) == (
         "desk",
-        [("lookup_order", {"order_id": "weather in Tokyo"})],
+        [("lookup_order", {"order_id": "weather in Tokyo, draw a red square"})],
     )
     (returned,) = response.get_function_responses()
-    assert returned.response == {"order_id": "weather in Tokyo", "status": "shipped"}
+    assert returned.response == {
+        "order_id": "weather in Tokyo, draw a red square",
+        "status": "shipped",
+    }
     assert text_of(answer) == (
-        'lookup_order returned {"order_id": "weather in Tokyo", "status": "shipped"}.'
+        'lookup_order returned {"order_id": "weather in Tokyo, draw a red square", '
+        '"status": "shipped"}.'
     )
 
 
