@@ -154,3 +154,91 @@ def test_ws_callable_that_says_no_runs_at_once(client: TestClient) -> None:
     output = next(m for m in turn if m["type"] == "tool-output-available")
     assert output["output"] == {"transferred": 5}
     assert desk.RUNS["transfer"] == 1
+
+
+# ---------------------------------------------------------------- /api/chat
+
+
+def sse_chunks(body: str) -> list[dict[str, Any]]:
+    assert body.endswith("data: [DONE]\n\n"), body[-200:]
+    return [json.loads(e[len("data: ") :]) for e in body.split("\n\n")[:-2]]
+
+
+def chat_post(client: TestClient, chat_id: str, messages: list[Any], **extra: Any) -> list[Any]:
+    body = {"id": chat_id, "messages": messages, "trigger": "submit-message", **extra}
+    response = client.post("/api/chat", json=body)
+    assert response.status_code == 200, response.text
+    return sse_chunks(response.text)
+
+
+def chat_round(
+    client: TestClient, chat_id: str, tool: str, args: dict[str, Any], approval: dict[str, Any]
+) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """Ask, answer as AI SDK's client does (the approval in the resubmitted
+    tool part); returns both streams and the resubmitted history."""
+    text = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": call_text(tool, args)}]}
+    first = chat_post(client, chat_id, [text])
+    kinds = [c["type"] for c in first]
+    at = kinds.index("tool-input-available")
+    assert kinds[at : at + 3] == ["tool-input-available", "tool-approval-request", "finish-step"]
+    # A body that asked returned something: ADK lets the model tell it
+    # (as adk api_server does), in a step of its own.
+    assert kinds[-1] == "finish" and first[-1]["finishReason"] == "tool-calls"
+    assert "tool-output-available" not in kinds  # ADK's placeholder response is hidden
+    call = next(c for c in first if c["type"] == "tool-input-available")
+    request = next(c for c in first if c["type"] == "tool-approval-request")
+    assert call["toolName"] == tool and request["toolCallId"] == call["toolCallId"]
+    assert tool in request["hint"] or tool == "book_room"
+    assert desk.RUNS[tool] == 0
+    part = {
+        "type": f"tool-{tool}",
+        "toolCallId": call["toolCallId"],
+        "state": "approval-responded",
+        "input": call["input"],
+        "approval": {"id": request["approvalId"], **approval},
+    }
+    assistant = {"id": first[0]["messageId"], "role": "assistant", "parts": [part]}
+    history = [text, assistant]
+    second = chat_post(client, chat_id, history, messageId=assistant["id"])
+    return first, second, {"history": history, "request": request, "call": call}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_chat_approved_runs_once_and_the_model_answers(client: TestClient, case: str) -> None:
+    tool, args, key = CASES[case]
+    _, second, seen = chat_round(client, f"chat-{case}", tool, args, {"approved": True})
+    output = next(c for c in second if c["type"] == "tool-output-available")
+    assert output["toolCallId"] == seen["call"]["toolCallId"] and key in output["output"]
+    answer = "".join(c["delta"] for c in second if c["type"] == "text-delta")
+    assert tool in answer and key in answer
+    assert second[-1]["finishReason"] == "stop"
+    assert desk.RUNS[tool] == 1
+    # The same history again (AI SDK resends it): nothing runs twice.
+    again = chat_post(client, f"chat-{case}", seen["history"], messageId="x")
+    assert not any(c["type"] == "tool-output-available" for c in again)
+    assert desk.RUNS[tool] == 1
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_chat_denied_never_runs(client: TestClient, case: str) -> None:
+    tool, args, _ = CASES[case]
+    _, second, seen = chat_round(client, f"deny-{case}", tool, args, {"approved": False})
+    denied = next(c for c in second if c["type"] == "tool-output-denied")
+    assert denied["toolCallId"] == seen["call"]["toolCallId"]
+    assert not any(c["type"] == "tool-output-available" for c in second)
+    assert desk.RUNS[tool] == 0
+
+
+def test_chat_approved_with_a_payload_reaches_the_tool(client: TestClient) -> None:
+    first, second, seen = chat_round(
+        client,
+        "chat-payload",
+        "book_room",
+        {"room": "Red"},
+        {"approved": True, "payload": {"nights": 4}},
+    )
+    assert seen["request"]["hint"] == "Book Red? Say how many nights."
+    assert seen["request"]["payload"] == {"nights": 1}
+    output = next(c for c in second if c["type"] == "tool-output-available")
+    assert output["output"] == {"booked": "Red", "nights": 4}
+    assert desk.PAYLOADS == [{"nights": 4}]
