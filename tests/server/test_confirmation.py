@@ -10,6 +10,7 @@ denial; and the model's answer names the tool's response.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +43,7 @@ def settings(tmp_path: Path) -> Settings:
         allowed_hosts=("testserver",),
         agent="confirm_agents.desk.agent:root_agent",
         tools_requiring_approval=("ring_bell",),
+        tool_timeout_s=10,  # a lost answer fails in seconds, not a minute
     )
 
 
@@ -242,3 +244,200 @@ def test_chat_approved_with_a_payload_reaches_the_tool(client: TestClient) -> No
     output = next(c for c in second if c["type"] == "tool-output-available")
     assert output["output"] == {"booked": "Red", "nights": 4}
     assert desk.PAYLOADS == [{"nights": 4}]
+
+
+# ---------------------------------------------------------------- /live (the seed's dialect)
+
+SEED_VERSION = {"version": "1.0", "timestamp": 1764547200000}
+
+
+def seed_read(ws: Any) -> list[dict[str, Any]]:
+    """One seed stream: up to ``[DONE]``, or the finish-step that closes an
+    approval request (its client closes the stream there itself)."""
+    out: list[dict[str, Any]] = []
+    armed = False
+    for _ in range(500):
+        frame = ws.receive_text()
+        if not frame.startswith("data: "):
+            continue  # a pong
+        body = frame[len("data: ") :].strip()
+        if body == "[DONE]":
+            return out
+        chunk = json.loads(body)
+        out.append(chunk)
+        armed = armed or chunk["type"] == "tool-approval-request"
+        if armed and chunk["type"] == "finish-step":
+            return out
+    raise AssertionError([c["type"] for c in out])
+
+
+def seed_submit(ws: Any, messages: list[Any], message_id: str | None = None) -> None:
+    body: dict[str, Any] = {
+        "type": "message",
+        "id": "chat-live",
+        "messages": messages,
+        "trigger": "submit-message",
+        **SEED_VERSION,
+    }
+    if message_id is not None:
+        body["messageId"] = message_id
+    ws.send_text(json.dumps(body))
+
+
+@pytest.mark.parametrize(
+    ("case", "approval"),
+    [
+        ("require_bool", {"approved": True}),
+        ("require_callable", {"approved": False}),
+        ("request_in_body", {"approved": True, "payload": {"nights": 2}}),
+        ("named_by_deployment", {"approved": False}),
+        ("named_by_deployment", {"approved": True}),
+    ],
+)
+def test_live_dialect(client: TestClient, case: str, approval: dict[str, Any]) -> None:
+    tool, args, key = CASES[case]
+    with client.websocket_connect("/live") as ws:
+        said = call_text(tool, args)
+        text = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": said}]}
+        seed_submit(ws, [text])
+        first = seed_read(ws)
+        call = next(c for c in first if c["type"] == "tool-input-available")
+        request = next(c for c in first if c["type"] == "tool-approval-request")
+        assert request["toolCallId"] == call["toolCallId"] and first[-1]["type"] == "finish-step"
+        assert desk.RUNS[tool] == 0
+        part = {
+            "type": f"tool-{tool}",
+            "toolCallId": call["toolCallId"],
+            "state": "approval-responded",
+            "input": call["input"],
+            "approval": {"id": request["approvalId"], **approval},
+        }
+        assistant = {"id": first[0]["messageId"], "role": "assistant", "parts": [part]}
+        seed_submit(ws, [text, assistant], message_id=assistant["id"])
+        second = seed_read(ws)
+    kinds = [c["type"] for c in second]
+    assert kinds[-1] == "finish"
+    answer = "".join(c["delta"] for c in second if c["type"] == "text-delta")
+    if approval["approved"]:
+        output = next(c for c in second if c["type"] == "tool-output-available")
+        assert key in output["output"] and tool in answer
+        assert desk.RUNS[tool] == 1
+        if "payload" in approval:
+            assert [approval["payload"]] == desk.PAYLOADS
+    else:
+        assert "tool-output-denied" in kinds and "denied" in answer
+        assert desk.RUNS[tool] == 0
+
+
+# ---------------------------------------------------------------- /run_live (ADK's own protocol)
+
+
+def run_live_events(ws: Any, until: Any, limit: int = 500) -> list[dict[str, Any]]:
+    events = []
+    for _ in range(limit):
+        event = json.loads(ws.receive_text())
+        events.append(event)
+        if until(event):
+            return events
+    raise AssertionError(events[-5:])
+
+
+def calls_of(event: dict[str, Any]) -> list[dict[str, Any]]:
+    parts = event.get("content", {}).get("parts", [])
+    return [p["functionCall"] for p in parts if "functionCall" in p]
+
+
+def texts_of(events: list[dict[str, Any]]) -> str:
+    out = []
+    for event in events:
+        out += [p.get("text", "") for p in event.get("content", {}).get("parts", [])]
+        out.append(event.get("outputTranscription", {}).get("text", ""))
+    return " ".join(out)
+
+
+def adk_own_request(original: dict[str, Any], hint: str, payload: Any, author: str) -> Any:
+    """What ADK's run_async emits for the same request
+    (``generate_request_confirmation_event``), as its JSON."""
+    from types import SimpleNamespace
+
+    from google.adk.events import Event, EventActions
+    from google.adk.flows.llm_flows.functions import generate_request_confirmation_event
+    from google.adk.tools.tool_confirmation import ToolConfirmation
+    from google.genai import types
+
+    from audiocore_server.wire.adk_json import event_json
+
+    call = types.FunctionCall.model_validate(original)
+    context = SimpleNamespace(invocation_id="inv", branch=None, agent=SimpleNamespace(name=author))
+    calls = Event(author=author, content=types.Content(parts=[types.Part(function_call=call)]))
+    asked = ToolConfirmation(hint=hint, payload=payload)
+    responses = Event(
+        author=author, actions=EventActions(requested_tool_confirmations={call.id: asked})
+    )
+    event = generate_request_confirmation_event(context, calls, responses)  # type: ignore[arg-type]
+    return event_json(event)
+
+
+@pytest.mark.parametrize(
+    ("case", "answer"),
+    [
+        ("require_bool", {"confirmed": True}),
+        ("require_callable", {"confirmed": False}),
+        ("request_in_body", {"confirmed": True, "payload": {"nights": 5}}),
+        ("request_in_body", {"confirmed": False}),
+        ("named_by_deployment", {"confirmed": True}),
+    ],
+)
+def test_run_live_speaks_adks_confirmation(
+    client: TestClient, case: str, answer: dict[str, Any]
+) -> None:
+    tool, args, key = CASES[case]
+    session = f"s-{case}-{answer['confirmed']}"
+    created = client.post(f"/apps/{APP}/users/u1/sessions", json={"sessionId": session})
+    assert created.status_code == 200, created.text
+    url = f"/run_live?app_name={APP}&user_id=u1&session_id={session}"
+    with client.websocket_connect(url) as ws:
+        text = {"content": {"role": "user", "parts": [{"text": call_text(tool, args)}]}}
+        ws.send_text(json.dumps(text))
+        events = run_live_events(
+            ws, lambda e: any(c["name"] == "adk_request_confirmation" for c in calls_of(e))
+        )
+        (original,) = next(calls_of(e) for e in events if calls_of(e) and e is not events[-1])
+        request_event = events[-1]
+        (request,) = calls_of(request_event)
+        assert original["name"] == tool and original["args"] == args
+        assert request_event["longRunningToolIds"] == [request["id"]]
+        confirmation = request["args"]["toolConfirmation"]
+        # Byte for byte what ADK emits, but for its fresh ids and time.
+        theirs = adk_own_request(
+            original, confirmation["hint"], confirmation.get("payload"), request_event["author"]
+        )
+        ours = copy.deepcopy(request_event)
+        for event in (ours, theirs):
+            for volatile in ("id", "timestamp", "invocationId"):
+                event.pop(volatile)
+            event["longRunningToolIds"] = ["request"]
+            (part,) = event["content"]["parts"]
+            part["functionCall"]["id"] = "request"
+        assert ours == theirs
+        if tool == "book_room":
+            assert confirmation == {
+                "hint": "Book Blue? Say how many nights.",
+                "confirmed": False,
+                "payload": {"nights": 1},
+            }
+        assert desk.RUNS[tool] == 0
+        reply = {"id": request["id"], "name": "adk_request_confirmation", "response": answer}
+        ws.send_text(
+            json.dumps({"content": {"role": "user", "parts": [{"functionResponse": reply}]}})
+        )
+        turn = run_live_events(ws, lambda e: e.get("turnComplete"))
+    said = texts_of(turn)
+    if answer["confirmed"]:
+        assert tool in said and key in said, said
+        assert desk.RUNS[tool] == 1
+        if "payload" in answer:
+            assert [answer["payload"]] == desk.PAYLOADS
+    else:
+        assert "denied" in said, said
+        assert desk.RUNS[tool] == 0
