@@ -441,3 +441,32 @@ def test_run_live_speaks_adks_confirmation(
     else:
         assert "denied" in said, said
         assert desk.RUNS[tool] == 0
+
+
+# ---------------------------------------------------------------- no leak
+
+
+def kept_calls(client: TestClient) -> int:
+    """The calls the wrapped tools of the live agent hold, all of them."""
+    from audiocore_server.tools.confirmation import ConfirmedTool
+
+    agent = client.app.state.runtime.agents.select(APP).agent  # type: ignore[attr-defined]
+    return sum(t.kept for t in agent.tools if isinstance(t, ConfirmedTool))
+
+
+def test_kept_calls_are_dropped_on_answer_denial_and_barge_in(client: TestClient) -> None:
+    with client.websocket_connect("/ws") as ws:
+        start(ws)
+        for verdict in (True, False):
+            _, request = ws_ask(ws, "delete_file", {"path": "x"})
+            assert kept_calls(client) == 1
+            approval = {"type": "tool_approval", "approvalId": request["approvalId"]}
+            ws.send_text(json.dumps({**approval, "approved": verdict}))
+            receive_until(ws, "finish")
+            assert kept_calls(client) == 0
+        _, request = ws_ask(ws, "delete_file", {"path": "y"})
+        assert kept_calls(client) == 1
+        ws.send_text(json.dumps({"type": "interrupt"}))
+        receive_until(ws, "tool-output-error")
+        assert kept_calls(client) == 0
+    assert desk.RUNS["delete_file"] == 1
