@@ -69,8 +69,15 @@ from ..tools.calls import (
     RunOnServer,
     apply,
     delegated_calls,
+    log_decision,
     pending_in,
     run_on_server,
+)
+from ..tools.confirmation import (
+    as_approval_requests,
+    confirmation_answer,
+    original_call,
+    requests_pending,
 )
 from ..tools.spec import ToolSpec, ToolState
 from ..turns.events import ModelAudio, TurnEnd, TurnTranslator
@@ -137,6 +144,41 @@ async def resolve_answers(
             # The stream of this response ends with the finish: no END_OF_STREAM.
             out.asks += [c for c in call.run_now() if not isinstance(c, chunks.EndOfStream)]
     return out
+
+
+@dataclasses.dataclass
+class _Confirmations:
+    parts: list[types.Part] = dataclasses.field(default_factory=list)  # ADK's answers
+    denied: set[str] = dataclasses.field(default_factory=set)  # the calls refused
+
+
+def confirmation_answers(
+    session: Session, answers: Sequence[fields.ToolApproval | fields.ToolResult]
+) -> tuple[_Confirmations, list[fields.ToolApproval | fields.ToolResult]]:
+    """The approvals that answer ADK's own confirmation requests still
+    pending in the session, as the function responses that make ADK run
+    (or refuse) each call once; and the other answers. An answer to a
+    request already answered is not pending any more: ignored, as every
+    answer a resubmitted history repeats."""
+    pending = requests_pending(session.events)
+    out = _Confirmations()
+    rest: list[fields.ToolApproval | fields.ToolResult] = []
+    for answer in answers:
+        request = (
+            pending.pop(answer.approval_id, None)
+            if isinstance(answer, fields.ToolApproval)
+            else None
+        )
+        if request is None:
+            rest.append(answer)
+            continue
+        assert isinstance(answer, fields.ToolApproval)
+        original = original_call(request)
+        log_decision(session.id, "http", original.name or "", original.args or {}, answer)
+        out.parts.append(confirmation_answer(request, answer))
+        if not answer.approved:
+            out.denied.add(original.id or "")
+    return out, rest
 
 
 class _Replay:
@@ -303,12 +345,11 @@ class ChatEndpoint:
         taken: asyncio.Event,
     ) -> AsyncIterator[chunks.Chunk]:
         tools = app.tools
-        resolved = await resolve_answers(
-            session, submit.answers, tools, self._settings.tool_timeout_s
-        )
+        confirmations, answers = confirmation_answers(session, submit.answers)
+        resolved = await resolve_answers(session, answers, tools, self._settings.tool_timeout_s)
         for chunk in resolved.shown:
             yield chunk
-        parts = list(resolved.responses)
+        parts = list(resolved.responses) + confirmations.parts
         for image in submit.images:
             parts.append(
                 types.Part(inline_data=types.Blob(mime_type=image.media_type, data=image.data))
@@ -337,10 +378,23 @@ class ChatEndpoint:
                 abort_signal=taken,
             )
             async with contextlib.aclosing(events):
-                async for event in events:
-                    for item in translator.translate(event):
-                        if not isinstance(item, (ModelAudio, TurnEnd)):
+                async for whole in events:
+                    event, requests = as_approval_requests(whole)
+                    denied = confirmations.denied
+                    for item in translator.translate(event) if event is not None else ():
+                        if isinstance(item, chunks.ToolOutput) and item.call_id in denied:
+                            yield chunks.ToolOutputDenied(item.call_id)  # ADK's "rejected"
+                        elif not isinstance(item, (ModelAudio, TurnEnd)):
                             yield item
+                    if requests:
+                        # An ADK tool asks for a confirmation (ADK's own, in
+                        # run_async): our approval request, for its call.
+                        asked = True
+                        for chunk in [*requests, *translator.end_step()]:
+                            yield chunk
+                        continue
+                    if event is None:
+                        continue
                     calls = delegated_calls(event, tools)
                     if calls:
                         # Ask about each (a browser tool that needs no

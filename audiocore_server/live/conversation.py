@@ -209,6 +209,7 @@ def assemble(
         on_turn_end=turn_ended,
         on_barge_in=barged_in,
     )
+    queue.confirmation_hook = playout.confirmation_requested
     link = DelegationLink(
         name, tell, uplink, delivery, lambda: parts.sessions.get(user_id, session_id)
     )

@@ -13,6 +13,7 @@ tells the model's connection what the client played
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 
@@ -21,11 +22,14 @@ from google.adk.events import Event
 from ..audio.conversion import OutputAudio
 from ..audio.pacer import OutputPacer
 from ..tools.calls import delegated_calls
+from ..tools.confirmation import KeptCall
 from ..tools.delegation import SessionDelegations
 from ..tools.spec import ToolSpec
 from ..turns.events import ModelAudio, Translator, TurnEnd
 from ..wire import chunks
 from .played import PlayoutPosition
+
+log = logging.getLogger(__name__)
 
 
 class Playout:
@@ -86,6 +90,25 @@ class Playout:
                 call.id or "", spec, dict(call.args or {}), message_id, step=event.id
             )
         return [*asks, *self._translator.end_step(), chunks.END_OF_STREAM]
+
+    def confirmation_requested(self, kept: KeptCall) -> bool:
+        """An ADK tool's call kept for the user's confirmation
+        (``tools/confirmation.py``, called while ADK runs the call, after
+        the call's own event went through ``on_event``): a delegated call
+        like the others, asked in its own step."""
+        asks = self._delegations.add(
+            kept.call_id,
+            kept.spec,
+            kept.args,
+            self._translator.message_id,
+            confirmation=kept.confirmation,
+        )
+        for chunk in [*asks, *self._translator.end_step(), chunks.END_OF_STREAM]:
+            if not self._pacer.put_message_nowait(chunk):
+                # The client is not reading: the call waits for its deadline.
+                log.warning("confirmation of %s not asked: client not reading", kept.spec.name)
+                break
+        return True
 
     def barge_in(self, source: chunks.InterruptSource) -> None:
         pacer = self._pacer

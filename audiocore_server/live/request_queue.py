@@ -9,6 +9,8 @@ from collections.abc import Callable
 from google.adk.agents.live_request_queue import LiveRequest, LiveRequestQueue
 from google.genai import types
 
+from ..tools.confirmation import ConfirmationHook
+
 
 class BoundedLiveRequestQueue(LiveRequestQueue):
     """ADK's queue (unbounded by design) with bounds the server enforces.
@@ -36,6 +38,10 @@ class BoundedLiveRequestQueue(LiveRequestQueue):
         # what it must not send to the old agent's model (hold_for_transfer).
         self._held: asyncio.Task[object] | None = None
         self._handover: collections.deque[LiveRequest] = collections.deque()
+        # The connection's: asks its client about an ADK tool's call that
+        # awaits confirmation (``tools/confirmation.py`` finds it here, in
+        # the tool context's invocation); None once closed.
+        self.confirmation_hook: ConfirmationHook | None = None
 
     def watch_consumer(self, on_failed: Callable[[BaseException], None]) -> None:
         """Call ``on_failed`` if the task reading this queue dies of an error.
@@ -53,6 +59,7 @@ class BoundedLiveRequestQueue(LiveRequestQueue):
         connection into a reference cycle that only the collector frees.)"""
         super().close()
         self._on_consumer_failed = None
+        self.confirmation_hook = None
         self._consumer = None
 
     @property

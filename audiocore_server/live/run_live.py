@@ -30,6 +30,7 @@ import pydantic
 from google.adk.agents.live_request_queue import LiveRequest
 from google.adk.agents.run_config import RunConfig
 from google.adk.events import Event
+from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 from starlette.types import Message
 from starlette.websockets import WebSocket
@@ -37,6 +38,7 @@ from starlette.websockets import WebSocket
 from ..gate.addressing import api_user_allowed
 from ..settings import Settings
 from ..storage.client_state import ForbiddenState, check_client_state
+from ..tools.confirmation import REQUEST_CONFIRMATION
 from ..tools.spec import ToolSpec
 from ..turns.events import ModelAudio, Outgoing, TurnEnd
 from ..wire import chunks, fields, protocol, query_params
@@ -227,6 +229,8 @@ class AdkEventWire:
     def chunk_frames(self, chunk: chunks.Chunk) -> list[str]:
         if isinstance(chunk, chunks.AdkEvent):
             return [encode_event(chunk.event)]
+        if isinstance(chunk, chunks.ToolApprovalRequest) and chunk.confirmation is not None:
+            return [encode_event(event_json(confirmation_event(chunk, chunk.confirmation)))]
         if isinstance(chunk, chunks.Error):
             error = Event(author="server", error_code="INVALID_REQUEST", error_message=chunk.text)
             return [encode_event(event_json(error))]
@@ -252,6 +256,34 @@ class AdkEventWire:
             "timestamp": time.time(),
         }
         return encode_event(data)
+
+
+def confirmation_event(
+    request: chunks.ToolApprovalRequest, confirmation: chunks.Confirmation
+) -> Event:
+    """An ADK tool's confirmation request as ``adk api_server`` emits it
+    (``generate_request_confirmation_event``): an ``adk_request_confirmation``
+    call, long-running, whose args hold the original call and the
+    ``ToolConfirmation``. Its id is our approval id: the client's function
+    response for it is the approval (``SessionDelegations``)."""
+    original = types.FunctionCall(
+        id=request.call_id, name=confirmation.tool_name, args=dict(confirmation.args)
+    )
+    asked = ToolConfirmation(hint=confirmation.hint, payload=confirmation.payload)
+    call = types.FunctionCall(
+        name=REQUEST_CONFIRMATION,
+        id=request.approval_id,
+        args={
+            "originalFunctionCall": original.model_dump(exclude_none=True, by_alias=True),
+            "toolConfirmation": asked.model_dump(by_alias=True, exclude_none=True),
+        },
+    )
+    return Event(
+        invocation_id=confirmation.invocation_id,
+        author=confirmation.author,
+        content=types.Content(parts=[types.Part(function_call=call)], role="model"),
+        long_running_tool_ids={request.approval_id},
+    )
 
 
 class AdkDialect:

@@ -76,6 +76,10 @@ class PendingCall:
     # The model response that made the call, with its other calls: the model
     # is answered once all of them are settled.
     step: str | None = None
+    # An ADK tool's confirmation request (its hint and payload), and the
+    # payload the user approved it with (``ToolApproval.payload``).
+    confirmation: chunks.Confirmation | None = None
+    payload: Any = None
 
     @classmethod
     def new(
@@ -86,6 +90,7 @@ class PendingCall:
         timeout_s: float,
         message_id: str | None = None,
         step: str | None = None,
+        confirmation: chunks.Confirmation | None = None,
     ) -> PendingCall:
         approval_id = approval_id_of(call_id) if spec.approval else None
         return cls(
@@ -96,6 +101,7 @@ class PendingCall:
             message_id,
             approval_id,
             step=step,
+            confirmation=confirmation,
         )
 
     @property
@@ -108,7 +114,7 @@ class PendingCall:
         call: its approval request; none for a browser tool that needs no
         approval (its ``ToolInput``, ``client_executes``, asked)."""
         if self.approval_id is not None:
-            return [chunks.ToolApprovalRequest(self.approval_id, self.call_id)]
+            return [chunks.ToolApprovalRequest(self.approval_id, self.call_id, self.confirmation)]
         return []
 
     def run_now(self) -> list[chunks.Chunk]:
@@ -236,6 +242,22 @@ def apply(
     return steps
 
 
+def log_decision(
+    session_id: str, via: str, tool: str, args: Mapping[str, Any], approval: ToolApproval
+) -> None:
+    """Every approval decision, whoever made it, in one form."""
+    log.info(
+        "tool approval: session=%s via=%s tool=%s args=%s verdict=%s reason=%r payload=%s",
+        session_id,
+        via,
+        tool,
+        json.dumps(args, sort_keys=True, default=str),
+        "approved" if approval.approved else "denied",
+        approval.reason,
+        "-" if approval.payload is None else json.dumps(approval.payload, default=str)[:200],
+    )
+
+
 def _approve(
     calls: Mapping[str, PendingCall],
     approval: ToolApproval,
@@ -249,17 +271,10 @@ def _approve(
             return None
         raise InputError(f"tool_approval: no pending approval {approval.approval_id!r}")
     call.approval_id = None  # spent: a second answer finds nothing
-    log.info(
-        "tool approval: session=%s via=%s tool=%s args=%s verdict=%s reason=%r",
-        session_id,
-        via,
-        call.spec.name,
-        json.dumps(call.args, sort_keys=True, default=str),
-        "approved" if approval.approved else "denied",
-        approval.reason,
-    )
+    log_decision(session_id, via, call.spec.name, call.args, approval)
     if not approval.approved:
         return denied(call, approval.reason)
+    call.payload = approval.payload
     if call.spec.runs_in == "browser":
         call.approved = True
         return None if call.call_id in results else AskBrowser(call)
@@ -288,14 +303,21 @@ async def run_on_server(call: PendingCall, state: ToolState, session_id: str) ->
     """An approved server tool: run it (within its timeout) and resolve the
     call. A failure is logged under a fresh reference; the client and the
     model get the reference, never the exception's text."""
+    confirm = call.spec.confirm
+    state_delta: Mapping[str, Any] = state.delta
     try:
-        output = await asyncio.wait_for(
-            run_server_tool(call.spec, call.args, state), call.timeout_s
-        )
+        if confirm is not None:
+            output, state_delta = await asyncio.wait_for(
+                confirm.resume(call.call_id, call.payload), call.timeout_s
+            )
+        else:
+            output = await asyncio.wait_for(
+                run_server_tool(call.spec, call.args, state), call.timeout_s
+            )
     except Exception as exc:
         ref = chunks.new_id("err")
         log.exception("tool %s failed (session %s, ref %s)", call.spec.name, session_id, ref)
         return failed(
             call, f"{call.spec.name} failed: {type(exc).__name__} (server log reference {ref})"
         )
-    return succeeded(call, output, state.delta)
+    return succeeded(call, output, state_delta)

@@ -29,11 +29,21 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 
 from ..wire import chunks
-from ..wire.fields import InputError, ToolApproval, ToolResult
-from .calls import Answer, AskBrowser, Outcome, PendingCall, apply, cancelled, run_on_server
+from ..wire.fields import InputError, ToolApproval, ToolResult, approval_payload
+from .calls import (
+    APPROVAL_PREFIX,
+    Answer,
+    AskBrowser,
+    Outcome,
+    PendingCall,
+    apply,
+    cancelled,
+    run_on_server,
+)
 from .spec import ToolSpec, ToolState
 
 log = logging.getLogger(__name__)
@@ -116,12 +126,14 @@ class SessionDelegations:
         args: dict[str, Any],
         message_id: str | None = None,
         step: str | None = None,
+        confirmation: chunks.Confirmation | None = None,
     ) -> list[chunks.Chunk]:
         """A new delegated call from the model (of assistant message
-        ``message_id``, of the model response ``step``); returns what asks
-        the client, in the call's step. The caller ends the step, and the
-        client's stream, after all calls."""
-        call = PendingCall.new(call_id, spec, args, self.timeout_s, message_id, step)
+        ``message_id``, of the model response ``step``; an ADK tool's
+        ``confirmation`` request); returns what asks the client, in the
+        call's step. The caller ends the step, and the client's stream,
+        after all calls."""
+        call = PendingCall.new(call_id, spec, args, self.timeout_s, message_id, step, confirmation)
         self._calls[call_id] = call
         self._arm(call, call.timeout_s)
         return call.ask()
@@ -145,7 +157,13 @@ class SessionDelegations:
         """An ADK client's function response for a delegated call: for a call
         awaiting approval, ``{"confirmed": bool}`` (ADK's confirmation
         convention, ``approved`` also taken) is the answer; otherwise the
-        response is the browser tool's result."""
+        response is the browser tool's result. ``call_id`` may be the
+        approval id: the client answers the ``adk_request_confirmation``
+        call that /run_live sent for an ADK tool's confirmation, with a
+        ``ToolConfirmation`` (``confirmed``, and a ``payload``)."""
+        if call_id.startswith(APPROVAL_PREFIX):
+            self._confirm(call_id, response)
+            return
         call = self._calls.get(call_id)
         if call is None:
             raise InputError(f"function_response: no pending tool call {call_id!r}")
@@ -166,6 +184,17 @@ class SessionDelegations:
             )
         else:
             self.answer([ToolResult(call_id, output=response)])
+
+    def _confirm(self, approval_id: str, response: dict[str, Any]) -> None:
+        try:
+            answer = ToolConfirmation.from_response_dict(response)
+        except (ValueError, TypeError):  # pydantic's ValidationError is a ValueError
+            raise InputError(
+                "function_response: adk_request_confirmation expects a ToolConfirmation "
+                '({"confirmed": true|false, "payload": ...})'
+            ) from None
+        payload = approval_payload(answer.payload, "function_response payload")
+        self.answer([ToolApproval(approval_id, answer.confirmed, None, payload=payload)])
 
     def cancel_all(self, reason: str) -> None:
         """Resolve every call still waiting for the client (barge-in)."""
@@ -223,6 +252,8 @@ class SessionDelegations:
         call = outcome.call
         self._calls.pop(call.call_id, None)
         self._disarm(call)
+        if call.spec.confirm is not None:
+            call.spec.confirm.forget(call.call_id)  # denied, expired: never runs
         settled = self._step_settled(outcome)
         sink = self._sink
         if sink is None:

@@ -34,7 +34,7 @@ import asyncio
 import dataclasses
 import inspect
 from collections.abc import Callable, Collection, Iterator, Mapping, MutableMapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.function_tool import FunctionTool
@@ -42,6 +42,17 @@ from google.adk.tools.long_running_tool import LongRunningFunctionTool
 from google.adk.tools.tool_context import ToolContext
 
 RunsIn = Literal["server", "browser"]
+
+
+class Confirmable(Protocol):
+    """An ADK tool whose kept calls run after the user's confirmation
+    (``tools/confirmation.py``)."""
+
+    async def resume(self, call_id: str, payload: Any) -> tuple[Any, Mapping[str, Any]]: ...
+
+    def forget(self, call_id: str) -> None: ...
+
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 _SPEC = "__audiocore_tool__"
 
@@ -55,6 +66,8 @@ class ToolSpec:
     timeout_s: float | None = None  # None: the server's tool_timeout_s
     # The ADK tool of a server tool that needs more than a FunctionTool.
     adk: Callable[[Callable[..., Any]], BaseTool] | None = None
+    # An ADK tool that asked for a confirmation: approved, it runs there.
+    confirm: Confirmable | None = None
 
     @property
     def delegated(self) -> bool:

@@ -9,6 +9,10 @@ calls it must complete itself:
   the browser, or after the user's approval, exactly as the demo's tools do;
 * a plain function named in ``tools_requiring_approval``: the same, after the
   user's approval;
+* an ADK function tool that asks for ADK's confirmation
+  (``require_confirmation``, ``tool_context.request_confirmation``, or named
+  in ``tools_requiring_approval``): wrapped so that live connections ask
+  too (``tools/confirmation.py``); ADK's ``run_async`` asks as ADK does;
 * anything else is ADK's to run, as in ``run_async``.
 
 ``adapt`` returns the agent's tool list for ADK and the specs of the calls
@@ -24,6 +28,7 @@ from typing import Any
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.base_toolset import BaseToolset
 
+from .confirmation import wrap
 from .spec import ToolSpec, adk_tool, spec_of
 
 ToolUnion = Callable[..., Any] | BaseTool | BaseToolset
@@ -41,14 +46,18 @@ def adapt(tools: Iterable[ToolUnion], requiring: Collection[str]) -> AdaptedTool
     adapted: list[ToolUnion] = []
     specs: list[ToolSpec] = []
     for item in tools:
-        if isinstance(item, BaseTool | BaseToolset) or not callable(item):
+        if isinstance(item, BaseTool):
+            adapted.append(wrap(item, requiring))
+            continue
+        if isinstance(item, BaseToolset) or not callable(item):
             adapted.append(item)
             continue
         spec = spec_of(item)
         if spec.name in requiring:
             spec = dataclasses.replace(spec, approval=True)
         specs.append(spec)
-        adapted.append(adk_tool(spec))
+        # A server tool whose body asks for a confirmation gets it as ADK's do.
+        adapted.append(wrap(adk_tool(spec), ()))
     return AdaptedTools(adapted, specs)
 
 

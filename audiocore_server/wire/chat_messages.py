@@ -144,6 +144,9 @@ def _tool_answers(parts: list[Any], limits: Limits) -> list[ToolApproval | ToolR
                     approval["approved"],
                     fields.optional_text(approval.get("reason"), "message approval.reason", limits),
                     from_history=True,
+                    payload=fields.approval_payload(
+                        approval.get("payload"), "message approval.payload"
+                    ),
                 )
             )
         if state == "output-available":

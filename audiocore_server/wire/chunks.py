@@ -229,13 +229,39 @@ def client_executes(chunk: Mapping[str, Any]) -> bool:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Confirmation:
+    """What an ADK tool's confirmation request says (``ToolConfirmation``'s
+    hint and payload), with the call it is for and who made it: /run_live
+    renders the request as ADK's own ``adk_request_confirmation`` event."""
+
+    tool_name: str
+    args: Mapping[str, Any]
+    hint: str = ""
+    payload: Any = None
+    author: str = ""
+    invocation_id: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ToolApprovalRequest(Chunk):
     type: ClassVar[str] = "tool-approval-request"
     approval_id: str
     call_id: str
+    confirmation: Confirmation | None = None  # an ADK tool asked for it
 
     def to_json(self) -> JsonObject:
-        return {"type": self.type, "approvalId": self.approval_id, "toolCallId": self.call_id}
+        out: JsonObject = {
+            "type": self.type,
+            "approvalId": self.approval_id,
+            "toolCallId": self.call_id,
+        }
+        confirmation = self.confirmation
+        if confirmation is not None:
+            if confirmation.hint:
+                out["hint"] = confirmation.hint
+            if confirmation.payload is not None:
+                out["payload"] = confirmation.payload
+        return out
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import json
 import re
 import zoneinfo
 from typing import Any
@@ -54,6 +55,9 @@ class ToolApproval:
     # Read from a resubmitted chat history: an answer the server may already
     # have had, so an unknown id is ignored rather than reported.
     from_history: bool = False
+    # What the user filled in for a tool that asked for a confirmation with
+    # a payload (ADK's ToolConfirmation.payload); None: nothing sent.
+    payload: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +106,23 @@ def optional_text(value: Any, what: str, limits: Limits) -> str | None:
         raise InputError(
             f"{what}: {len(value)} characters exceeds the limit of {limits.max_text_chars}"
         )
+    return value
+
+
+MAX_PAYLOAD_BYTES = 16_384  # an approval's payload, as compact JSON
+
+
+def approval_payload(value: Any, what: str) -> Any:
+    """An approval's ``payload``: any JSON value (None when absent) of at
+    most ``MAX_PAYLOAD_BYTES`` as compact JSON."""
+    if value is None:
+        return None
+    try:
+        size = len(json.dumps(value, separators=(",", ":"), allow_nan=False).encode())
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: expected a JSON value") from None
+    if size > MAX_PAYLOAD_BYTES:
+        raise InputError(f"{what}: {size} bytes of JSON exceeds the limit of {MAX_PAYLOAD_BYTES}")
     return value
 
 

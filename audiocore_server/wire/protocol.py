@@ -360,6 +360,7 @@ def _decode_tool_approval(obj: dict[str, Any], fmt: InputFormat, limits: Limits)
         fields.identifier(approval_id, "tool_approval approvalId", limits),
         approved,
         fields.optional_text(obj.get("reason"), "tool_approval reason", limits),
+        payload=fields.approval_payload(obj.get("payload"), "tool_approval payload"),
     )
 
 

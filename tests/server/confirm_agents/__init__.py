@@ -1,0 +1,1 @@
+"""ADK agents for the confirmation tests (``test_confirmation.py``)."""
