@@ -92,7 +92,7 @@ def _package_dirs(*names: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-_PACKAGE_DIRS = _package_dirs("audiocore", "server")
+_PACKAGE_DIRS = _package_dirs("audiocore", "audiocore_server")
 
 
 def _raised_in(exc: BaseException, roots: tuple[str, ...]) -> bool:

@@ -87,7 +87,9 @@ def worker(args: argparse.Namespace) -> None:
     # every input for nothing).
     import fuzz_input
 
-    with atheris.instrument_imports(include=["audiocore", "server", "fuzz_core", "fuzz_protocol"]):
+    with atheris.instrument_imports(
+        include=["audiocore", "audiocore_server", "fuzz_core", "fuzz_protocol"]
+    ):
         module = __import__(MODULES[args.worker])
     target = module.TARGETS[args.worker]
     out = Path(args.workdir) / args.worker
