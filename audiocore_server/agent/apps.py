@@ -105,16 +105,23 @@ def _load_dir(agents_dir: Path) -> list[LoadedApp]:
     return apps
 
 
-def _load_reference(reference: str) -> LoadedApp:
+def _resolve(reference: str, what: str) -> object:
+    """The object ``module:attr`` names (``what``: the setting, for the
+    messages). Raises ``AppLoadError``."""
     if not _REFERENCE.match(reference):
-        raise AppLoadError(f"agent: expected module:attribute, got {reference!r}")
+        raise AppLoadError(f"{what}: expected module:attribute, got {reference!r}")
     module_name, attr = reference.split(":", 1)
     try:
         found: object = importlib.import_module(module_name)
         for part in attr.split("."):
             found = getattr(found, part)
     except Exception as exc:  # the user's code: any error, told with its place
-        raise AppLoadError(_where(exc, None, f"agent {reference}")) from None
+        raise AppLoadError(_where(exc, None, f"{what} {reference}")) from None
+    return found
+
+
+def _load_reference(reference: str) -> LoadedApp:
+    found = _resolve(reference, "agent")
     if isinstance(found, App):
         return _app_of(found.name, found, reference)
     if isinstance(found, BaseAgent):
@@ -191,18 +198,13 @@ def load_plugins(references: Sequence[str]) -> list[BasePlugin]:
     taken without arguments. Raises ``AppLoadError``."""
     plugins = []
     for reference in references:
-        if not _REFERENCE.match(reference):
-            raise AppLoadError(f"plugins: expected module:attribute, got {reference!r}")
-        module_name, attr = reference.split(":", 1)
-        try:
-            found: object = importlib.import_module(module_name)
-            for part in attr.split("."):
-                found = getattr(found, part)
-            if isinstance(found, type) and issubclass(found, BasePlugin):
-                make: Callable[[], object] = found
+        found = _resolve(reference, "plugin")
+        if isinstance(found, type) and issubclass(found, BasePlugin):
+            make: Callable[[], object] = found
+            try:
                 found = make()
-        except Exception as exc:  # the user's code: any error, told with its place
-            raise AppLoadError(_where(exc, None, f"plugin {reference}")) from None
+            except Exception as exc:  # the user's code: any error, told with its place
+                raise AppLoadError(_where(exc, None, f"plugin {reference}")) from None
         if not isinstance(found, BasePlugin):
             raise AppLoadError(
                 f"plugin {reference}: expected an ADK BasePlugin, got {type(found).__name__}"
