@@ -85,7 +85,14 @@ def test_the_page_under_a_prefix_reaches_its_socket_and_gets_the_answer(
         memory = [url for url in fetched if "/memory" in url]
         assert memory and all(url.startswith(f"{host_url}/voice/memory") for url in memory)
         # Every file the page loaded came from below the prefix.
-        assert all(url.startswith(f"{host_url}/voice/") for url in fetched), fetched
+        # (Inline data: and blob: URLs are no fetch from the host: some
+        # Chromium builds report the page's `data:` icon as a request.)
+        outside = [
+            url
+            for url in fetched
+            if not url.startswith(("data:", "blob:", f"{host_url}/voice/"))
+        ]
+        assert outside == []
         assert demo(page, "__demo.session")["model"] == "offline"
         check_no_page_errors(page)
     finally:
