@@ -25,6 +25,9 @@
 import { ReconnectPolicy } from "./reconnect.js";
 import { LiveSession, clientExecutes, describeClose, localTimeZone } from "./session.js";
 
+// What an app's onToolCall asks of a tool call: run it in the browser now?
+export { clientExecutes } from "./session.js";
+
 const FINISH_STEP = Object.freeze({ type: "finish-step" });
 const START_STEP = Object.freeze({ type: "start-step" });
 // Chunks that begin new content. AI SDK puts each model response in its own

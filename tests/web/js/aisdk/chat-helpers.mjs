@@ -8,24 +8,24 @@
 
 import assert from "node:assert/strict";
 
-import {
-  AbstractChat,
-  lastAssistantMessageIsCompleteWithApprovalResponses as approvalsDone,
-  lastAssistantMessageIsCompleteWithToolCalls as toolCallsDone,
-  uiMessageChunkSchema,
-} from "ai";
-import { uiMessageChunkSchema as strictChunkSchema } from "ai-v6-first";
-
-import { clientExecutes } from "../../../../web/sdk/session.js";
 import { dataUrl, described, halves, png } from "./png.mjs";
+import { SCHEMAS, SCHEMA_PACKAGES, ai, sdk } from "./under-test.mjs";
+
+export { SCHEMAS };
+const { clientExecutes } = sdk;
+const {
+  AbstractChat,
+  lastAssistantMessageIsCompleteWithApprovalResponses: approvalsDone,
+  lastAssistantMessageIsCompleteWithToolCalls: toolCallsDone,
+} = ai;
 
 // What any one wait may take before the test gives up and shows the state:
 // a guard against a hang, not a speed requirement.
 export const GIVE_UP_MS = 30_000;
-// Every chunk is checked against the pinned SDK's schema and against the
-// first v6 release's (6.0.25, the seed project's pin), whose chunk objects
-// are strict: a key it does not name fails the whole stream there.
-export const SCHEMAS = [uiMessageChunkSchema(), strictChunkSchema()];
+// Every chunk is checked against the schemas of under-test.mjs: from pytest,
+// the pinned 6's, 7's, and the first v6 release's (6.0.25, the seed project's
+// pin), whose chunk objects are strict: a key it does not name fails the
+// whole stream there.
 
 /** ChatState in memory (AISDK_NOTES §2), telling waiters about every change. */
 export class MemoryState {
@@ -94,9 +94,9 @@ export function validated(transport, seen, invalid) {
     stream?.pipeThrough(
       new TransformStream({
         async transform(chunk, controller) {
-          for (const schema of SCHEMAS) {
+          for (const [i, schema] of SCHEMAS.entries()) {
             const result = await schema.validate(chunk);
-            if (!result.success) invalid.push({ chunk, error: String(result.error) });
+            if (!result.success) invalid.push({ schema: SCHEMA_PACKAGES[i], chunk, error: String(result.error) });
           }
           seen.push(chunk);
           controller.enqueue(chunk);

@@ -13,10 +13,6 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import { after, test } from "node:test";
 
-import { lastAssistantMessageIsCompleteWithApprovalResponses as approvalsDone } from "ai";
-
-import { AudiocoreChatTransport, withUserMessage } from "../../../../web/sdk/chat-transport.js";
-import { clientExecutes } from "../../../../web/sdk/session.js";
 import {
   POSITION,
   SCHEMAS,
@@ -32,6 +28,10 @@ import {
   toolPart,
   twoApprovalsInOneStep,
 } from "./chat-helpers.mjs";
+import { ai, sdk } from "./under-test.mjs";
+
+const { lastAssistantMessageIsCompleteWithApprovalResponses: approvalsDone } = ai;
+const { AudiocoreChatTransport, clientExecutes, withUserMessage } = sdk;
 
 const URL = process.env.AUDIOCORE_WS_URL;
 if (!URL) throw new Error("AUDIOCORE_WS_URL is not set: run this file from pytest (tests/web/test_ai_sdk.py)");
