@@ -52,8 +52,9 @@ def test_the_tarball_carries_every_module_the_transport_imports() -> None:
         "session.js",
         "reconnect.js",
         "pcm.js",
+        "wav.js",
     }
-    for module in ("chat-transport.js", "session.js", "reconnect.js", "pcm.js"):
+    for module in ("chat-transport.js", "session.js", "reconnect.js", "pcm.js", "wav.js"):
         for line in (SDK / module).read_text().splitlines():
             if line.startswith("import ") and ' from "./' in line:
                 assert line.split('"./')[1].rstrip('";') in packed, (module, line)

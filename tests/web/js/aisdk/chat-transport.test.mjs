@@ -21,6 +21,7 @@ import {
   approvedLocation,
   approvedPayment,
   chatOn,
+  contentParts,
   describe,
   finished,
   imagesBothWays,
@@ -90,10 +91,18 @@ test("a typed turn: one user message, one assistant message, with the model's me
   const { audio } = assistant.metadata;
   assert.ok(audio.chunks > 0 && audio.bytes > 0, JSON.stringify(audio));
   assert.equal(audio.duration, audio.bytes / (2 * audio.sampleRate));
+  // The seed's "Recorded Audio": the answer's audio as a WAV file part, last.
   assert.deepEqual(
     assistant.parts.map((p) => p.type),
-    ["step-start", "text"],
+    ["step-start", "text", "file"],
   );
+  const recorded = assistant.parts.at(-1);
+  assert.equal(recorded.mediaType, "audio/wav");
+  const wav = Buffer.from(recorded.url.slice("data:audio/wav;base64,".length), "base64");
+  assert.equal(wav.toString("latin1", 0, 4) + wav.toString("latin1", 8, 12), "RIFFWAVE");
+  assert.equal(wav.readUInt32LE(24), audio.sampleRate);
+  assert.equal(wav.readUInt32LE(40), audio.bytes, "every byte the server reported, none more");
+  assert.equal(wav.length, 44 + audio.bytes);
   assert.equal(finishes.at(-1).finishReason, "stop");
   // The new message only, as an AI SDK `message`: never the history.
   const turns = sent.filter((m) => m.type === "message");
@@ -101,6 +110,17 @@ test("a typed turn: one user message, one assistant message, with the model's me
   assert.deepEqual(turns[0].messages, [
     { id: user.id, role: "user", parts: [{ type: "text", text: "hello there" }] },
   ]);
+});
+
+test("recordedAudio: false: the answer carries no audio file part", async () => {
+  const { chat } = newChat({ transportOptions: { recordedAudio: false } });
+  await chat.sendMessage({ text: "no recording" });
+  const assistant = chat.messages.at(-1);
+  assert.ok(assistant.metadata.audio.bytes > 0, "the answer carried audio");
+  assert.deepEqual(
+    assistant.parts.map((p) => p.type),
+    ["step-start", "text"],
+  );
 });
 
 test("approve process_payment through addToolApprovalResponse", async () => {
@@ -406,7 +426,7 @@ test("a barge-in while an approval is pending: the rest of the turn arrives thro
   assert.equal(part.errorText, "interrupted by the user");
   assert.match(text(message), /"status": "cancelled"/);
   assert.deepEqual(
-    message.parts.map((p) => p.type),
+    contentParts(message).map((p) => p.type),
     ["step-start", "tool-process_payment", "step-start", "text"],
   );
 });
