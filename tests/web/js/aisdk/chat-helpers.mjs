@@ -107,6 +107,8 @@ export function validated(transport, seen, invalid) {
     resumeStreamIsReplay: transport.resumeStreamIsReplay,
     sendMessages: async (options) => check(await transport.sendMessages(options)),
     reconnectToStream: async (options) => check(await transport.reconnectToStream(options)),
+    // ai 7's AbstractChat.dispose() calls the transport's close().
+    close: () => transport.close?.(),
   };
 }
 

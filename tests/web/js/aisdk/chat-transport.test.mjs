@@ -29,7 +29,7 @@ import {
   toolPart,
   twoApprovalsInOneStep,
 } from "./chat-helpers.mjs";
-import { ai, sdk } from "./under-test.mjs";
+import { AI_MAJOR, ai, sdk } from "./under-test.mjs";
 
 const { lastAssistantMessageIsCompleteWithApprovalResponses: approvalsDone } = ai;
 const { AudiocoreChatTransport, clientExecutes, withUserMessage } = sdk;
@@ -430,6 +430,23 @@ test("a barge-in while an approval is pending: the rest of the turn arrives thro
     ["step-start", "tool-process_payment", "step-start", "text"],
   );
 });
+
+test(
+  "ai 7: chat.dispose() closes the socket through the transport's close(), with no reconnect",
+  { skip: AI_MAJOR < 7 && "ai 6's chats have no dispose (the app calls transport.close())" },
+  async () => {
+    const { chat, transport } = newChat();
+    await chat.sendMessage({ text: "and goodbye" });
+    const live = transport.live;
+    assert.ok(live, "the socket is open after a turn");
+    const closed = new Promise((resolve) => live.addEventListener("closed", resolve, { once: true }));
+    await chat.dispose();
+    const { detail } = await closed;
+    assert.equal(detail.code, 1000);
+    assert.equal(transport.live, null);
+    assert.equal(transport.reconnecting, false);
+  },
+);
 
 test("an answer cut at the model's output limit finishes with length", () => answerCutAtTheLimit(newChat));
 
