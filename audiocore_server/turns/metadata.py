@@ -16,6 +16,7 @@ from typing import Any
 
 from google.adk.events import Event
 from google.genai import types
+from pydantic.alias_generators import to_camel
 
 from ..wire.chunks import Finish, FinishReason
 
@@ -106,6 +107,7 @@ class TurnMetadata:
         self._usage: types.GenerateContentResponseUsageMetadata | None = None
         self._sources: list[dict[str, str]] = []
         self._citations: list[dict[str, Any]] = []
+        self._cache: dict[str, Any] | None = None
 
     def add(self, event: Event) -> None:
         if event.usage_metadata is not None:
@@ -118,6 +120,12 @@ class TurnMetadata:
             self._sources = _sources(event.grounding_metadata)
         if event.citation_metadata is not None:
             self._citations = _citations(event.citation_metadata)
+        if event.cache_metadata is not None:
+            # ADK's context cache (its name, fingerprint, use count, expiry):
+            # passed through with camelCase keys; the cached token count is
+            # in the usage report, as ADK says.
+            dump = event.cache_metadata.model_dump(mode="json", exclude_none=True)
+            self._cache = {to_camel(key): value for key, value in dump.items()}
 
     def step_over(self) -> None:
         """A model response ended (its tool calls were answered): the next
@@ -143,6 +151,8 @@ class TurnMetadata:
             metadata["grounding"] = {"sources": self._sources}
         if self._citations:
             metadata["citations"] = self._citations
+        if self._cache is not None:
+            metadata["cacheMetadata"] = self._cache
         version = self._version or self._model
         if version:
             metadata["modelVersion"] = version

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from google.adk.events import Event
+from google.adk.models.cache_metadata import CacheMetadata
 from google.genai import types
 from server_helpers import receive_until, start
 from starlette.testclient import TestClient
@@ -124,6 +125,39 @@ def test_grounding_sources_and_citations_in_the_seeds_shape() -> None:
         "citations": [{"startIndex": 3, "endIndex": 9, "uri": "https://c.example", "license": ""}],
         "modelVersion": "m",  # none reported: the agent's model
     }
+
+
+def test_adks_cache_metadata_passes_through_as_cache_metadata() -> None:
+    """LlmResponse.cache_metadata (google-adk's context cache), the turn's last
+    report, in camelCase; a turn without one has no key."""
+    t = TurnTranslator(model="m")
+    first = CacheMetadata(fingerprint="f0", contents_count=2)  # fingerprint only: no cache yet
+    active = CacheMetadata(
+        cache_name="projects/1/locations/l/cachedContents/9",
+        expire_time=1764547200.5,
+        fingerprint="f1",
+        invocations_used=3,
+        contents_count=4,
+        created_at=1764540000.0,
+    )
+    t.translate(model_event(types.Part(text="One."), cache_metadata=first))
+    t.translate(model_event(types.Part(text="Two."), cache_metadata=active))
+    finish = finish_of(t.translate(Event(author="agent", turn_complete=True)))
+    assert finish["messageMetadata"]["cacheMetadata"] == {
+        "cacheName": "projects/1/locations/l/cachedContents/9",
+        "expireTime": 1764547200.5,
+        "fingerprint": "f1",
+        "invocationsUsed": 3,
+        "contentsCount": 4,
+        "createdAt": 1764540000.0,
+    }
+    t.translate(model_event(types.Part(text="Three."), cache_metadata=first))
+    finish = finish_of(t.translate(Event(author="agent", turn_complete=True)))
+    assert finish["messageMetadata"]["cacheMetadata"] == {"fingerprint": "f0", "contentsCount": 2}
+    # The next turn without a report: none (nothing carried over).
+    t.translate(model_event(types.Part(text="Uncached.")))
+    finish = finish_of(t.translate(Event(author="agent", turn_complete=True)))
+    assert "cacheMetadata" not in finish["messageMetadata"]
 
 
 def test_a_turn_that_ends_on_its_tool_step_is_tool_calls() -> None:

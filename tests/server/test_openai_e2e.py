@@ -127,6 +127,35 @@ def test_the_mic_stopped_mid_utterance_ends_the_turn(
     assert not record.errors and not errors(col)
 
 
+def test_the_services_speech_started_and_stopped_are_data_speech(
+    openai_server: str, endpoint: LocalOpenAIRealtime, speech_48k
+) -> None:
+    """The service's VAD (``input_audio_buffer.speech_started`` /
+    ``speech_stopped``) reaches the client as the model's ``data-speech``
+    started, then stopped, before the answer."""
+    pause = np.zeros(RATE, np.float32)  # 1 s: the service's VAD hears the end
+
+    async def scenario() -> Collector:
+        ws, col = await open_session(openai_server, endpoint)
+        await stream_realtime(ws, np.concatenate([speech_48k, pause]), RATE)
+        await col.wait_for("finish", timeout=20)
+        await col.close()
+        return col
+
+    col = asyncio.run(scenario())
+    sent = [k for k in endpoint.records[0].sent if k.startswith("input_audio_buffer.")]
+    assert sent[:2] == ["input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped"]
+    kinds = [m["type"] for _, m in col.messages]
+    speech = [m for _, m in col.messages if m["type"] == "data-speech"]
+    assert [(m["data"]["state"], m["data"]["source"]) for m in speech][:2] == [
+        ("started", "model"),
+        ("stopped", "model"),
+    ]
+    assert all(m["transient"] is True for m in speech)
+    assert kinds.index("data-speech") < kinds.index("text-delta") < kinds.index("finish")
+    assert not errors(col)
+
+
 def test_a_typed_turn_while_an_answer_is_generated_cancels_it_first(
     tmp_path: Path, speech_48k, monkeypatch: pytest.MonkeyPatch
 ) -> None:

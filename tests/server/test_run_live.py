@@ -236,6 +236,33 @@ def test_same_observable_behaviour_as_adk_api_server(adk_server: str, our_server
     assert "12800 samples" in texts(ours["spoken"])[0]
 
 
+async def speech_then_stream_end(base: str, session: str) -> list[dict[str, Any]]:
+    """0.8 s of tone with no silence after it (the voice detector still hears
+    speech), then ``{"audio_stream_end": true}``: the turn it ends."""
+    create_session(base, "u1", session)
+    async with websockets.connect(live_url(base, "u1", session), max_size=None) as ws:
+        speech = _tone(0.8, 16_000)
+        for i in range(0, len(speech), 640):
+            await ws.send(blob(speech[i : i + 640], 16_000))
+        await ws.send(json.dumps({"audio_stream_end": True}))
+        turn = await read_turn(ws)
+        await ws.send(json.dumps({"close": True}))
+    return turn
+
+
+def test_audio_stream_end_ends_the_utterance_as_with_adk_api_server(
+    adk_server: str, our_server: str
+) -> None:
+    theirs = asyncio.run(speech_then_stream_end(adk_server, "stream-end-1"))
+    ours = asyncio.run(speech_then_stream_end(our_server, "stream-end-1"))
+    assert kinds(ours) == kinds(theirs)
+    assert texts(ours) == texts(theirs)
+    assert "12800 samples" in texts(ours)[0], texts(ours)
+    theirs_audio, ours_audio = audio_of(theirs), audio_of(ours)
+    assert ours_audio[: len(theirs_audio)] == theirs_audio
+    assert not any(ours_audio[len(theirs_audio) :])
+
+
 def test_events_are_serialised_as_adks_server_does(our_server: str) -> None:
     async def scenario() -> list[dict[str, Any]]:
         create_session(our_server, "u1", "shape-1")

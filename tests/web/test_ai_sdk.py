@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 
+import pytest
 from web_helpers import ROOT, missing
 
 JS = ROOT / "tests" / "web" / "js"
@@ -56,7 +57,24 @@ def install_npm_packages() -> None:
         missing(f"npm ci --prefix tests/web/js failed: {result.stderr[-2000:]}")
 
 
-def run_node_tests(test_file: str, env: dict[str, str], *, at_least: int) -> None:
+# Each suite runs once per AI SDK major: the chats on that major's ``ai``
+# (tests/web/js/aisdk/under-test.mjs), every chunk checked against both
+# majors' uiMessageChunkSchema and 6.0.25's (the seed's pin, strict objects).
+AiPackage = tuple[str, str]
+AI_PACKAGES: dict[str, AiPackage] = {"ai6": ("ai", "6"), "ai7": ("ai-v7", "7")}
+SCHEMA_PACKAGES = "ai,ai-v7,ai-v6-first"
+
+
+@pytest.fixture(params=sorted(AI_PACKAGES))
+def ai_package(request: pytest.FixtureRequest) -> AiPackage:
+    """The npm package (an alias in tests/web/js/package.json) the chats run
+    on, and its major."""
+    return AI_PACKAGES[request.param]
+
+
+def run_node_tests(
+    test_file: str, env: dict[str, str], *, at_least: int, ai_package: AiPackage
+) -> None:
     """``node --test`` on one file of tests/web/js/aisdk/; every test passes."""
     node = shutil.which("node")
     if node is None:
@@ -65,7 +83,13 @@ def run_node_tests(test_file: str, env: dict[str, str], *, at_least: int) -> Non
     result = subprocess.run(
         [*node_command(node), "--test", str(JS / "aisdk" / test_file)],
         cwd=JS,
-        env={**os.environ, **env},
+        env={
+            **os.environ,
+            "AUDIOCORE_AI_PACKAGE": ai_package[0],
+            "AUDIOCORE_AI_MAJOR": ai_package[1],
+            "AUDIOCORE_AI_SCHEMAS": SCHEMA_PACKAGES,
+            **env,
+        },
         capture_output=True,
         text=True,
         timeout=300,
@@ -82,17 +106,34 @@ def run_node_tests(test_file: str, env: dict[str, str], *, at_least: int) -> Non
     assert summary["fail"] == 0 and summary["pass"] >= at_least, json.dumps(summary)
 
 
-def test_chat_transport_with_the_ai_sdk(server_url: str) -> None:
+def test_chat_transport_with_the_ai_sdk(server_url: str, ai_package: AiPackage) -> None:
     socket_url = server_url.replace("http://", "ws://") + "ws"
-    run_node_tests("chat-transport.test.mjs", {"AUDIOCORE_WS_URL": socket_url}, at_least=12)
+    run_node_tests(
+        "chat-transport.test.mjs",
+        {"AUDIOCORE_WS_URL": socket_url},
+        at_least=12,
+        ai_package=ai_package,
+    )
 
 
-def test_the_seed_clients_reading_of_live_with_the_ai_sdk(server_url: str) -> None:
+def test_the_seed_clients_reading_of_live_with_the_ai_sdk(
+    server_url: str, ai_package: AiPackage
+) -> None:
     """/live read as the seed's lib/bidi reads it, messages built by ``ai``."""
     socket_url = server_url.replace("http://", "ws://") + "live"
-    run_node_tests("seed-live.test.mjs", {"AUDIOCORE_LIVE_URL": socket_url}, at_least=2)
+    run_node_tests(
+        "seed-live.test.mjs",
+        {"AUDIOCORE_LIVE_URL": socket_url},
+        at_least=2,
+        ai_package=ai_package,
+    )
 
 
-def test_default_http_transport_with_the_ai_sdk(server_url: str) -> None:
+def test_default_http_transport_with_the_ai_sdk(server_url: str, ai_package: AiPackage) -> None:
     """AI SDK's own DefaultChatTransport on POST /api/chat and /stream."""
-    run_node_tests("http-chat.test.mjs", {"AUDIOCORE_HTTP_URL": server_url}, at_least=7)
+    run_node_tests(
+        "http-chat.test.mjs",
+        {"AUDIOCORE_HTTP_URL": server_url},
+        at_least=7,
+        ai_package=ai_package,
+    )

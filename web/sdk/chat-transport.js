@@ -24,6 +24,10 @@
 
 import { ReconnectPolicy } from "./reconnect.js";
 import { LiveSession, clientExecutes, describeClose, localTimeZone } from "./session.js";
+import { TurnRecorder, wavFile } from "./wav.js";
+
+// What an app's onToolCall asks of a tool call: run it in the browser now?
+export { clientExecutes } from "./session.js";
 
 const FINISH_STEP = Object.freeze({ type: "finish-step" });
 const START_STEP = Object.freeze({ type: "start-step" });
@@ -39,6 +43,10 @@ const STEP_CONTENT = new Set([
   "source-url",
   "source-document",
 ]);
+
+// The transport's own "Recorded Audio" file chunks: they end the answer's
+// last step rather than open one of their own.
+const RECORDINGS = new WeakSet();
 
 function isToolPart(part) {
   return typeof part?.type === "string" && (part.type.startsWith("tool-") || part.type === "dynamic-tool");
@@ -123,7 +131,8 @@ export class TurnTracker {
         out.push(chunk);
         break;
       default:
-        if (STEP_CONTENT.has(chunk.type) || (chunk.type.startsWith("data-") && !chunk.transient)) {
+        const content = STEP_CONTENT.has(chunk.type) || (chunk.type.startsWith("data-") && !chunk.transient);
+        if (content && !RECORDINGS.has(chunk)) {
           this.#openStep(out);
         }
         out.push(chunk);
@@ -208,6 +217,8 @@ export class AudiocoreChatTransport {
   #reconnects; // the ReconnectPolicy, or null (options.reconnect false)
   #wanted = false; // a socket was up and the app has not closed it: keep one open
   #retryTimer = null;
+  #recorder; // the open turn's audio (TurnRecorder), or null (options.recordedAudio false)
+  #recordedRate = 0; // its sample rate
 
   /**
    * @param {object} options
@@ -238,6 +249,9 @@ export class AudiocoreChatTransport {
    * @param {(info: object) => void} [options.onReconnected]  the session is back (data-session's data)
    * @param {(r: {reason: string, close: object}) => void} [options.onReconnectFailed]
    *   no more attempts (a close that means "do not come back", or too many)
+   * @param {boolean} [options.recordedAudio=true]  at the end of an answer that
+   *   carried audio (its finish's messageMetadata.audio), a `file` part
+   *   `audio/wav` of that audio: the seed's "Recorded Audio"
    * @param {typeof WebSocket} [options.WebSocketImpl]
    */
   constructor(options) {
@@ -246,6 +260,7 @@ export class AudiocoreChatTransport {
     this.#sessionId = options.sessionId ?? null;
     const reconnect = options.reconnect ?? true;
     this.#reconnects = reconnect ? new ReconnectPolicy(reconnect === true ? {} : reconnect) : null;
+    this.#recorder = options.recordedAudio === false ? null : new TurnRecorder();
   }
 
   /**
@@ -352,7 +367,13 @@ export class AudiocoreChatTransport {
       options.onSession?.(detail);
     });
     live.addEventListener("chunk", ({ detail }) => this.#route(detail));
-    live.addEventListener("audio", ({ detail }) => options.onAudio?.(detail));
+    live.addEventListener("audio", ({ detail }) => {
+      if (this.#recorder && this.#tracker.open) {
+        this.#recorder.add(detail.bytes);
+        this.#recordedRate = detail.sampleRate;
+      }
+      this.#options.onAudio?.(detail);
+    });
     live.addEventListener("closed", ({ detail }) => this.#closed(live, detail));
     this.#live = live;
     const info = await live.open();
@@ -407,6 +428,34 @@ export class AudiocoreChatTransport {
       return;
     }
     if (chunk.type === "data-transcript") this.#transcript(chunk.data);
+    if (chunk.type === "start") this.#recorder?.reset();
+    if (chunk.type === "finish") {
+      const recording = this.#recording(chunk);
+      if (recording) this.#deliver(recording);
+    }
+    this.#deliver(chunk);
+  }
+
+  /**
+   * The turn's audio as the seed's "Recorded Audio" file part, if the answer
+   * carried audio (its finish says so, as the seed's client reads it).
+   */
+  #recording(finish) {
+    const taken = this.#recorder?.take();
+    if (!taken || !finish.messageMetadata?.audio || !this.#recordedRate) return null;
+    const wav = wavFile(taken.pcm, this.#recordedRate);
+    let binary = "";
+    // fromCharCode takes its arguments on the stack: a bounded slice at a time.
+    for (let at = 0; at < wav.length; at += 0x8000) {
+      binary += String.fromCharCode(...wav.subarray(at, at + 0x8000));
+    }
+    const chunk = { type: "file", mediaType: "audio/wav", url: `data:audio/wav;base64,${btoa(binary)}` };
+    RECORDINGS.add(chunk);
+    return chunk;
+  }
+
+  /** One chunk (the server's, or the recording) to the tracker and on to a stream or the backlog. */
+  #deliver(chunk) {
     const tracker = this.#tracker;
     const turnId = chunk.type === "start" ? (chunk.messageId ?? "") : tracker.messageId;
     // A continuation nobody reads yet is delivered with the turn so far.

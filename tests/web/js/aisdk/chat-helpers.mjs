@@ -8,24 +8,24 @@
 
 import assert from "node:assert/strict";
 
-import {
-  AbstractChat,
-  lastAssistantMessageIsCompleteWithApprovalResponses as approvalsDone,
-  lastAssistantMessageIsCompleteWithToolCalls as toolCallsDone,
-  uiMessageChunkSchema,
-} from "ai";
-import { uiMessageChunkSchema as strictChunkSchema } from "ai-v6-first";
-
-import { clientExecutes } from "../../../../web/sdk/session.js";
 import { dataUrl, described, halves, png } from "./png.mjs";
+import { SCHEMAS, SCHEMA_PACKAGES, ai, sdk } from "./under-test.mjs";
+
+export { SCHEMAS };
+const { clientExecutes } = sdk;
+const {
+  AbstractChat,
+  lastAssistantMessageIsCompleteWithApprovalResponses: approvalsDone,
+  lastAssistantMessageIsCompleteWithToolCalls: toolCallsDone,
+} = ai;
 
 // What any one wait may take before the test gives up and shows the state:
 // a guard against a hang, not a speed requirement.
 export const GIVE_UP_MS = 30_000;
-// Every chunk is checked against the pinned SDK's schema and against the
-// first v6 release's (6.0.25, the seed project's pin), whose chunk objects
-// are strict: a key it does not name fails the whole stream there.
-export const SCHEMAS = [uiMessageChunkSchema(), strictChunkSchema()];
+// Every chunk is checked against the schemas of under-test.mjs: from pytest,
+// the pinned 6's, 7's, and the first v6 release's (6.0.25, the seed project's
+// pin), whose chunk objects are strict: a key it does not name fails the
+// whole stream there.
 
 /** ChatState in memory (AISDK_NOTES §2), telling waiters about every change. */
 export class MemoryState {
@@ -94,9 +94,9 @@ export function validated(transport, seen, invalid) {
     stream?.pipeThrough(
       new TransformStream({
         async transform(chunk, controller) {
-          for (const schema of SCHEMAS) {
+          for (const [i, schema] of SCHEMAS.entries()) {
             const result = await schema.validate(chunk);
-            if (!result.success) invalid.push({ chunk, error: String(result.error) });
+            if (!result.success) invalid.push({ schema: SCHEMA_PACKAGES[i], chunk, error: String(result.error) });
           }
           seen.push(chunk);
           controller.enqueue(chunk);
@@ -107,6 +107,8 @@ export function validated(transport, seen, invalid) {
     resumeStreamIsReplay: transport.resumeStreamIsReplay,
     sendMessages: async (options) => check(await transport.sendMessages(options)),
     reconnectToStream: async (options) => check(await transport.reconnectToStream(options)),
+    // ai 7's AbstractChat.dispose() calls the transport's close().
+    close: () => transport.close?.(),
   };
 }
 
@@ -149,6 +151,15 @@ export function toolPart(chat, name) {
     if (part) return { message, part };
   }
   return {};
+}
+
+/**
+ * The message's parts without the socket transport's "Recorded Audio" (an
+ * audio/wav file part after an answer that carried audio): what the
+ * scenarios check is the same on every transport.
+ */
+export function contentParts(message) {
+  return message.parts.filter((p) => !(p.type === "file" && p.mediaType === "audio/wav"));
 }
 
 export function text(message) {
@@ -217,7 +228,7 @@ export async function approvedPayment(newChat, whenAsked = () => {}) {
   assert.deepEqual([part.output.amount, part.output.currency, part.output.recipient], [5, "EUR", "Alice"]);
   assert.match(text(message), new RegExp(`process_payment returned .*${part.output.transactionId}`));
   assert.deepEqual(
-    message.parts.map((p) => p.type),
+    contentParts(message).map((p) => p.type),
     ["step-start", "tool-process_payment", "step-start", "text"],
   );
   return { made, asked, message, part };
@@ -304,7 +315,7 @@ export async function imagesBothWays(newChat, sentUserParts) {
   await chat.sendMessage({ text: "draw me a red square" });
   const drawn = chat.messages.at(-1);
   assert.equal(text(drawn), "Here is a red square.");
-  const files = drawn.parts.filter((p) => p.type === "file");
+  const files = contentParts(drawn).filter((p) => p.type === "file");
   assert.equal(files.length, 1);
   assert.equal(files[0].mediaType, "image/png");
   const bytes = Buffer.from(files[0].url.slice("data:image/png;base64,".length), "base64");

@@ -13,10 +13,6 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import { after, test } from "node:test";
 
-import { lastAssistantMessageIsCompleteWithApprovalResponses as approvalsDone } from "ai";
-
-import { AudiocoreChatTransport, withUserMessage } from "../../../../web/sdk/chat-transport.js";
-import { clientExecutes } from "../../../../web/sdk/session.js";
 import {
   POSITION,
   SCHEMAS,
@@ -25,6 +21,7 @@ import {
   approvedLocation,
   approvedPayment,
   chatOn,
+  contentParts,
   describe,
   finished,
   imagesBothWays,
@@ -32,6 +29,10 @@ import {
   toolPart,
   twoApprovalsInOneStep,
 } from "./chat-helpers.mjs";
+import { AI_MAJOR, ai, sdk } from "./under-test.mjs";
+
+const { lastAssistantMessageIsCompleteWithApprovalResponses: approvalsDone } = ai;
+const { AudiocoreChatTransport, clientExecutes, withUserMessage } = sdk;
 
 const URL = process.env.AUDIOCORE_WS_URL;
 if (!URL) throw new Error("AUDIOCORE_WS_URL is not set: run this file from pytest (tests/web/test_ai_sdk.py)");
@@ -90,10 +91,18 @@ test("a typed turn: one user message, one assistant message, with the model's me
   const { audio } = assistant.metadata;
   assert.ok(audio.chunks > 0 && audio.bytes > 0, JSON.stringify(audio));
   assert.equal(audio.duration, audio.bytes / (2 * audio.sampleRate));
+  // The seed's "Recorded Audio": the answer's audio as a WAV file part, last.
   assert.deepEqual(
     assistant.parts.map((p) => p.type),
-    ["step-start", "text"],
+    ["step-start", "text", "file"],
   );
+  const recorded = assistant.parts.at(-1);
+  assert.equal(recorded.mediaType, "audio/wav");
+  const wav = Buffer.from(recorded.url.slice("data:audio/wav;base64,".length), "base64");
+  assert.equal(wav.toString("latin1", 0, 4) + wav.toString("latin1", 8, 12), "RIFFWAVE");
+  assert.equal(wav.readUInt32LE(24), audio.sampleRate);
+  assert.equal(wav.readUInt32LE(40), audio.bytes, "every byte the server reported, none more");
+  assert.equal(wav.length, 44 + audio.bytes);
   assert.equal(finishes.at(-1).finishReason, "stop");
   // The new message only, as an AI SDK `message`: never the history.
   const turns = sent.filter((m) => m.type === "message");
@@ -101,6 +110,17 @@ test("a typed turn: one user message, one assistant message, with the model's me
   assert.deepEqual(turns[0].messages, [
     { id: user.id, role: "user", parts: [{ type: "text", text: "hello there" }] },
   ]);
+});
+
+test("recordedAudio: false: the answer carries no audio file part", async () => {
+  const { chat } = newChat({ transportOptions: { recordedAudio: false } });
+  await chat.sendMessage({ text: "no recording" });
+  const assistant = chat.messages.at(-1);
+  assert.ok(assistant.metadata.audio.bytes > 0, "the answer carried audio");
+  assert.deepEqual(
+    assistant.parts.map((p) => p.type),
+    ["step-start", "text"],
+  );
 });
 
 test("approve process_payment through addToolApprovalResponse", async () => {
@@ -406,10 +426,27 @@ test("a barge-in while an approval is pending: the rest of the turn arrives thro
   assert.equal(part.errorText, "interrupted by the user");
   assert.match(text(message), /"status": "cancelled"/);
   assert.deepEqual(
-    message.parts.map((p) => p.type),
+    contentParts(message).map((p) => p.type),
     ["step-start", "tool-process_payment", "step-start", "text"],
   );
 });
+
+test(
+  "ai 7: chat.dispose() closes the socket through the transport's close(), with no reconnect",
+  { skip: AI_MAJOR < 7 && "ai 6's chats have no dispose (the app calls transport.close())" },
+  async () => {
+    const { chat, transport } = newChat();
+    await chat.sendMessage({ text: "and goodbye" });
+    const live = transport.live;
+    assert.ok(live, "the socket is open after a turn");
+    const closed = new Promise((resolve) => live.addEventListener("closed", resolve, { once: true }));
+    await chat.dispose();
+    const { detail } = await closed;
+    assert.equal(detail.code, 1000);
+    assert.equal(transport.live, null);
+    assert.equal(transport.reconnecting, false);
+  },
+);
 
 test("an answer cut at the model's output limit finishes with length", () => answerCutAtTheLimit(newChat));
 

@@ -13,8 +13,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls as toolCallsDone } from "ai";
-
 import {
   POSITION,
   SCHEMAS,
@@ -28,6 +26,9 @@ import {
   toolPart,
   twoApprovalsInOneStep,
 } from "./chat-helpers.mjs";
+import { ai } from "./under-test.mjs";
+
+const { DefaultChatTransport, lastAssistantMessageIsCompleteWithToolCalls: toolCallsDone } = ai;
 
 const BASE = process.env.AUDIOCORE_HTTP_URL;
 if (!BASE) throw new Error("AUDIOCORE_HTTP_URL is not set: run this file from pytest (tests/web/test_ai_sdk.py)");

@@ -7,8 +7,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { readUIMessageStream } from "ai";
 import { GIVE_UP_MS, SCHEMAS } from "./chat-helpers.mjs";
+import { ai } from "./under-test.mjs";
+
+const { readUIMessageStream } = ai;
 
 const URL = process.env.AUDIOCORE_LIVE_URL;
 const VERSION = { version: "1.0", timestamp: 1764547200000 };
