@@ -47,6 +47,8 @@ export interface AudiocoreChatTransportOptions {
   url: string;
   /** Resume this session on the first connect. */
   sessionId?: string;
+  /** The server's app to talk to (GET /list-apps); may be omitted when it serves one. */
+  app?: string;
   live?: LiveOptions;
   /**
    * Add the answer's audio as an `audio/wav` file part ("Recorded Audio", as
@@ -75,7 +77,7 @@ export interface AudiocoreChatTransportOptions {
   WebSocketImpl?: typeof WebSocket;
 }
 
-type Handlers = Omit<AudiocoreChatTransportOptions, "url" | "sessionId" | "live" | "WebSocketImpl">;
+type Handlers = Omit<AudiocoreChatTransportOptions, "url" | "sessionId" | "app" | "live" | "WebSocketImpl">;
 
 export declare class AudiocoreChatTransport<UI_MESSAGE extends UIMessage = UIMessage>
   implements ChatTransport<UI_MESSAGE>
