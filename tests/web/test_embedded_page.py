@@ -88,9 +88,7 @@ def test_the_page_under_a_prefix_reaches_its_socket_and_gets_the_answer(
         # (Inline data: and blob: URLs are no fetch from the host: some
         # Chromium builds report the page's `data:` icon as a request.)
         outside = [
-            url
-            for url in fetched
-            if not url.startswith(("data:", "blob:", f"{host_url}/voice/"))
+            url for url in fetched if not url.startswith(("data:", "blob:", f"{host_url}/voice/"))
         ]
         assert outside == []
         assert demo(page, "__demo.session")["model"] == "offline"
