@@ -65,6 +65,7 @@ const ui = {
   approval: $("approval"),
   approvalTool: $("approval-tool"),
   approvalArgs: $("approval-args"),
+  approvalWhat: $("approval-what"),
   approve: $("approval-approve"),
   deny: $("approval-deny"),
 };
@@ -316,6 +317,9 @@ function onChunk({ detail: chunk }) {
     case "data-speech":
       state.speechChanged(chunk.data ?? {});
       render();
+      break;
+    case "data-confirmation":
+      state.confirmationAsked(chunk.data ?? {}); // its approval request follows
       break;
     case "error":
       state.serverError(chunk.errorText);

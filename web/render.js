@@ -64,6 +64,7 @@ export function createView(ui, state) {
   }
 
   /** The approval dialog: open while a request waits, focus in and back out. */
+  const ASK_TO_RUN = "The agent asks to run this tool with these arguments:";
   let focusBeforeDialog = null;
   let dialogFor = null; // the approval id the dialog shows
 
@@ -74,6 +75,8 @@ export function createView(ui, state) {
       dialogFor = request.approvalId;
       setText(ui.approvalTool, request.toolName);
       setText(ui.approvalArgs, JSON.stringify(request.input, null, 2));
+      // An ADK tool's own question (its confirmation hint), else ours.
+      setText(ui.approvalWhat, request.hint || ASK_TO_RUN);
       if (!dialog.open) {
         focusBeforeDialog = document.activeElement;
         dialog.showModal();

@@ -72,7 +72,8 @@ export class PageState {
 
     // Tools. The server asks again about pending calls when a session is
     // resumed, so none of this outlives the socket.
-    this.approvals = []; // [{approvalId, toolCallId, toolName, input}]: the dialog shows the first
+    this.approvals = []; // [{approvalId, toolCallId, toolName, input, hint}]: the dialog shows the first
+    this.confirmations = new Map(); // approvalId -> an ADK tool's data-confirmation data
     this.toolCalls = new Map(); // toolCallId -> {toolCallId, toolName, input, running}
     this.music = { track: "off", ducked: false };
 
@@ -129,6 +130,7 @@ export class PageState {
     this.listening = false; // no socket, nobody hears
     this.pendingFlushes.clear();
     this.approvals = [];
+    this.confirmations.clear();
     this.toolCalls.clear();
     this.music = { track: "off", ducked: false }; // it played in the closed context
     this.capture.dbfs = -Infinity;
@@ -145,6 +147,7 @@ export class PageState {
     // The player stays: its flushes in flight are still reported.
     this.muted = this.talking = this.usedPushToTalk = false;
     this.approvals = [];
+    this.confirmations.clear();
     this.reconnects++;
   }
 
@@ -344,6 +347,17 @@ export class PageState {
   // ---------------------------------------------------------------- tools
 
   /**
+   * A `data-confirmation` chunk's data: what an ADK tool's confirmation asks
+   * (its hint), for the approval request that follows it. At most a few
+   * are kept: one per request still to come.
+   */
+  confirmationAsked(data) {
+    if (typeof data.approvalId !== "string") return;
+    this.confirmations.set(data.approvalId, data);
+    while (this.confirmations.size > 16) this.confirmations.delete(this.confirmations.keys().next().value);
+  }
+
+  /**
    * A tool chunk from the server. Returns the call when the browser is to
    * run it now (`clientExecutes`), once per call however often it is asked.
    */
@@ -363,11 +377,14 @@ export class PageState {
       case "tool-approval-request": {
         if (this.approvals.some((a) => a.approvalId === chunk.approvalId)) return null;
         const call = this.toolCalls.get(id);
+        const confirmation = this.confirmations.get(chunk.approvalId);
+        this.confirmations.delete(chunk.approvalId);
         this.approvals.push({
           approvalId: chunk.approvalId,
           toolCallId: id,
           toolName: call?.toolName ?? "a tool",
           input: call?.input ?? {},
+          hint: typeof confirmation?.hint === "string" ? confirmation.hint : "",
         });
         return null;
       }

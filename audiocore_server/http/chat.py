@@ -388,10 +388,16 @@ class ChatEndpoint:
                             yield item
                     if requests:
                         # An ADK tool asks for a confirmation (ADK's own, in
-                        # run_async): our approval request, for its call.
+                        # run_async): our approval request, for its call. The
+                        # step stays open: what the model says next (a body
+                        # that asked returned a value, which ADK lets it tell)
+                        # is in the same step, so an AI SDK client still sees
+                        # the approval in the last step and sends its answer
+                        # (lastAssistantMessageIsCompleteWithApprovalResponses).
                         asked = True
-                        for chunk in [*requests, *translator.end_step()]:
-                            yield chunk
+                        for request in requests:
+                            for chunk in request.asked():
+                                yield chunk
                         continue
                     if event is None:
                         continue

@@ -114,7 +114,9 @@ class PendingCall:
         call: its approval request; none for a browser tool that needs no
         approval (its ``ToolInput``, ``client_executes``, asked)."""
         if self.approval_id is not None:
-            return [chunks.ToolApprovalRequest(self.approval_id, self.call_id, self.confirmation)]
+            return chunks.ToolApprovalRequest(
+                self.approval_id, self.call_id, self.confirmation
+            ).asked()
         return []
 
     def run_now(self) -> list[chunks.Chunk]:

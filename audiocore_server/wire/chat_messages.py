@@ -63,10 +63,54 @@ def decode_chat(obj: dict[str, Any], limits: Limits) -> ChatSubmit:
     if role == "user":
         return _user_message(parts, limits)
     if role == "assistant":
-        return ChatSubmit(None, (), tuple(_tool_answers(parts, limits)))
+        answers = _tool_answers(parts, limits)
+        payloads = _approval_payloads(obj.get("approvalPayloads"), limits)
+        return ChatSubmit(None, (), tuple(_with_payloads(answers, payloads)))
     raise InputError(
         f'message: the last message\'s role must be "user" or "assistant", got {role!r}'
     )
+
+
+def _approval_payloads(value: Any, limits: Limits) -> dict[str, Any]:
+    """``approvalPayloads``: ``{approvalId: payload}`` beside the messages —
+    how an AI SDK app answers a confirmation's payload, whose
+    ``addToolApprovalResponse`` writes no payload into the part (the app
+    passes it in the request's ``body``; docs/confirmation.md)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(
+            'message: expected "approvalPayloads" to be an object of approval id -> payload'
+        )
+    if len(value) > limits.max_message_parts:
+        raise InputError(
+            f"message: {len(value)} approvalPayloads exceeds the limit of "
+            f"{limits.max_message_parts}"
+        )
+    return {
+        fields.identifier(key, "message approvalPayloads key", limits): fields.approval_payload(
+            payload, f"message approvalPayloads[{key!r}]"
+        )
+        for key, payload in value.items()
+    }
+
+
+def _with_payloads(
+    answers: list[ToolApproval | ToolResult], payloads: dict[str, Any]
+) -> list[ToolApproval | ToolResult]:
+    """Each approval with its payload from ``approvalPayloads`` where the
+    part itself has none; an entry for an approval the message does not
+    answer is not used (an app may send the same body with every request)."""
+    if not payloads:
+        return answers
+    return [
+        dataclasses.replace(answer, payload=payloads[answer.approval_id])
+        if isinstance(answer, ToolApproval)
+        and answer.payload is None
+        and answer.approval_id in payloads
+        else answer
+        for answer in answers
+    ]
 
 
 def _user_message(parts: list[Any], limits: Limits) -> ChatSubmit:

@@ -250,18 +250,40 @@ class ToolApprovalRequest(Chunk):
     confirmation: Confirmation | None = None  # an ADK tool asked for it
 
     def to_json(self) -> JsonObject:
-        out: JsonObject = {
-            "type": self.type,
+        # Exactly AI SDK's chunk: every major's schema is strict here, so an
+        # ADK tool's hint and payload travel in ``asked()``'s data part.
+        return {"type": self.type, "approvalId": self.approval_id, "toolCallId": self.call_id}
+
+    def asked(self) -> list[Chunk]:
+        """What asks the client: the request, after the data part that says
+        what an ADK tool's confirmation asks (when one asked)."""
+        if self.confirmation is None:
+            return [self]
+        return [ConfirmationAsked(self.approval_id, self.call_id, self.confirmation), self]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConfirmationAsked(Chunk):
+    """``data-confirmation``: what an ADK tool's confirmation request says
+    (its hint, the payload it offers the user to change), just before the
+    ``tool-approval-request`` it belongs to; its id is the approval id, so a
+    replay replaces the part rather than adding one."""
+
+    type: ClassVar[str] = "data-confirmation"
+    approval_id: str
+    call_id: str
+    confirmation: Confirmation
+
+    def to_json(self) -> JsonObject:
+        data: JsonObject = {
             "approvalId": self.approval_id,
             "toolCallId": self.call_id,
+            "toolName": self.confirmation.tool_name,
+            "hint": self.confirmation.hint,
         }
-        confirmation = self.confirmation
-        if confirmation is not None:
-            if confirmation.hint:
-                out["hint"] = confirmation.hint
-            if confirmation.payload is not None:
-                out["payload"] = confirmation.payload
-        return out
+        if self.confirmation.payload is not None:
+            data["payload"] = self.confirmation.payload
+        return {"type": self.type, "id": self.approval_id, "data": data}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

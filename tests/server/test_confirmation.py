@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,20 @@ def call_text(tool: str, args: dict[str, Any]) -> str:
     return f"call {tool} {json.dumps(args)}"
 
 
+def confirmation_asked(stream: list[dict[str, Any]], request: dict[str, Any]) -> dict[str, Any]:
+    """The ``data-confirmation`` data of an approval request, which is AI
+    SDK's chunk exactly (every major's schema is strict there): the hint and
+    payload are in the data part just before it."""
+    assert set(request) == {"type", "approvalId", "toolCallId"}, request
+    at = stream.index(request)
+    part = stream[at - 1]
+    assert part["type"] == "data-confirmation" and part["id"] == request["approvalId"], part
+    data = part["data"]
+    assert data["approvalId"] == request["approvalId"]
+    assert data["toolCallId"] == request["toolCallId"]
+    return data
+
+
 # ---------------------------------------------------------------- /ws
 
 
@@ -71,7 +85,7 @@ def ws_ask(ws: Any, tool: str, args: dict[str, Any]) -> tuple[dict[str, Any], di
     request = next(m for m in asked if m["type"] == "tool-approval-request")
     assert call["toolName"] == tool and call["input"] == args
     assert request["toolCallId"] == call["toolCallId"]
-    return call, request
+    return call, {**request, **confirmation_asked(asked, request)}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -81,11 +95,12 @@ def test_ws_approved_runs_once_and_the_model_answers(client: TestClient, case: s
         start(ws)
         call, request = ws_ask(ws, tool, args)
         assert desk.RUNS[tool] == 0  # nothing before the approval
+        assert request["toolName"] == tool
         if tool == "book_room":
             assert request["hint"] == "Book Blue? Say how many nights."
             assert request["payload"] == {"nights": 1}
         else:
-            assert "hint" in request and tool in request["hint"]
+            assert tool in request["hint"] and "payload" not in request
         ws.send_text(
             json.dumps(
                 {"type": "tool_approval", "approvalId": request["approvalId"], "approved": True}
@@ -174,23 +189,38 @@ def chat_post(client: TestClient, chat_id: str, messages: list[Any], **extra: An
 
 
 def chat_round(
-    client: TestClient, chat_id: str, tool: str, args: dict[str, Any], approval: dict[str, Any]
+    client: TestClient,
+    chat_id: str,
+    tool: str,
+    args: dict[str, Any],
+    approval: dict[str, Any],
+    body: Callable[[str], dict[str, Any]] = lambda _: {},
 ) -> tuple[list[Any], list[Any], dict[str, Any]]:
     """Ask, answer as AI SDK's client does (the approval in the resubmitted
-    tool part); returns both streams and the resubmitted history."""
+    tool part, ``body(approval id)`` beside the messages); returns both
+    streams and the resubmitted history."""
     text = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": call_text(tool, args)}]}
     first = chat_post(client, chat_id, [text])
     kinds = [c["type"] for c in first]
     at = kinds.index("tool-input-available")
-    assert kinds[at : at + 3] == ["tool-input-available", "tool-approval-request", "finish-step"]
-    # A body that asked returned something: ADK lets the model tell it
-    # (as adk api_server does), in a step of its own.
-    assert kinds[-1] == "finish" and first[-1]["finishReason"] == "tool-calls"
+    assert kinds[at : at + 3] == [
+        "tool-input-available",
+        "data-confirmation",
+        "tool-approval-request",
+    ]
+    # A body that asked returned something: ADK lets the model tell it (as
+    # adk api_server does), in the same step, so that the approval is in the
+    # last step, where AI SDK's client looks before it sends the answer.
+    assert "start-step" not in kinds[at:] and kinds[-2:] == ["finish-step", "finish"]
+    assert first[-1]["finishReason"] == "tool-calls"
+    said = "".join(c["delta"] for c in first if c["type"] == "text-delta")
+    assert ("awaiting confirmation" in said) == (tool == "book_room"), said
     assert "tool-output-available" not in kinds  # ADK's placeholder response is hidden
     call = next(c for c in first if c["type"] == "tool-input-available")
     request = next(c for c in first if c["type"] == "tool-approval-request")
+    asked = confirmation_asked(first, request)
     assert call["toolName"] == tool and request["toolCallId"] == call["toolCallId"]
-    assert tool in request["hint"] or tool == "book_room"
+    assert tool in asked["hint"] or tool == "book_room"
     assert desk.RUNS[tool] == 0
     part = {
         "type": f"tool-{tool}",
@@ -201,8 +231,9 @@ def chat_round(
     }
     assistant = {"id": first[0]["messageId"], "role": "assistant", "parts": [part]}
     history = [text, assistant]
-    second = chat_post(client, chat_id, history, messageId=assistant["id"])
-    return first, second, {"history": history, "request": request, "call": call}
+    extra = body(request["approvalId"])
+    second = chat_post(client, chat_id, history, messageId=assistant["id"], **extra)
+    return first, second, {"history": history, "request": {**request, **asked}, "call": call}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -244,6 +275,63 @@ def test_chat_approved_with_a_payload_reaches_the_tool(client: TestClient) -> No
     output = next(c for c in second if c["type"] == "tool-output-available")
     assert output["output"] == {"booked": "Red", "nights": 4}
     assert desk.PAYLOADS == [{"nights": 4}]
+
+
+@pytest.mark.parametrize("mine", [True, False])
+def test_chat_payload_in_the_body_reaches_the_tool(client: TestClient, mine: bool) -> None:
+    """AI SDK's addToolApprovalResponse writes no payload into the part: the
+    app sends it in the request's body, by approval id; an entry for another
+    approval is not used (the tool gets the payload it offered)."""
+
+    def body(approval_id: str) -> dict[str, Any]:
+        payloads: dict[str, Any] = {"apr_other": {"nights": 7}}
+        if mine:
+            payloads[approval_id] = {"nights": 9}
+        return {"approvalPayloads": payloads}
+
+    _, second, _ = chat_round(
+        client, f"chat-body-{mine}", "book_room", {"room": "Teal"}, {"approved": True}, body
+    )
+    output = next(c for c in second if c["type"] == "tool-output-available")
+    nights = 9 if mine else 1
+    assert output["output"] == {"booked": "Teal", "nights": nights}
+    assert desk.PAYLOADS[0] == {"nights": nights} and len(desk.PAYLOADS) == 1
+    assert desk.RUNS["book_room"] == 1
+
+
+@pytest.mark.parametrize(
+    ("payloads", "error"),
+    [
+        ([1], "approvalPayloads"),
+        ({"": 1}, "approvalPayloads key"),
+        ({"apr_x": float("nan")}, "NaN"),  # refused with the whole body
+        ({"apr_x": "x" * 20_000}, "exceeds the limit"),
+    ],
+)
+def test_chat_bad_approval_payloads_are_refused(
+    client: TestClient, payloads: Any, error: str
+) -> None:
+    part = {
+        "type": "tool-book_room",
+        "toolCallId": "c1",
+        "state": "approval-responded",
+        "input": {},
+        "approval": {"id": "apr_x", "approved": True},
+    }
+    body = {
+        "id": "chat-bad",
+        "trigger": "submit-message",
+        "messages": [{"id": "a1", "role": "assistant", "parts": [part]}],
+        "approvalPayloads": payloads,
+    }
+    response = client.post(
+        "/api/chat",
+        content=json.dumps(body, allow_nan=True),
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 400, response.text
+    assert error in response.text
+    assert desk.RUNS["book_room"] == 0
 
 
 # ---------------------------------------------------------------- /live (the seed's dialect)

@@ -22,6 +22,7 @@ import pytest
 from web_helpers import (
     CHROMIUM,
     LEAD_IN_S,
+    ROOT,
     TAIL_S,
     ServerFailed,
     launch,
@@ -43,6 +44,20 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real server, offline model, on 127.0.0.1; yields http://host:port/."""
     try:
         with run_server(tmp_path_factory.mktemp("server-data")) as url:
+            yield url
+    except ServerFailed as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="session")
+def desk_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The server on a user's agents folder (tests/server/confirm_agents: the
+    app "desk", whose tools ask for ADK's confirmation every way ADK has),
+    offline model, ``ring_bell`` named by the deployment."""
+    agents = ROOT / "tests" / "server" / "confirm_agents"
+    extra = ["--agents-dir", str(agents), "--tools-requiring-approval", "ring_bell"]
+    try:
+        with run_server(tmp_path_factory.mktemp("desk-data"), extra_args=extra) as url:
             yield url
     except ServerFailed as exc:
         pytest.fail(str(exc))

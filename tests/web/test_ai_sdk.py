@@ -137,3 +137,15 @@ def test_default_http_transport_with_the_ai_sdk(server_url: str, ai_package: AiP
         at_least=7,
         ai_package=ai_package,
     )
+
+
+def test_adk_confirmation_with_the_ai_sdk(desk_server_url: str, ai_package: AiPackage) -> None:
+    """ADK's confirmation approved, denied and answered with a payload through
+    the real ``ai`` package: our socket transport, DefaultChatTransport, and
+    the seed's lib/bidi reading of /live."""
+    run_node_tests(
+        "confirmation.test.mjs",
+        {"AUDIOCORE_CONFIRM_URL": desk_server_url},
+        at_least=13,
+        ai_package=ai_package,
+    )

@@ -199,6 +199,33 @@ def test_music_ducks_while_the_agent_speaks(open_page):
 # ------------------------------------------------------------------ geolocation
 
 
+def test_an_adk_tools_confirmation_shows_its_hint_and_runs_once_approved(browser, desk_server_url):
+    """A user's agent (the desk app) whose tool asks with
+    ``request_confirmation``: the dialog asks in the tool's words, and the
+    approval runs it with the payload it offered."""
+    context = browser.new_context(viewport={"width": 820, "height": 900})
+    try:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(desk_server_url + PTT)
+        page.wait_for_function("() => window.__demo !== undefined")
+        connect(page)
+        request = ask(page, 'call book_room {"room": "Blue"}')
+        assert request["toolName"] == "book_room" and request["input"] == {"room": "Blue"}
+        assert request["hint"] == "Book Blue? Say how many nights."
+        assert page.locator("#approval-what").inner_text() == request["hint"]
+        page.keyboard.press("Enter")
+        wait_tool(page, "done")
+        text = answer(page, "book_room returned")
+        assert '"booked": "Blue"' in text and '"nights": 1' in text  # the offered payload
+        assert chunk_count(page, "data-confirmation") == 1
+        assert chunk_count(page, "tool-output-available") == 1
+        assert errors == []
+    finally:
+        context.close()
+
+
 def test_geolocation_reaches_the_model(open_page):
     page = open_page(PTT, geolocation=PARIS, permissions=["geolocation"])
     connect(page)
@@ -208,6 +235,7 @@ def test_geolocation_reaches_the_model(open_page):
         "toolCallId": request["toolCallId"],
         "toolName": "get_location",
         "input": {},
+        "hint": "",  # not an ADK tool's confirmation: the dialog asks in its own words
     }
     page.keyboard.press("Enter")
     wait_tool(page, "done")

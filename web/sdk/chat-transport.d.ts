@@ -31,6 +31,25 @@ export interface LiveOptions {
   timeZone?: string;
 }
 
+/**
+ * A `data-confirmation` part's data: what an ADK tool's confirmation asks,
+ * just before its approval request (the part's id is the approval id).
+ */
+export interface ConfirmationData {
+  approvalId: string;
+  toolCallId: string;
+  toolName: string;
+  hint: string;
+  /** What the tool offers the user to change; answer it in `approvalPayloads`. */
+  payload?: unknown;
+}
+
+/**
+ * The request body field that answers confirmations' payloads, by approval id:
+ * `addToolApprovalResponse({ id, approved, options: { body: { approvalPayloads: { [id]: payload } } } })`.
+ */
+export type ApprovalPayloads = Record<string, unknown>;
+
 /** The open socket's controls (session.js LiveSession). */
 export interface LiveSession extends EventTarget {
   readonly connected: boolean;

@@ -304,7 +304,7 @@ export class AudiocoreChatTransport {
     return this.#retryTimer !== null;
   }
 
-  async sendMessages({ trigger, messageId, messages, abortSignal }) {
+  async sendMessages({ trigger, messageId, messages, abortSignal, body }) {
     if (trigger === "regenerate-message") {
       throw new Error(
         "AudiocoreChatTransport: a live conversation cannot regenerate an answer; send a new message",
@@ -313,7 +313,7 @@ export class AudiocoreChatTransport {
     await this.connect();
     const last = messages.at(-1);
     const turn = last?.role === "user" && !this.#sent.has(`user:${last.id}`) ? last : null;
-    const answers = this.#newAnswers(messages);
+    const answers = this.#newAnswers(messages, body?.approvalPayloads);
     const carried = this.#takeBacklog(messageId);
     if (!turn && !answers.length && !carried) {
       // Returning a stream here would wait forever, or loop: a chat whose
@@ -327,8 +327,9 @@ export class AudiocoreChatTransport {
     const live = this.#live;
     for (const answer of answers) {
       this.#sent.add(answer.key);
-      if (answer.approvalId) live.toolApproval(answer.approvalId, answer.approved, answer.reason);
-      else live.toolResult(answer.toolCallId, answer);
+      if (answer.approvalId) {
+        live.toolApproval(answer.approvalId, answer.approved, answer.reason, answer.payload);
+      } else live.toolResult(answer.toolCallId, answer);
     }
     if (turn) {
       this.#sent.add(`user:${turn.id}`);
@@ -549,8 +550,12 @@ export class AudiocoreChatTransport {
 
   // ------------------------------------------------------------------ answers
 
-  /** Answers in the chat's tool parts to calls the server waits for, not sent yet. */
-  #newAnswers(messages) {
+  /**
+   * Answers in the chat's tool parts to calls the server waits for, not sent
+   * yet; an approval's payload from `approvalPayloads` (`{approvalId:
+   * payload}`, the request's `body`), since AI SDK's approval has none.
+   */
+  #newAnswers(messages, approvalPayloads) {
     const tracker = this.#tracker;
     const answers = [];
     for (const message of messages) {
@@ -568,6 +573,7 @@ export class AudiocoreChatTransport {
             approvalId: approval.id,
             approved: approval.approved,
             reason: approval.reason,
+            payload: approval.payload ?? approvalPayloads?.[approval.id],
           });
         }
         const done = part.state === "output-available" || part.state === "output-error";

@@ -254,10 +254,15 @@ export class LiveSession extends EventTarget {
     return this.#sendJson({ type: "interrupt" });
   }
 
-  /** The user's answer to a `tool-approval-request`. */
-  toolApproval(approvalId, approved, reason) {
+  /**
+   * The user's answer to a `tool-approval-request`; `payload`: what the user
+   * filled in for an ADK tool's confirmation (its `data-confirmation` part's
+   * payload, changed), the offered one when undefined.
+   */
+  toolApproval(approvalId, approved, reason, payload) {
     const message = { type: "tool_approval", approvalId, approved };
     if (reason) message.reason = reason;
+    if (payload !== undefined) message.payload = payload;
     return this.#sendJson(message);
   }
 

@@ -305,7 +305,7 @@ test("an approval request waits in the dialog's queue until answered or resolved
   s.toolChunk(input("c2", "process_payment"));
   s.toolChunk({ type: "tool-approval-request", approvalId: "a2", toolCallId: "c2" });
   s.toolChunk({ type: "tool-approval-request", approvalId: "a2", toolCallId: "c2" }); // asked again
-  assert.deepEqual(s.approval, { approvalId: "a1", toolCallId: "c1", toolName: "change_bgm", input: { track: "jazz" } });
+  assert.deepEqual(s.approval, { approvalId: "a1", toolCallId: "c1", toolName: "change_bgm", input: { track: "jazz" }, hint: "" });
   assert.equal(s.approvalAnswered("a1", true).toolName, "change_bgm");
   assert.equal(s.approval.approvalId, "a2");
   // A timeout or a barge-in resolves it without the user: the dialog goes.
@@ -313,6 +313,20 @@ test("an approval request waits in the dialog's queue until answered or resolved
   assert.equal(s.approval, null);
   assert.equal(s.approvalAnswered("a2", false), null);
   assert.deepEqual(s.decisions, [{ toolName: "change_bgm", approved: true }]);
+});
+
+test("an ADK tool's confirmation hint (data-confirmation) goes with its approval request", () => {
+  const s = connected();
+  s.toolChunk(input("c1", "book_room"));
+  s.confirmationAsked({ approvalId: "a1", toolCallId: "c1", toolName: "book_room", hint: "Book Blue?", payload: { nights: 1 } });
+  s.confirmationAsked({ hint: "no approval id: ignored" });
+  s.toolChunk({ type: "tool-approval-request", approvalId: "a1", toolCallId: "c1" });
+  assert.equal(s.approval.hint, "Book Blue?");
+  assert.equal(s.confirmations.size, 0); // taken by its request
+  // Only the last 16 wait for a request that never comes.
+  for (let i = 0; i < 40; i++) s.confirmationAsked({ approvalId: `x${i}`, hint: "" });
+  assert.equal(s.confirmations.size, 16);
+  assert.ok(s.confirmations.has("x39") && !s.confirmations.has("x23"));
 });
 
 test("the browser runs a tool once, when the server says so", () => {
