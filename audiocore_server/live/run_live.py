@@ -29,7 +29,7 @@ from typing import Any, Literal
 import pydantic
 from google.adk.agents.live_request_queue import LiveRequest
 from google.adk.agents.run_config import RunConfig
-from google.adk.events import Event
+from google.adk.events import Event, EventActions
 from google.adk.tools.tool_confirmation import ToolConfirmation
 from google.genai import types
 from starlette.types import Message
@@ -144,6 +144,10 @@ class Speaker:
 
     author: str = ""
     invocation_id: str = ""
+    # The last agent event's, whatever it carried: who a function response
+    # the client settled is from (``tool_answer_event``).
+    agent: str = ""
+    agent_invocation_id: str = ""
 
 
 class AdkEventTranslator:
@@ -183,6 +187,9 @@ class AdkEventTranslator:
                     if others
                     else {"content": None}
                 )
+        if event.author != "user":
+            self._speaker.agent = event.author
+            self._speaker.agent_invocation_id = event.invocation_id
         if event.turn_complete or event.interrupted:
             out.append(TurnEnd())
             self.turn += 1
@@ -231,6 +238,15 @@ class AdkEventWire:
             return [encode_event(chunk.event)]
         if isinstance(chunk, chunks.ToolApprovalRequest) and chunk.confirmation is not None:
             return [encode_event(event_json(confirmation_event(chunk, chunk.confirmation)))]
+        if (
+            isinstance(chunk, (chunks.ToolOutput, chunks.ToolOutputDenied, chunks.ToolOutputError))
+            and chunk.answer is not None
+        ):
+            return [
+                encode_event(
+                    event_json(tool_answer_event(chunk.call_id, chunk.answer, self._speaker))
+                )
+            ]
         if isinstance(chunk, chunks.Error):
             error = Event(author="server", error_code="INVALID_REQUEST", error_message=chunk.text)
             return [encode_event(event_json(error))]
@@ -283,6 +299,23 @@ def confirmation_event(
         author=confirmation.author,
         content=types.Content(parts=[types.Part(function_call=call)], role="model"),
         long_running_tool_ids={request.approval_id},
+    )
+
+
+def tool_answer_event(call_id: str, answer: chunks.ToolAnswer, speaker: Speaker) -> Event:
+    """The function response of a call the client settled (an approval, a
+    confirmation, a browser tool's result), as ADK's runs emit a tool's
+    response: an event of the calling agent, role ``user``, with the tool's
+    state writes. ADK's live run sends the model such a response without an
+    event; ``adk api_server``'s ``/run_sse`` shows it after a confirmation."""
+    response = types.FunctionResponse(
+        id=call_id, name=answer.tool_name, response=dict(answer.response)
+    )
+    return Event(
+        invocation_id=speaker.agent_invocation_id,
+        author=speaker.agent,
+        content=types.Content(parts=[types.Part(function_response=response)], role="user"),
+        actions=EventActions(state_delta=dict(answer.state_delta)),
     )
 
 

@@ -164,8 +164,14 @@ class Outcome:
 
     call: PendingCall
     response: dict[str, Any]
-    client: chunks.Chunk
+    client: chunks.ToolOutput | chunks.ToolOutputDenied | chunks.ToolOutputError
     state_delta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def told(self) -> chunks.Chunk:
+        """The client's chunk, carrying what the model is answered (which
+        /run_live shows as ADK's function-response event)."""
+        answer = chunks.ToolAnswer(self.call.spec.name, self.response, self.state_delta)
+        return dataclasses.replace(self.client, answer=answer)
 
     def function_response(self) -> types.FunctionResponse:
         return types.FunctionResponse(

@@ -263,7 +263,7 @@ class SessionDelegations:
                 "tool call %s of session %s resolved with no client", call.call_id, self.session_id
             )
         elif settled:
-            sink.tell_client([done.client for done in settled])
+            sink.tell_client([done.told() for done in settled])
             state_delta: dict[str, Any] = {}
             for done in settled:
                 state_delta.update(done.state_delta)

@@ -287,10 +287,22 @@ class ConfirmationAsked(Chunk):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ToolAnswer:
+    """What the model was answered for a call the client settled (the
+    function response and the tool's state writes): /run_live shows it as
+    the function-response event ADK's own runs emit. Not in the chunk's JSON."""
+
+    tool_name: str
+    response: Mapping[str, Any]
+    state_delta: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ToolOutput(Chunk):
     type: ClassVar[str] = "tool-output-available"
     call_id: str
     output: Any
+    answer: ToolAnswer | None = None
 
     def to_json(self) -> JsonObject:
         return {"type": self.type, "toolCallId": self.call_id, "output": self.output}
@@ -300,6 +312,7 @@ class ToolOutput(Chunk):
 class ToolOutputDenied(Chunk):
     type: ClassVar[str] = "tool-output-denied"
     call_id: str
+    answer: ToolAnswer | None = None
 
     def to_json(self) -> JsonObject:
         return {"type": self.type, "toolCallId": self.call_id}
@@ -310,6 +323,7 @@ class ToolOutputError(Chunk):
     type: ClassVar[str] = "tool-output-error"
     call_id: str
     error_text: str
+    answer: ToolAnswer | None = None
 
     def to_json(self) -> JsonObject:
         return {"type": self.type, "toolCallId": self.call_id, "errorText": self.error_text}

@@ -15,12 +15,7 @@ import asyncio
 import base64
 import contextlib
 import json
-import os
 import pathlib
-import shutil
-import subprocess
-import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -28,10 +23,10 @@ from typing import Any
 import numpy as np
 import pytest
 import websockets
+from adk_server_helpers import adk_api_server
 
 from audiocore_server import Settings
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Not our default app name: ADK imports the app's directory as a module, and
 # "audiocore" is our package.
 APP = "voice_app"
@@ -54,59 +49,14 @@ def _tone(seconds: float, rate: int) -> bytes:
     return np.rint(wave).astype("<i2").tobytes()
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def adk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """ADK's own ``adk api_server`` on 127.0.0.1 with the offline agent."""
-    adk = shutil.which("adk", path=os.path.dirname(sys.executable))
-    if adk is None:
-        pytest.skip("the adk command is not installed")
     agents = tmp_path_factory.mktemp("agents")
     (agents / APP).mkdir()
     (agents / APP / "agent.py").write_text(AGENT_PY)
-    port = _free_port()
-    log_path = agents / "adk.log"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("GOOGLE_API_KEY", None)
-    env.pop("GEMINI_API_KEY", None)
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [adk, "api_server", "--host", "127.0.0.1", "--port", str(port), "--no-reload"]
-            + ["--session_service_uri", "memory://", str(agents)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, log_path.read_text()
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=1) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, (
-                "adk api_server did not start: " + log_path.read_text()
-            )
-            time.sleep(0.2)
+    with adk_api_server(agents, agents / "adk.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture
