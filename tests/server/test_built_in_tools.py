@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from live_helpers import errors
 from openai_helpers import openai_endpoint, openai_settings  # noqa: F401 (a fixture)
+from provider_helpers import running
 from server_helpers import Collector, serve_ws
 
 from audiocore_server import Settings
@@ -80,3 +82,33 @@ def test_the_offline_model_refuses_them_on_every_surface(tmp_path: Path) -> None
         with urllib.request.urlopen(request, timeout=30) as response:
             stream = response.read().decode()
         assert expected in stream and '"type":"error"' in stream.replace(" ", ""), stream
+
+
+def test_gemini_gets_them_in_its_setup_beside_the_function_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On Gemini Live (the local endpoint, which validates the setup as the
+    service documents it) the built-in tool passes through: the setup's
+    ``tools`` hold ``googleSearch`` beside the agent's function."""
+    import json
+
+    with running("gemini", tmp_path, monkeypatch) as provider:
+        settings = provider.settings(
+            tmp_path / "data", agent="tests.server.user_agents:search_agent"
+        )
+
+        async def scenario(url: str) -> Collector:
+            ws, col = await provider.open_session(url)
+            await ws.send(json.dumps({"type": "text", "text": "hello"}))
+            await col.wait_for("finish")
+            await col.close()
+            return col
+
+        with serve_ws(settings) as url:
+            col = asyncio.run(scenario(url))
+        (record,) = provider.endpoint.records
+        tools = record.parsed.raw["tools"]
+    assert not errors(col)
+    assert any("googleSearch" in tool for tool in tools), tools
+    declared = [d["name"] for t in tools for d in t.get("functionDeclarations", [])]
+    assert declared == ["_look_up"], declared
