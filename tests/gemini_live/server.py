@@ -83,6 +83,11 @@ class EndpointConfig:
     hangover_ms: int = 600  # silence that ends a turn (setup's silenceDurationMs wins)
     preroll_ms: int = 300  # audio kept before speech (setup's prefixPaddingMs wins)
     permessage_deflate: bool = False
+    # Send the documented ``voiceActivity`` messages (``ACTIVITY_START`` at
+    # the detector's onset, ``ACTIVITY_END`` when it ends the utterance, with
+    # ``audioOffset`` in the stream). Off by default: when the service sends
+    # them is not documented, and no other test should depend on them.
+    voice_activity: bool = False
 
 
 @dataclasses.dataclass
@@ -370,6 +375,7 @@ class _LiveSession:
             )
         )
         self._in_activity = False
+        self._audio_in_samples = 0  # 16 kHz samples of automatic-detection audio so far
         self._jobs: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
         self._current: asyncio.Task[None] | None = None
         self._speaking_until = 0.0
@@ -469,7 +475,11 @@ class _LiveSession:
         elif isinstance(message, wire.AudioStreamEnd):
             self._received("audioStreamEnd")
             if self.setup.automatic_activity_detection:
-                await self._user_spoke(self._segmenter.force_end())
+                was_active = self._segmenter.active
+                utterance = self._segmenter.force_end()
+                if was_active:
+                    await self._voice_activity("ACTIVITY_END")
+                await self._user_spoke(utterance)
         elif isinstance(message, wire.TextIn):
             self._received("text", message.text)
             await self._user_typed(message.text)
@@ -493,11 +503,21 @@ class _LiveSession:
             if self._in_activity:
                 self._segmenter.append_manual(pcm)
             return  # outside activityStart…activityEnd: not part of any turn
+        was_active = self._segmenter.active
         event = self._segmenter.feed(pcm)
+        self._audio_in_samples += len(pcm) // 2
         if event == "onset":
+            await self._voice_activity("ACTIVITY_START")
             await self._maybe_interrupt()
-        elif isinstance(event, bytes):
-            await self._user_spoke(event)
+        elif was_active and not self._segmenter.active:
+            await self._voice_activity("ACTIVITY_END")  # an utterance, or noise dropped
+            if isinstance(event, bytes):
+                await self._user_spoke(event)
+
+    async def _voice_activity(self, kind: str) -> None:
+        if self.config.voice_activity:
+            offset = f"{self._audio_in_samples / INPUT_RATE:.3f}s"  # a protobuf Duration
+            await self.send({"voiceActivity": {"type": kind, "audioOffset": offset}})
 
     async def _on_client_content(self, content: wire.ClientContent) -> None:
         if self.setup.model == "gemini-3.1-flash-live-preview" and (

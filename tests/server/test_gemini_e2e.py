@@ -271,3 +271,42 @@ def test_python_m_server_runs_the_gemini_path(endpoint: LocalGeminiLive, tmp_pat
     setup = endpoint.records[0].parsed
     assert (setup.voice, setup.language) == ("Kore", "en-US")
     assert os.fspath(endpoint.ca_file) in args
+
+
+# ---------------------------------------------------------------- voice activity
+
+
+def test_the_services_voice_activity_is_data_speech(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, speech_48k
+) -> None:
+    """Gemini's ``voiceActivity`` messages (the endpoint sends them at its
+    detector's onset and end, as the Live API documents them) reach the
+    client as ``data-speech`` from the model, before the turn's words."""
+    sent = np.concatenate([silence(0.4), speech_48k, silence(1.2)])
+    config = EndpointConfig(speed=1000.0, voice_activity=True)
+    with LocalGeminiLive(config, cert_dir=tmp_path / "cert") as endpoint:
+        use_endpoint_key(monkeypatch, endpoint.api_key)
+
+        async def scenario(url: str) -> Collector:
+            ws, col = await open_session(url, endpoint)
+            await stream_realtime(ws, sent, RATE)
+            await col.wait_for("finish", timeout=20)
+            await col.close()
+            return col
+
+        with serve_ws(gemini_settings(endpoint, tmp_path / "data")) as url:
+            col = asyncio.run(scenario(url))
+        (record,) = endpoint.records
+        activity = [m["voiceActivity"] for m in record.sent if "voiceActivity" in m]
+    assert [a["type"] for a in activity] == ["ACTIVITY_START", "ACTIVITY_END"]
+    start_s, end_s = (float(a["audioOffset"].removesuffix("s")) for a in activity)
+    assert 0.3 < start_s < end_s  # after the leading silence, ordered
+    kinds = [m["type"] for _, m in col.messages]
+    speech = [m["data"] for _, m in col.messages if m["type"] == "data-speech"]
+    assert speech == [
+        {"state": "started", "source": "model"},
+        {"state": "stopped", "source": "model"},
+    ]
+    stopped = max(i for i, k in enumerate(kinds) if k == "data-speech")
+    assert stopped < kinds.index("data-transcript")
+    assert not errors(col)
