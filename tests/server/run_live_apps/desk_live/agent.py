@@ -1,6 +1,7 @@
 """A user's front desk: a plain function, a FunctionTool writing state
-through its tool context, a sub-agent to transfer to, and the tools of
-confirm_agents/desk that ask for ADK's confirmation."""
+through its tool context, a sub-agent to transfer to, and two tools of
+confirm_agents/desk that ask for ADK's confirmation (``delete_file`` by
+``require_confirmation``, ``book_room`` from its body, with a payload)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from google.adk.tools import FunctionTool
 from google.adk.tools.tool_context import ToolContext
 
 from audiocore_server.offline.model import OfflineLiveModel
+from tests.server.confirm_agents.desk.agent import book_room, delete_file
 
 
 def lookup_order(order_id: str) -> dict[str, Any]:
@@ -23,24 +25,6 @@ def add_note(note: str, tool_context: ToolContext) -> dict[str, Any]:
     notes = [*tool_context.state.get("notes", []), note]
     tool_context.state["notes"] = notes
     return {"notes": len(notes)}
-
-
-def delete_file(path: str) -> dict[str, Any]:
-    """Delete a file."""
-    return {"deleted": path}
-
-
-def book_room(room: str, tool_context: ToolContext) -> dict[str, Any]:
-    """Book a room."""
-    confirmation = tool_context.tool_confirmation
-    if confirmation is None:
-        tool_context.request_confirmation(
-            hint=f"Book {room}? Say how many nights.", payload={"nights": 1}
-        )
-        return {"status": "awaiting confirmation"}
-    if not confirmation.confirmed:
-        return {"status": "not booked"}
-    return {"booked": room, "nights": (confirmation.payload or {}).get("nights")}
 
 
 def check_stock(item: str) -> dict[str, Any]:
