@@ -21,6 +21,7 @@ from starlette.applications import Starlette
 
 from .app import create_app
 from .gate.http_limits import BoundedH11Protocol, BoundedSendWebSockets
+from .ops.otel import configure_from_env
 from .settings import ENV_PREFIX, OFFLINE_MODEL, Settings, parse_value
 
 
@@ -39,6 +40,7 @@ def worker_app() -> Starlette:
     """The app of one worker process (``--workers`` > 1): uvicorn starts each
     worker from this import string, and the parent passed the command line's
     settings down in AUDIOCORE_* variables."""
+    configure_from_env()
     app = create_app(Settings.from_env())
     _tune_gc()
     return app
@@ -208,6 +210,8 @@ def main(argv: list[str] | None = None) -> None:
             "found none\n",
         )
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    if settings.workers == 1:
+        configure_from_env()  # each worker does it for itself (worker_app)
     options = uvicorn_options(settings, log_level=args.log_level)
     try:
         # Built here whatever the workers: a setting only the app can check

@@ -84,6 +84,7 @@ def create_app(settings: Settings | None = None) -> Starlette:
             rate_scale=settings.client_rate_scale,
             on_drop=lambda kind: telemetry.dropped.labels(kind).inc(),
         ),
+        telemetry.turns,
     )
 
     @contextlib.asynccontextmanager

@@ -35,6 +35,7 @@ from collections.abc import Awaitable
 import anyio
 import anyio.abc
 from google.adk.agents.run_config import RunConfig
+from opentelemetry import context as otel_context
 from starlette.types import Message
 from starlette.websockets import (
     WebSocket,
@@ -175,6 +176,7 @@ class LiveConnection:
             unsubscribe()
             await c.delivery.close()
             c.delegations.detach(c.link)
+            c.timer.close()
 
     def _model_side_failed(self, error: BaseException) -> None:
         """ADK's task sending to the model died: the run cannot go on."""
@@ -346,6 +348,10 @@ class LiveConnection:
             name=f"connection {self.name} (session {c.session_id})",
         )
         agents.live_runs += 1
+        # ADK's spans for the run (and its tasks, which copy this context)
+        # are children of the connection's (ops/turn_timing.py).
+        parent = c.timer.parent_context
+        token = otel_context.attach(parent) if parent is not None else None
         try:
             async with contextlib.aclosing(events):
                 while (event := await events.next()) is not None:
@@ -358,3 +364,5 @@ class LiveConnection:
                     await asyncio.sleep(0)
         finally:
             agents.live_runs -= 1
+            if token is not None:
+                otel_context.detach(token)

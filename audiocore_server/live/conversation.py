@@ -17,12 +17,14 @@ from typing import Any
 
 from google.adk.sessions import Session
 from google.genai import types
+from opentelemetry import trace
 from starlette.websockets import WebSocket
 
 from ..agent.runners import Agents, AppRunners
 from ..audio.pacer import OutputPacer
 from ..gate.owners import key_owner, session_owner
 from ..ops.metrics import ConnectionMetrics
+from ..ops.turn_timing import TurnMetrics, TurnTimer, tracing_on
 from ..settings import Settings
 from ..storage.session_access import OpenedSession, SessionAccess, session_history
 from ..storage.state_keys import TIME_ZONE_STATE_KEY
@@ -56,6 +58,7 @@ class LiveParts:
     tasks: TaskManager
     delegations: Delegations
     budgets: AddressBudgets
+    turn_metrics: TurnMetrics
 
 
 class DelegationLink:
@@ -110,6 +113,7 @@ class Conversation:
     sender: Sender
     delegations: SessionDelegations
     delivery: TaskDelivery
+    timer: TurnTimer
 
     def task_changed(self, record: TaskRecord) -> None:
         """A task of the owner changed: its card, and maybe its outcome to tell."""
@@ -150,6 +154,15 @@ def assemble(
         max_messages=settings.max_pending_messages,
     )
     delegations = parts.delegations.for_session(session_id)
+    timer = TurnTimer(
+        parts.turn_metrics,
+        tracer=trace.get_tracer("audiocore_server") if tracing_on() else None,
+        attributes={
+            "audiocore.app": app.name,
+            "audiocore.surface": wire.name,
+            "audiocore.model": parts.agents.live_model_name,
+        },
+    )
 
     def tell(chunk: chunks.Chunk) -> None:
         if not pacer.put_message_nowait(chunk):
@@ -157,6 +170,11 @@ def assemble(
 
     def report(text: str) -> None:
         tell(chunks.Error(text))
+
+    def client_speech(state: chunks.SpeechState) -> None:
+        tell(chunks.Speech(state, "client"))
+        if state == "stopped":
+            timer.user_done("client")
 
     mic = MicPath(
         queue,
@@ -173,8 +191,10 @@ def assemble(
         # Gemini refuses activity signals while its own detection is on;
         # the offline model takes them.
         edges_refused=settings.backend != "offline" and turn_detection != "manual",
-        on_speech=lambda state: tell(chunks.Speech(state, "client")),
+        on_speech=client_speech,
+        on_typed_turn=lambda: timer.user_done("text"),
     )
+
     delivery = TaskDelivery(
         parts.tasks,
         task_owner(start, user_id, session_id),
@@ -190,6 +210,7 @@ def assemble(
         output_rate=rate,
         send_timeout_s=settings.send_timeout_s,
         metrics=metrics,
+        timer=timer,
     )
 
     def turn_ended() -> None:
@@ -208,6 +229,7 @@ def assemble(
         delegations=delegations,
         on_turn_end=turn_ended,
         on_barge_in=barged_in,
+        timer=timer,
     )
     queue.confirmation_hook = playout.confirmation_requested
     link = DelegationLink(
@@ -227,6 +249,7 @@ def assemble(
         sender,
         delegations,
         delivery,
+        timer,
     )
 
 

@@ -18,9 +18,11 @@ import time
 from collections.abc import Callable, Mapping
 
 from google.adk.events import Event
+from google.genai import types
 
 from ..audio.conversion import OutputAudio
 from ..audio.pacer import OutputPacer
+from ..ops.turn_timing import TurnTimer
 from ..tools.calls import delegated_calls
 from ..tools.confirmation import KeptCall
 from ..tools.delegation import SessionDelegations
@@ -43,6 +45,7 @@ class Playout:
         delegations: SessionDelegations,
         on_turn_end: Callable[[], None],
         on_barge_in: Callable[[], None],
+        timer: TurnTimer,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._translator = translator
@@ -52,17 +55,20 @@ class Playout:
         self._delegations = delegations
         self._on_turn_end = on_turn_end
         self._on_barge_in = on_barge_in
+        self._timer = timer
         self._clock = clock
         self.played = PlayoutPosition(pacer.played_seconds)  # for the model's connection
 
     async def on_event(self, event: Event) -> None:
         received = self._clock()
-        pacer, translator = self._pacer, self._translator
+        pacer, translator, timer = self._pacer, self._translator, self._timer
         if event.interrupted:
             self.barge_in("model")
+        _time_event(timer, event)
         turn = translator.turn  # the pacer rejects late audio of a flushed turn
         for item in translator.translate(event):
             if isinstance(item, ModelAudio):
+                timer.model_audio()
                 await pacer.put_audio(
                     self._audio.process(item.pcm, item.sample_rate), received, turn
                 )
@@ -70,6 +76,7 @@ class Playout:
                 await pacer.put_audio(self._audio.end_turn(), received, turn)
                 pacer.end_turn()
                 turn += 1
+                timer.turn_end(interrupted=bool(event.interrupted))
                 self._on_turn_end()
             else:
                 await pacer.put_message(item)
@@ -115,8 +122,26 @@ class Playout:
         if source == "client":
             self.played.user_stopped()  # before the flush: what was heard
         dropped_ms = round(pacer.buffered_seconds * 1000)
+        self._timer.barge_in()
         pacer.flush(chunks.Interrupted(source, dropped_ms))
         self._audio.end_turn(discard=True)
         self._on_barge_in()
         who = "user" if source == "client" else "model"
         self._delegations.cancel_all(f"interrupted by the {who}")
+
+
+def _time_event(timer: TurnTimer, event: Event) -> None:
+    """What an event tells the turn timer besides its audio: the model's
+    voice detection heard the user stop, or the model began to answer (in
+    words, a transcript of its speech, or a tool call)."""
+    activity = event.voice_activity
+    if (
+        activity is not None
+        and activity.voice_activity_type == types.VoiceActivityType.ACTIVITY_END
+    ):
+        timer.user_done("model")
+    content = event.content
+    if (content is not None and content.role == "model" and content.parts) or (
+        event.output_transcription is not None
+    ):
+        timer.model_output()

@@ -27,10 +27,20 @@ from starlette.websockets import WebSocket
 
 from ..audio.pacer import AudioFrame, OutputPacer
 from ..ops.metrics import ConnectionMetrics
+from ..ops.turn_timing import TurnTimer
 from ..turns.metadata import AudioCount
 from ..wire import chunks, protocol
 from .frames import Wire
 from .shutdown import Shutdown
+
+# What the turn timer reads of the chunks leaving: tool calls' round trips.
+_TOOL_CHUNKS = (
+    chunks.ToolInput,
+    chunks.ToolApprovalRequest,
+    chunks.ToolOutput,
+    chunks.ToolOutputDenied,
+    chunks.ToolOutputError,
+)
 
 
 class Sender:
@@ -43,6 +53,7 @@ class Sender:
         output_rate: int,
         send_timeout_s: float,
         metrics: ConnectionMetrics,
+        timer: TurnTimer,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._ws = ws
@@ -51,6 +62,7 @@ class Sender:
         self._rate = output_rate
         self._timeout = send_timeout_s
         self._metrics = metrics
+        self._timer = timer
         self._clock = clock
         self._lock = asyncio.Lock()  # acquiring a free one never suspends
         self._flushed_at: float | None = None
@@ -118,10 +130,15 @@ class Sender:
         if audio:
             # Paced frames may leave up to the timer slack early: count 0.
             self._metrics.output_latency(max(0.0, self._clock() - self._pacer.last_due))
+            self._timer.client_audio()
+        elif isinstance(item, _TOOL_CHUNKS):
+            self._timer.tool_chunk(item)
         flushed_at = self._flushed_at
         if flushed_at is not None and (audio or isinstance(item, chunks.Interrupted)):
             # Barge-in: how long after the flush the last stale frame left
             # (0 when none was on its way out).
             stale = audio and popped_at < flushed_at
-            self._metrics.bargein_last_frame_s.append(self._clock() - flushed_at if stale else 0.0)
+            silence = self._clock() - flushed_at if stale else 0.0
+            self._metrics.bargein_last_frame_s.append(silence)
+            self._timer.silence(silence)
             self._flushed_at = None

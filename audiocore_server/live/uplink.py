@@ -38,6 +38,7 @@ class Uplink:
         report: Callable[[str], None],
         edges_refused: bool,
         on_speech: Callable[[SpeechState], None] = lambda _: None,
+        on_typed_turn: Callable[[], None] = lambda: None,
     ) -> None:
         self._queue = queue
         self._mic = mic
@@ -48,6 +49,7 @@ class Uplink:
         self._edges_refused = edges_refused
         self._overloaded = False
         self._on_speech = on_speech  # the client's edges are its speech's
+        self._on_typed_turn = on_typed_turn  # a typed turn went to the model
 
     def user_turn(self, text: str | None, images: Sequence[Image] = ()) -> None:
         for image in images:
@@ -56,6 +58,7 @@ class Uplink:
             content = types.Content(role="user", parts=[types.Part(text=text)])
             if self.content(LiveRequest(content=content)):
                 self._line.turn_sent()
+                self._on_typed_turn()
 
     def content(self, request: LiveRequest) -> bool:
         """Queue a typed turn, an image, content; past the bound, dropped."""

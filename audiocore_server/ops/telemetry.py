@@ -11,7 +11,10 @@ process never mix their figures) with:
 * what was dropped or refused, by reason: client messages past their rate
   (by kind), sockets refused (server full, per address, origin, API key),
   and the totals of finished connections (frames sent, late, concealed;
-  input audio dropped because the model did not keep up).
+  input audio dropped because the model did not keep up);
+* where turns' time goes (``turn_timing.py``): the latency from the end of
+  the user's words to the model's first output and audio and to the first
+  audio sent, tool round trips, barge-in to silence.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from .metrics import MetricsTotals
+from .turn_timing import TurnMetrics
 
 LAG_EVERY_S = 0.05
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -91,6 +95,7 @@ class Telemetry:
             registry=registry,
         )
         registry.register(_Totals(totals))
+        self.turns = TurnMetrics(registry)  # every connection's turns (turn_timing.py)
         self._watch: asyncio.Task[None] | None = None
 
     def exposition(self) -> bytes:

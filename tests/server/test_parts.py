@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from google.adk.events import Event
 from google.genai import types
+from prometheus_client import CollectorRegistry
 
 from audiocore_server.audio.pacer import AudioFrame, OutputPacer
 from audiocore_server.audio.voice import LINE_HANGOVER_S
@@ -35,6 +36,7 @@ from audiocore_server.live.sender import Sender
 from audiocore_server.live.shutdown import Shutdown
 from audiocore_server.live.uplink import Uplink
 from audiocore_server.ops.metrics import ConnectionMetrics
+from audiocore_server.ops.turn_timing import TurnMetrics, TurnTimer
 from audiocore_server.tools.calls import (
     AskBrowser,
     PendingCall,
@@ -269,7 +271,12 @@ def _playout(
         delegations=delegations,
         on_turn_end=on_turn_end,
         on_barge_in=on_barge_in,
+        timer=_timer(),
     )
+
+
+def _timer() -> TurnTimer:
+    return TurnTimer(TurnMetrics(CollectorRegistry()))
 
 
 async def _due(pacer: OutputPacer) -> list[AudioFrame | chunks.Chunk]:
@@ -407,6 +414,7 @@ def test_sender_frames_in_the_pacers_order_through_the_dialects_wire() -> None:
             output_rate=24_000,
             send_timeout_s=5,
             metrics=ConnectionMetrics(),
+            timer=_timer(),
         )
         await pacer.put_message(chunks.Start("m1"))
         await pacer.put_audio(bytes(960), turn=0)
@@ -438,6 +446,7 @@ def test_a_client_that_does_not_read_ends_the_connection_unsendable() -> None:
             output_rate=24_000,
             send_timeout_s=0.01,
             metrics=ConnectionMetrics(),
+            timer=_timer(),
         )
         await pacer.put_message(chunks.Start("m1"))
         with pytest.raises(Shutdown) as ended:
