@@ -158,8 +158,10 @@ class Settings:
     # it stopped (see README "Security and operations").
     send_timeout_s: float = 10.0
     # A model that started answering and then sends nothing for this long
-    # is stalled: the socket gets an error and close 1011 (the session stays).
-    model_stall_timeout_s: float = 30.0
+    # is stalled: its connection is resumed where it can be (Gemini, with a
+    # handle: docs/providers.md), else the socket gets an error and close
+    # 1011 (the session stays).
+    model_stall_timeout_s: float = 10.0
     hello_timeout_s: float = 2.0  # wait this long for `start` before using defaults
     tool_timeout_s: float = 60.0  # an approval or a browser tool's result, at most
     # How long a pending tool call waits for its client to resume the session

@@ -45,7 +45,7 @@ from starlette.websockets import (
 )
 
 from ..agent.runners import AppRunners
-from ..models import played_audio
+from ..models import model_link, played_audio
 from ..ops.metrics import ConnectionMetrics
 from ..storage.claims import SessionBusy
 from ..storage.session_access import OpenedSession, SessionNotFound
@@ -337,6 +337,10 @@ class LiveConnection:
         agents, app = self.parts.agents, self.app
         assert app is not None
         played_audio.bind(c.playout.played)  # for the model's connection, opened below
+        link = model_link.ModelLink(
+            on_recovered=lambda cause: c.tell(chunks.ModelReconnected(cause))
+        )
+        model_link.bind(link)  # the same way: across the run's reconnects
         events = ModelEvents(
             app.runner.run_live(
                 user_id=user_id,
@@ -346,6 +350,7 @@ class LiveConnection:
             ),
             stall_timeout_s=self.settings.model_stall_timeout_s,
             name=f"connection {self.name} (session {c.session_id})",
+            recover=link.stall,
         )
         agents.live_runs += 1
         # ADK's spans for the run (and its tasks, which copy this context)

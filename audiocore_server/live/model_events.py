@@ -4,15 +4,19 @@ time, with a watchdog on a model that stops mid-answer.
 While the model is answering (``answering``: it said something and has
 neither ended its turn nor called a tool), a silence of ``stall_timeout_s``
 is a stalled model: the user would wait for the rest of the answer for
-ever, so the connection ends with an error. Between answers the model may
-be silent as long as the user is.
+ever. Where the model's connection can be resumed (``ModelLink.stall``:
+Gemini with session resumption), it is given up and resumed, the user's
+words given again (``models/model_link.py``); the watchdog then waits
+again. A stall that cannot be recovered, or ``max_recoveries`` stalls in a
+row with no event between them, ends the connection with an error. Between
+answers the model may be silent as long as the user is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 
 from google.adk.events import Event
 
@@ -35,39 +39,68 @@ def answering(event: Event) -> bool:
 
 class ModelEvents:
     def __init__(
-        self, events: AsyncGenerator[Event, None], *, stall_timeout_s: float, name: str
+        self,
+        events: AsyncGenerator[Event, None],
+        *,
+        stall_timeout_s: float,
+        name: str,
+        recover: Callable[[], bool] = lambda: False,
+        max_recoveries: int = 2,
     ) -> None:
         self._events = events
         self._timeout = stall_timeout_s
         self._name = name  # for the log
+        self._recover = recover
+        self._max_recoveries = max_recoveries
         self.answering = False  # the stall timer runs
 
     async def next(self) -> Event | None:
         """The run's next event (None: the run is over); ``Shutdown`` if the
-        model stalls mid-answer."""
+        model stalls mid-answer and cannot be recovered."""
         if not self.answering:
             event = await anext(self._events, None)
         else:
-            event = await self._next_within_deadline()
+            event = await self._next_watched()
         self.answering = event is not None and answering(event)
         return event
 
-    async def _next_within_deadline(self) -> Event | None:
-        # asyncio's own timeout, not anyio's scope: this runs once per model
-        # event, and anyio's scope costs several times more to enter and leave.
-        deadline = asyncio.timeout(self._timeout)
+    async def _next_watched(self) -> Event | None:
+        """The next event, with the watchdog on. A stall asks for a recovery
+        (the run's generator goes on: cancelling it would end ADK's run);
+        only one that cannot be recovered cancels the wait, as a deadline."""
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        gave_up = False
+        stalls = 0
+        timer: asyncio.TimerHandle | None = None
+
+        def stalled() -> None:
+            nonlocal gave_up, stalls, timer
+            stalls += 1
+            log.warning("%s: the model stopped mid-answer for %g s", self._name, self._timeout)
+            if stalls <= self._max_recoveries and self._recover():
+                timer = loop.call_later(self._timeout, stalled)  # the recovery is watched too
+            else:
+                gave_up = True
+                task.cancel()
+
+        timer = loop.call_later(self._timeout, stalled)
         try:
-            async with deadline:
-                return await anext(self._events, None)
-        except TimeoutError:
-            if not deadline.expired():
-                raise  # the model's own error, not our deadline
-        log.warning("%s: the model stopped mid-answer for %g s", self._name, self._timeout)
-        raise Shutdown(
-            protocol.CLOSE_INTERNAL_ERROR,
-            "the model stalled",
-            error=f"the model stopped answering for {self._timeout:g} s; reconnect to go on",
-        )
+            return await anext(self._events, None)
+        except asyncio.CancelledError:
+            if gave_up and task.uncancel() == 0:
+                raise Shutdown(
+                    protocol.CLOSE_INTERNAL_ERROR,
+                    "the model stalled",
+                    error=(
+                        f"the model stopped answering for {self._timeout:g} s; reconnect to go on"
+                    ),
+                ) from None
+            raise
+        finally:
+            assert timer is not None
+            timer.cancel()
 
     async def aclose(self) -> None:
         await self._events.aclose()

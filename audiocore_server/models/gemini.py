@@ -25,6 +25,7 @@ client is never left inside a turn that will not finish.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import ssl
@@ -36,9 +37,10 @@ from google.adk.models.google_llm import Gemini
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import errors, types
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, ConnectionClosedError
 
 from ..settings import Settings
+from . import model_link
 
 log = logging.getLogger(__name__)
 
@@ -48,36 +50,76 @@ class LiveGemini(Gemini):
 
     @contextlib.asynccontextmanager
     async def connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:
-        resumption = llm_request.live_connect_config.session_resumption is not None
+        config = llm_request.live_connect_config.session_resumption
+        link = model_link.current()
         async with super().connect(llm_request) as connection:
-            yield _ResumableConnection(connection, resumption)
+            wrapped = _ResumableConnection(connection, config is not None, link)
+            if link is not None and config is not None and config.handle:
+                # Resumed after a drop or a stall: the user's words the
+                # handle does not hold are given again (model_link.py).
+                for item in link.to_give_again():
+                    if isinstance(item, types.Content):
+                        await wrapped._send_content(item)
+                    else:
+                        await wrapped.send_realtime(item)
+            try:
+                yield wrapped
+            finally:
+                wrapped.stop_watching()
 
 
 class _ResumableConnection(BaseLlmConnection):
-    def __init__(self, inner: BaseLlmConnection, resumption: bool) -> None:
+    def __init__(
+        self, inner: BaseLlmConnection, resumption: bool, link: model_link.ModelLink | None
+    ) -> None:
         self._inner = inner
         self._resumption = resumption  # the service sends handles
+        self._link = link
         self._in_turn = False  # the model has started a turn that has not completed
         self._handle_stale = False  # a turn completed; its handle has not come yet
         self._go_away: LlmResponse | None = None  # held back until the turn is over
+        self._stalled = link.opened() if link is not None else None
+        self._watch = (
+            asyncio.ensure_future(self._give_up_on_stall()) if self._stalled is not None else None
+        )
+
+    async def _give_up_on_stall(self) -> None:
+        """The socket's watchdog saw the model stop mid-answer: close, so
+        that ADK resumes the session on a new connection."""
+        assert self._stalled is not None
+        await self._stalled.wait()
+        log.warning("the model stopped mid-answer: its connection is given up and resumed")
+        await self._inner.close()
+
+    def stop_watching(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
 
     async def send_history(self, history: list[types.Content]) -> None:
         await self._inner.send_history(history)
 
     async def send_content(self, content: types.Content) -> None:
         await self._inner.send_content(content)
+        if self._link is not None:
+            self._link.sent(content)
 
     async def _send_content(self, content: types.Content, *, partial: bool = False) -> None:
+        # What ADK's live flow calls for content (send_content is the public form).
         await self._inner._send_content(content, partial=partial)
+        if self._link is not None:
+            self._link.sent(content)
 
     async def send_realtime(self, blob: RealtimeInput) -> None:
         # The base class says Blob; ADK's flow passes every RealtimeInput.
         await self._inner.send_realtime(blob)  # type: ignore[arg-type]
+        if self._link is not None:
+            self._link.sent(blob)
 
     async def close(self) -> None:
         await self._inner.close()
 
     async def receive(self) -> AsyncGenerator[LlmResponse, None]:
+        link, stalled = self._link, self._stalled
         try:
             async with contextlib.aclosing(self._inner.receive()) as responses:
                 async for response in responses:
@@ -86,6 +128,8 @@ class _ResumableConnection(BaseLlmConnection):
                         if not (update.resumable and update.new_handle):
                             continue  # ADK would forget the last good handle
                         self._handle_stale = False
+                        if link is not None:
+                            link.resumable()
                         yield response
                     elif response.go_away is not None:
                         log.info(
@@ -95,6 +139,8 @@ class _ResumableConnection(BaseLlmConnection):
                         self._go_away = response
                     else:
                         self._track_turn(response)
+                        if link is not None and _calls_a_tool(response):
+                            link.tool_called()
                         yield response
                     if self._go_away is not None and self._may_leave():
                         go_away, self._go_away = self._go_away, None
@@ -106,7 +152,18 @@ class _ResumableConnection(BaseLlmConnection):
                 # ADK then reconnects (with a handle) or fails the run.
                 self._in_turn = False
                 yield LlmResponse(interrupted=True)
+            if link is not None:
+                link.ended_early("stall" if stalled is not None and stalled.is_set() else "drop")
             raise
+        if stalled is not None and stalled.is_set():
+            # Given up on a stall, the connection closed by us: as a drop,
+            # so that ADK resumes it.
+            if self._in_turn:
+                self._in_turn = False
+                yield LlmResponse(interrupted=True)
+            assert link is not None
+            link.ended_early("stall")
+            raise ConnectionClosedError(None, None)
 
     def _track_turn(self, response: LlmResponse) -> None:
         if response.turn_complete or response.interrupted:
@@ -137,3 +194,8 @@ def gemini_client_kwargs(settings: Settings) -> dict[str, Any] | None:
             async_client_args={"ssl": context, "verify": context},
         )
     }
+
+
+def _calls_a_tool(response: LlmResponse) -> bool:
+    content = response.content
+    return content is not None and any(p.function_call for p in content.parts or [])

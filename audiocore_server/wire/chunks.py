@@ -403,6 +403,19 @@ class Speech(Chunk):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ModelReconnected(Chunk):
+    """``data-model-reconnected``: the model's connection dropped or stalled
+    and was resumed; the user's unanswered words were given again
+    (``cause``: ``drop`` or ``stall``). A notice only: the socket stays."""
+
+    type: ClassVar[str] = "data-model-reconnected"
+    cause: str
+
+    def to_json(self) -> JsonObject:
+        return {"type": self.type, "data": {"cause": self.cause}, "transient": True}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Interrupted(Chunk):
     """Barge-in; ``dropped_ms``: audio discarded unplayed."""
 

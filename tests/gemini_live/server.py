@@ -212,9 +212,10 @@ class LocalGeminiLive(ThreadedEndpoint[ConnectionRecord]):
     def fail_next_reply(self, after_audio_chunks: int = 3, how: str = "abort") -> None:
         """The next reply fails after this many audio chunks: "internal" closes
         1011 "Internal error encountered.", "abort" resets the TCP connection,
-        "die" is ``kill`` (the service is gone)."""
-        if how not in ("abort", "internal", "die"):
-            raise ValueError(f'how: expected "abort", "internal" or "die", got {how!r}')
+        "die" is ``kill`` (the service is gone), "stall" stops sending and
+        keeps the connection open (the answer never comes)."""
+        if how not in ("abort", "internal", "die", "stall"):
+            raise ValueError(f'how: expected "abort", "internal", "die" or "stall", got {how!r}')
         self._fail_next = (after_audio_chunks, how)
 
     def go_away_at_next_answer(self, time_left_s: float) -> None:
@@ -695,6 +696,8 @@ class _LiveSession:
         await self._resumable()
 
     async def _fail(self, how: str) -> None:
+        if how == "stall":
+            await asyncio.Future()  # until the connection ends (finish cancels it)
         if how == "abort":
             self.abort()
         elif how == "die":

@@ -168,32 +168,72 @@ def test_connection_lifetime_goaways_between_turns_are_seamless(
     assert all(r.resumed_from for r in records[1:])
 
 
-@pytest.mark.parametrize("how", ["internal", "abort"])
-def test_connection_lost_mid_answer_ends_the_turn_and_resumes(
-    gemini_server: str, endpoint: LocalGeminiLive, how: str
+@pytest.mark.parametrize("how", ["internal", "abort", "stall"])
+def test_a_connection_lost_or_stalled_mid_answer_is_resumed_and_the_words_answered(
+    endpoint: LocalGeminiLive, tmp_path: Path, how: str
 ) -> None:
-    async def scenario() -> Collector:
-        ws, col = await open_session(gemini_server, endpoint)
+    """The endpoint closes 1011, resets the connection, or stops sending,
+    mid-answer: the cut answer ends for the client (``data-interrupted``),
+    a notice says the model reconnected, and on the resumed session the
+    user's words are given again and answered; the conversation goes on
+    with them in it. No error, no close."""
+    settings = gemini_settings(endpoint, tmp_path / "data", model_stall_timeout_s=1.0)
+
+    async def scenario(url: str) -> Collector:
+        ws, col = await open_session(url, endpoint)
         await say(ws, "first")
         await col.wait_for("finish")
         endpoint.fail_next_reply(after_audio_chunks=2, how=how)
         await say(ws, "second")
-        await col.wait_for("finish", count=2)
+        await col.wait_for("data-model-reconnected")
         await endpoint.wait_for_async(lambda rs: len(rs) == 2 and rs[1].parsed)
+        await col.wait_for("finish", count=3)  # the cut answer's, and the new one's
         await say(ws, "third")
-        await col.wait_for("finish", count=3)
+        await col.wait_for("finish", count=4)
         await col.close()
         return col
 
-    col = asyncio.run(scenario())
+    with serve_ws(settings) as url:
+        col = asyncio.run(scenario(url))
     assert not errors(col)
-    # The cut turn ends for the client; the resumed session is the one before it.
     kinds = col.types()
     assert kinds.count("data-interrupted") == 1
-    assert said(col, 2) == "You said: third (1 earlier turns in this session)"
+    (notice,) = [m for _, m in col.messages if m["type"] == "data-model-reconnected"]
+    assert notice["data"] == {"cause": "stall" if how == "stall" else "drop"}
+    assert kinds.index("data-interrupted") < kinds.index("data-model-reconnected")
+    assert said(col, 2) == "You said: second (1 earlier turns in this session)"
+    assert said(col, 3) == "You said: third (2 earlier turns in this session)"
     first, second = endpoint.records
-    assert first.close_code == (1011 if how == "internal" else 1006)
+    assert first.close_code == {"internal": 1011, "abort": 1006, "stall": 1000}[how]
     assert second.resumed_from is not None
+    assert [d for k, d in second.received if k == "text"] == ["second", "third"]
+
+
+def test_a_turn_that_called_a_tool_is_not_given_again(
+    endpoint: LocalGeminiLive, tmp_path: Path
+) -> None:
+    """A drop after the model called a tool: giving the words again would
+    run the tool twice, so the turn ends as cut off, and the tool ran once."""
+    settings = gemini_settings(endpoint, tmp_path / "data")
+
+    async def scenario(url: str) -> Collector:
+        ws, col = await open_session(url, endpoint)
+        endpoint.fail_next_reply(after_audio_chunks=1, how="abort")
+        await say(ws, "what's the weather in Paris")
+        await col.wait_for("data-model-reconnected")
+        await say(ws, "after")
+        await col.wait_for("finish", count=2)  # the cut answer's, and this one's
+        await col.close()
+        return col
+
+    with serve_ws(settings) as url:
+        col = asyncio.run(scenario(url))
+    assert not errors(col)
+    calls = [m for _, m in col.messages if m["type"] == "tool-input-available"]
+    assert [c["toolName"] for c in calls] == ["get_weather"]
+    assert said(col).startswith("You said: after")
+    _, second = endpoint.records
+    assert [d for k, d in second.received if k == "text"] == ["after"]
 
 
 # ---------------------------------------------------------------- failures
