@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,15 @@ KINDS: dict[str, tuple[str, str, dict[str, Any] | str, Any]] = {
 }
 
 
+def fresh_examples() -> None:
+    """Forget the examples' modules, so that the server's loader imports
+    them anew: another test (test_examples.py) may have put its own load in
+    sys.modules, its agents moved to the offline model and its MCP toolset
+    closed."""
+    for name in [m for m in sys.modules if m.split(".")[0] in ("support_desk", "travel_team")]:
+        del sys.modules[name]
+
+
 def check_output(kind: str, output: Any) -> None:
     expected = KINDS[kind][2]
     if isinstance(expected, str):
@@ -77,6 +87,7 @@ def test_each_tool_kind_on_each_model_over_ws(
     line, tool, _, payload = KINDS[kind]
     with running(name, tmp_path, monkeypatch) as provider:
         settings = provider.settings(tmp_path / "data", agents_dir=EXAMPLES)
+        fresh_examples()
 
         async def scenario(url: str) -> Collector:
             ws, col = await provider.open_session(url, app=APP)
@@ -110,6 +121,7 @@ def offline_desk(tmp_path_factory: pytest.TempPathFactory) -> Any:
     settings = Settings(
         data_dir=tmp_path_factory.mktemp("desk"), agents_dir=EXAMPLES, model="offline"
     )
+    fresh_examples()
     with serve_ws(settings) as url:
         yield url.removesuffix("/ws")
 
