@@ -20,7 +20,11 @@ which keeps the last resumable handle and holds a ``goAway`` back until the
 current turn is over and the handle that follows it has arrived (or the
 service closes first: ADK then reconnects with the last good handle). A
 turn cut off by a dropped connection is ended with ``interrupted``, so the
-client is never left inside a turn that will not finish.
+client is never left inside a turn that will not finish; the resumed
+connection is given again what went to the model since that handle, the
+user's unanswered words (the socket's ``ModelLink``, ``model_link.py``).
+A connection the socket's watchdog finds stalled mid-answer is closed by
+us and resumed the same way.
 """
 
 from __future__ import annotations
@@ -78,7 +82,8 @@ class _ResumableConnection(BaseLlmConnection):
         self._in_turn = False  # the model has started a turn that has not completed
         self._handle_stale = False  # a turn completed; its handle has not come yet
         self._go_away: LlmResponse | None = None  # held back until the turn is over
-        self._stalled = link.opened() if link is not None else None
+        # Only a session that can be resumed is given up on a stall.
+        self._stalled = link.opened() if link is not None and resumption else None
         self._watch = (
             asyncio.ensure_future(self._give_up_on_stall()) if self._stalled is not None else None
         )

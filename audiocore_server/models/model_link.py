@@ -56,7 +56,9 @@ class ModelLink:
     # ------------------------------------------------------------ sending side
     def sent(self, item: Sent) -> None:
         """What the connection sent the model (typed turns, edges, audio)."""
-        if isinstance(item, types.Blob) and item.data:
+        if isinstance(item, types.Blob):
+            if not item.data:
+                return
             seconds = len(item.data) / 2 / _rate(item.mime_type)
             self._audio_s += seconds
             self._since_handle.append(item)
