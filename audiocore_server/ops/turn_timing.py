@@ -121,6 +121,9 @@ class TurnTimer:
         self._tracer = tracer
         self._clock = clock
         self._turn: _Turn | None = None
+        # Ended on the model's side, its first audio not sent yet (paced
+        # behind what plays): the client stage and the span end with it.
+        self._unsent: _Turn | None = None
         self._calls: dict[str, _Call] = {}
         self._bargein: trace.Span | None = None
         self._span = (
@@ -157,18 +160,32 @@ class TurnTimer:
             self._stage(turn, "model_first_audio")
 
     def client_audio(self) -> None:
+        unsent, self._unsent = self._unsent, None
+        if unsent is not None:
+            unsent.client_audio = True
+            self._stage(unsent, "client_first_audio")
+            _end(unsent)
+            return
         turn = self._turn
-        if turn is not None and not turn.client_audio:
+        if turn is not None and turn.first_audio and not turn.client_audio:
             turn.client_audio = True
             self._stage(turn, "client_first_audio")
 
     def turn_end(self, *, interrupted: bool = False) -> None:
+        """The model ended its turn (or it was cut)."""
         turn, self._turn = self._turn, None
-        if turn is not None and turn.span is not None:
+        if turn is None:
+            return
+        if turn.span is not None:
             turn.span.set_attribute("audiocore.interrupted", interrupted)
-            turn.span.end()
+        if turn.first_audio and not turn.client_audio and not interrupted:
+            self._drop_unsent()
+            self._unsent = turn
+        else:
+            _end(turn)
 
     def barge_in(self) -> None:
+        self._drop_unsent()  # flushed: never heard
         if self._bargein is None:
             self._bargein = self._start("audiocore.barge_in", parent=self._turn_span())
 
@@ -213,12 +230,18 @@ class TurnTimer:
         if self._bargein is not None:
             self._bargein.end()
             self._bargein = None
-        self.turn_end()
+        self.turn_end(interrupted=True)
+        self._drop_unsent()
         if self._span is not None:
             self._span.end()
             self._span = None
 
     # ------------------------------------------------------------ helpers
+    def _drop_unsent(self) -> None:
+        unsent, self._unsent = self._unsent, None
+        if unsent is not None:
+            _end(unsent)
+
     def _answer(self) -> _Turn:
         """The turn the model's output belongs to (one with no user edge
         when the model speaks first)."""
@@ -244,3 +267,8 @@ class TurnTimer:
         ctx = trace.set_span_in_context(within) if within is not None else None
         attrs = {f"audiocore.{k}": v for k, v in attributes.items()}
         return self._tracer.start_span(name, context=ctx, attributes=attrs)
+
+
+def _end(turn: _Turn) -> None:
+    if turn.span is not None:
+        turn.span.end()

@@ -142,6 +142,38 @@ def test_the_spans_of_a_turn_their_parents_and_order() -> None:
     assert ends.index("audiocore.barge_in") < ends.index("audiocore.turn")
 
 
+def test_a_turn_whose_audio_leaves_after_the_models_end_is_timed_to_its_first_frame() -> None:
+    """The model's whole answer can arrive (and end) before its first frame
+    leaves, paced behind what still plays: the client stage is still timed,
+    and the turn's span ends with that frame; a barge-in before it drops it."""
+    registry, exporter = CollectorRegistry(), InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    clock = Clock()
+    timer = TurnTimer(TurnMetrics(registry), tracer=provider.get_tracer("t"), clock=clock)
+    timer.user_done("text")
+    clock.now += 0.2
+    timer.model_audio()
+    timer.turn_end()
+    assert [s.name for s in exporter.get_finished_spans()] == []  # not heard yet
+    clock.now += 0.3
+    timer.client_audio()
+    assert [s.name for s in exporter.get_finished_spans()] == ["audiocore.turn"]
+    stage = {"stage": "client_first_audio", "edge": "text"}
+    assert registry.get_sample_value("audiocore_turn_latency_seconds_sum", stage) == (
+        pytest.approx(0.5)
+    )
+    # Another, cut by a barge-in before its first frame left: never heard.
+    timer.user_done("text")
+    timer.model_audio()
+    timer.turn_end()
+    timer.barge_in()
+    timer.client_audio()  # a later answer's frame: not this turn's
+    assert registry.get_sample_value("audiocore_turn_latency_seconds_count", stage) == 1
+    timer.close()
+    assert [s.name for s in exporter.get_finished_spans()].count("audiocore.turn") == 2
+
+
 def test_without_a_tracer_no_span_is_made() -> None:
     timer = TurnTimer(TurnMetrics(CollectorRegistry()))
     assert timer.parent_context is None
