@@ -68,28 +68,11 @@ class ModelEvents:
         """The next event, with the watchdog on. A stall asks for a recovery
         (the run's generator goes on: cancelling it would end ADK's run);
         only one that cannot be recovered cancels the wait, as a deadline."""
-        task = asyncio.current_task()
-        assert task is not None
-        loop = asyncio.get_running_loop()
-        gave_up = False
-        stalls = 0
-        timer: asyncio.TimerHandle | None = None
-
-        def stalled() -> None:
-            nonlocal gave_up, stalls, timer
-            stalls += 1
-            log.warning("%s: the model stopped mid-answer for %g s", self._name, self._timeout)
-            if stalls <= self._max_recoveries and self._recover():
-                timer = loop.call_later(self._timeout, stalled)  # the recovery is watched too
-            else:
-                gave_up = True
-                task.cancel()
-
-        timer = loop.call_later(self._timeout, stalled)
+        watch = _Watch(self)
         try:
             return await anext(self._events, None)
         except asyncio.CancelledError:
-            if gave_up and task.uncancel() == 0:
+            if watch.gave_up and watch.task.uncancel() == 0:
                 raise Shutdown(
                     protocol.CLOSE_INTERNAL_ERROR,
                     "the model stalled",
@@ -99,8 +82,38 @@ class ModelEvents:
                 ) from None
             raise
         finally:
-            assert timer is not None
-            timer.cancel()
+            watch.cancel()
 
     async def aclose(self) -> None:
         await self._events.aclose()
+
+
+class _Watch:
+    """One wait's watchdog: every ``stall_timeout_s`` without an event, a
+    recovery is asked for (and watched again); past ``max_recoveries``, or
+    when none is possible, the waiting task is cancelled. (An object, not a
+    closure that re-arms itself: that would be a function in a reference
+    cycle with its own cell, freed only by the collector.)"""
+
+    def __init__(self, events: ModelEvents) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.gave_up = False
+        self._events = events
+        self._stalls = 0
+        self._loop = asyncio.get_running_loop()
+        self._handle = self._loop.call_later(events._timeout, self._stalled)
+
+    def _stalled(self) -> None:
+        events = self._events
+        self._stalls += 1
+        log.warning("%s: the model stopped mid-answer for %g s", events._name, events._timeout)
+        if self._stalls <= events._max_recoveries and events._recover():
+            self._handle = self._loop.call_later(events._timeout, self._stalled)
+        else:
+            self.gave_up = True
+            self.task.cancel()
+
+    def cancel(self) -> None:
+        self._handle.cancel()  # drops the callback: no cycle is left

@@ -74,7 +74,10 @@ class LiveGemini(Gemini):
 
 class _ResumableConnection(BaseLlmConnection):
     def __init__(
-        self, inner: BaseLlmConnection, resumption: bool, link: model_link.ModelLink | None
+        self,
+        inner: BaseLlmConnection,
+        resumption: bool,
+        link: model_link.ModelLink | None = None,
     ) -> None:
         self._inner = inner
         self._resumption = resumption  # the service sends handles
