@@ -119,6 +119,10 @@ class Settings:
     # OpenAI's own endpoint; else "https://host:port/v1" (wss is derived).
     openai_base_url: str | None = None
     openai_ca_file: Path | None = None
+    # An OpenAI realtime session is replaced by a new one, the conversation
+    # rebuilt there, this long after it opened, at the next quiet moment:
+    # the service ends sessions at 60 minutes (docs/providers.md).
+    openai_renew_after_s: float = 3300.0
     # The model's voice (a prebuilt voice name such as "Kore") and language
     # (BCP-47, e.g. "en-US"); None: the model's defaults.
     voice: str | None = None
@@ -347,6 +351,7 @@ class Settings:
                     "body_timeout",
                     "send_timeout",
                     "model_stall",
+                    "openai_renew",
                     "header_",
                     "task_timeout",
                     "task_cancel",

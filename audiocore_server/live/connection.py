@@ -337,9 +337,12 @@ class LiveConnection:
         agents, app = self.parts.agents, self.app
         assert app is not None
         played_audio.bind(c.playout.played)  # for the model's connection, opened below
-        link = model_link.ModelLink(
-            on_recovered=lambda cause: c.tell(chunks.ModelReconnected(cause))
-        )
+
+        def recovered(cause: str) -> None:
+            c.timer.recovered(cause)
+            c.tell(chunks.ModelReconnected(cause))
+
+        link = model_link.ModelLink(on_recovered=recovered)
         model_link.bind(link)  # the same way: across the run's reconnects
         events = ModelEvents(
             app.runner.run_live(

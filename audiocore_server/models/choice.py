@@ -23,6 +23,7 @@ def live_model(settings: Settings, offline: OfflineModel) -> BaseLlm:
             model=settings.live_model_name,
             base_url=settings.openai_base_url,
             ca_file=str(settings.openai_ca_file) if settings.openai_ca_file else None,
+            renew_after_s=settings.openai_renew_after_s,
         )
     if settings.backend == "offline":
         return offline()

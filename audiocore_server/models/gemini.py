@@ -24,7 +24,8 @@ client is never left inside a turn that will not finish; the resumed
 connection is given again what went to the model since that handle, the
 user's unanswered words (the socket's ``ModelLink``, ``model_link.py``).
 A connection the socket's watchdog finds stalled mid-answer is closed by
-us and resumed the same way.
+us and resumed the same way. A resumed connection the service refuses is
+tried again (``RECONNECT_BACKOFF_S``) before the run gives up.
 """
 
 from __future__ import annotations
@@ -41,12 +42,15 @@ from google.adk.models.google_llm import Gemini
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import errors, types
-from websockets.exceptions import ConnectionClosed, ConnectionClosedError
+from websockets.exceptions import ConnectionClosed, ConnectionClosedError, InvalidStatus
 
 from ..settings import Settings
 from . import model_link
 
 log = logging.getLogger(__name__)
+
+# The delays before each attempt to open a resumed session's connection.
+RECONNECT_BACKOFF_S = (0.0, 0.25, 1.0)
 
 
 class LiveGemini(Gemini):
@@ -56,7 +60,24 @@ class LiveGemini(Gemini):
     async def connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:
         config = llm_request.live_connect_config.session_resumption
         link = model_link.current()
-        async with super().connect(llm_request) as connection:
+        resuming = config is not None and bool(config.handle)
+        async with contextlib.AsyncExitStack() as stack:
+            # A resumption's new connection refused (the service's 5xx, or
+            # nothing listening for a moment) is tried again with backoff;
+            # ADK's run would otherwise end on it. A first connection is not:
+            # its failure is the clear error the client gets at once.
+            delays = RECONNECT_BACKOFF_S if resuming else (0.0,)
+            for attempt, delay in enumerate(delays, 1):
+                if delay:
+                    await asyncio.sleep(delay)  # backoff before the next attempt
+                try:
+                    connection = await stack.enter_async_context(super().connect(llm_request))
+                    break
+                except (InvalidStatus, OSError) as exc:
+                    refused = isinstance(exc, InvalidStatus) and exc.response.status_code < 500
+                    if refused or attempt == len(delays):
+                        raise
+                    log.warning("resuming the model's session failed (%s): trying again", exc)
             wrapped = _ResumableConnection(connection, config is not None, link)
             if link is not None and config is not None and config.handle:
                 # Resumed after a drop or a stall: the user's words the

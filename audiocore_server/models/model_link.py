@@ -34,7 +34,7 @@ from google.genai import types
 
 log = logging.getLogger(__name__)
 
-Cause = Literal["stall", "drop"]
+Cause = Literal["stall", "drop", "limit"]
 Sent = types.Content | RealtimeInput
 
 
@@ -97,10 +97,24 @@ class ModelLink:
         cause, self._cause = self._cause, None
         if cause is None:
             return []
-        items = [] if self._tool_called else list(self._since_handle)
         if self._tool_called:
             log.info("model connection recovered (%s): the cut turn called a tool", cause)
+            self.take_since()
+            items = []
+        else:
+            items = self.take_since()
         self.on_recovered(cause)
+        return items
+
+    def take_since(self) -> list[Sent]:
+        """What was sent since the last resumable point, for a new
+        connection that is not a recovery (a renewal: no notice). Sent
+        again, the items are kept again (``sent``): a later loss gives them
+        once more, not twice."""
+        items = list(self._since_handle)
+        self._since_handle.clear()
+        self._audio_s = 0.0
+        self._tool_called = False
         return items
 
     def stall(self) -> bool:

@@ -34,6 +34,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from ..wire.audio_mime import audio_rate
+from .openai_transcript import Item, history_items
 from .played_audio import PlayedAudio
 from .provider_error import ProviderError
 
@@ -53,14 +54,43 @@ _FATAL_CODES = frozenset({"session_expired", "invalid_api_key"})
 _KEY = re.compile(r"\bsk-[^\s.,;'\"]*")
 
 
-def closed_error(exc: ConnectionClosed) -> ProviderError:
+# Closes that say nothing of the request: the connection or the service
+# failed (1006: no close frame), or the session reached its end (1001, after
+# ``session_expired``). A new session may go on where this one stopped; any
+# other close (3000: a refused key, 1008: a policy) would be refused again.
+_RECOVERABLE_CLOSES = frozenset({1000, 1001, 1006, 1011, 1012, 1013, 1014})
+
+
+class SessionLost(ProviderError):
+    """The service's session ended under the conversation: the socket
+    dropped or closed, or the session reached its time limit. ``recoverable``:
+    a new session may continue it (``openai_recovery.py``); ``cause`` says
+    why it ended, for the notice and the metrics."""
+
+    def __init__(self, message: str, *, recoverable: bool, cause: str = "drop") -> None:
+        super().__init__(message)
+        self.recoverable = recoverable
+        self.cause = cause
+
+
+def closed_error(exc: ConnectionClosed) -> SessionLost:
     """The service closed the session: its code and reason (a refused key is
     3000 "invalid_request_error.invalid_api_key"), for the client."""
     if exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG:
-        return ProviderError(f"the model service sent too large a frame ({exc.sent.reason})")
+        return SessionLost(
+            f"the model service sent too large a frame ({exc.sent.reason})", recoverable=False
+        )
     code = exc.rcvd.code if exc.rcvd else 1006
     reason = _KEY.sub("sk-…", exc.rcvd.reason) if exc.rcvd else "no close frame"
-    return ProviderError(f"the model service closed the live session: {code} {reason}".strip())
+    return SessionLost(
+        f"the model service closed the live session: {code} {reason}".strip(),
+        recoverable=code in _RECOVERABLE_CLOSES,
+    )
+
+
+def function_output(answer: types.FunctionResponse) -> str:
+    """A tool's answer as a ``function_call_output``'s ``output``."""
+    return json.dumps(answer.response or {}, default=str)
 
 
 _APPEND_HEAD = '{"type":"input_audio_buffer.append","audio":"'
@@ -130,22 +160,30 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
     async def send_history(self, history: list[types.Content]) -> None:
         """The session's earlier turns as text items (the service takes no
         assistant audio in items)."""
-        for content in history:
-            text = " ".join(p.text for p in content.parts or [] if p.text and not p.thought)
-            if not text:
-                continue  # tool calls and answers: their outcome is in the words
-            role = "assistant" if content.role == "model" else "user"
-            kind = "output_text" if role == "assistant" else "input_text"
-            await self._send(
-                {
-                    "type": "conversation.item.create",
-                    "item": {
-                        "type": "message",
-                        "role": role,
-                        "content": [{"type": kind, "text": text}],
-                    },
-                }
-            )
+        for item in history_items(history):
+            await self.create_item(item)
+
+    async def create_item(self, item: Item) -> None:
+        """One item of a rebuilt conversation (``openai_transcript.py``); a
+        function call's own item makes its output acceptable here."""
+        await self._send({"type": "conversation.item.create", "item": item})
+
+    async def respond(self) -> None:
+        """Ask for the answer the conversation is owed (after tool outputs)."""
+        await self._send({"type": "response.create"})
+
+    def pending_calls(self) -> set[str]:
+        """The calls issued and not answered yet."""
+        return set(self._pending_calls)
+
+    def expect_calls(self, call_ids: set[str]) -> None:
+        """Calls a previous session issued: their outputs are sent here."""
+        self._pending_calls |= call_ids
+
+    def quiet(self) -> bool:
+        """Nothing under way: no answer, no call owed, no user speaking and
+        no audio of a manual turn uncommitted — a new session loses nothing."""
+        return not self._in_turn() and not self._user_speaking and self._buffered == 0
 
     async def send_content(self, content: types.Content) -> None:
         parts = content.parts or []
@@ -186,7 +224,7 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
                     "item": {
                         "type": "function_call_output",
                         "call_id": call_id,
-                        "output": json.dumps(answer.response or {}, default=str),
+                        "output": function_output(answer),
                     },
                 }
             )
@@ -306,10 +344,14 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         except ConnectionClosed:
             pass  # the receiver reports the close
 
+    def _answering(self) -> bool:
+        """An answer is under way: generated, or its audio not over."""
+        return self._responding or (bool(self._items) and not self._turn_over)
+
     def _in_turn(self) -> bool:
-        """The client is inside a turn that has not ended."""
-        spoken = bool(self._items) and not self._turn_over
-        return self._responding or bool(self._pending_calls) or spoken
+        """The client is inside a turn that has not ended (an answer, or
+        calls it waits on)."""
+        return self._answering() or bool(self._pending_calls)
 
     def _new_turn(self) -> None:
         self._items.clear()
@@ -327,12 +369,19 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
                     raw = await self._realtime.recv_bytes()
                 except ConnectionClosed as exc:
                     self._ended = True
-                    if self._in_turn():
+                    if self._answering():
                         yield LlmResponse(interrupted=True)  # the client's turn ends
                     if self._closed:
                         return
                     raise closed_error(exc) from exc
-                for response in await self._on_event(_event(raw)):
+                try:
+                    responses = await self._on_event(_event(raw))
+                except SessionLost:
+                    self._ended = True
+                    if self._answering():
+                        yield LlmResponse(interrupted=True)
+                    raise
+                for response in responses:
                     yield response
         finally:
             self._ended = True
@@ -440,8 +489,13 @@ class OpenAIRealtimeConnection(BaseLlmConnection):
         message = _KEY.sub("sk-…", str(error.get("message") or ""))
         log.warning("OpenAI error %s: %s", code, message)
         if code in _FATAL_CODES:
-            # The service closes next; the run ends with its reason.
-            raise ProviderError(f"the model service ended the live session: {code}: {message}")
+            # The service closes next: a session at its time limit may be
+            # continued on a new one, a refused key not.
+            raise SessionLost(
+                f"the model service ended the live session: {code}: {message}",
+                recoverable=code == "session_expired",
+                cause="limit",
+            )
         return [LlmResponse(error_code=code, error_message=message)]
 
     async def close(self) -> None:

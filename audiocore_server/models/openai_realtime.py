@@ -30,8 +30,9 @@ from google.genai import types
 from openai import AsyncOpenAI
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from . import live_request, played_audio
+from . import live_request, model_link, played_audio
 from .openai_connection import AUDIO_FORMAT, OpenAIRealtimeConnection, closed_error
+from .openai_recovery import RENEW_AFTER_S, RecoveringConnection, Session
 from .provider_error import ProviderError
 
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -50,6 +51,9 @@ class OpenAIRealtime(BaseLlm):
 
     base_url: str | None = None  # None: OpenAI's own (https://api.openai.com/v1)
     ca_file: str | None = None  # PEM of the CAs to trust instead of the system's
+    # A session is replaced by a new one this long after it opened, at the
+    # next quiet moment (the service ends it at 60 minutes): openai_recovery.py.
+    renew_after_s: float = RENEW_AFTER_S
 
     @classmethod
     def supported_models(cls) -> list[str]:
@@ -72,6 +76,26 @@ class OpenAIRealtime(BaseLlm):
     @contextlib.asynccontextmanager
     async def _connect(self, llm_request: LlmRequest) -> AsyncIterator[BaseLlmConnection]:
         live_request.refuse_built_in_tools(llm_request, "OpenAI Realtime")
+        played = played_audio.current()
+
+        async def open_session() -> Session:
+            return await self._open_session(llm_request, played)
+
+        connection = RecoveringConnection(
+            open_session,
+            await open_session(),
+            model_link.current(),
+            renew_after_s=self.renew_after_s,
+        )
+        try:
+            yield connection
+        finally:
+            await connection.close()
+
+    async def _open_session(
+        self, llm_request: LlmRequest, played: played_audio.PlayedAudio | None
+    ) -> Session:
+        """One session of the service, configured for ADK's live request."""
         key = os.environ.get(API_KEY_ENV)
         if not key:
             raise ProviderError(f"no OpenAI API key: set {API_KEY_ENV}")
@@ -89,20 +113,28 @@ class OpenAIRealtime(BaseLlm):
         try:
             realtime = await manager.enter()
         except InvalidStatus as exc:
+            await client.close()
             status = exc.response.status_code
             raise ProviderError(f"the model service refused the connection: HTTP {status}") from exc
-        connection = OpenAIRealtimeConnection(
-            realtime, manual=live_request.manual_turns(llm_request), played=played_audio.current()
-        )
-        try:
-            try:
-                await realtime.send_raw(json.dumps(session_config(llm_request)))
-            except ConnectionClosed as exc:  # a refused key: closed at once with 3000
-                raise closed_error(exc) from exc
-            yield connection
-        finally:
-            await connection.close()
+        except BaseException:
             await client.close()
+            raise
+        connection = OpenAIRealtimeConnection(
+            realtime, manual=live_request.manual_turns(llm_request), played=played
+        )
+
+        async def close() -> None:
+            try:
+                await connection.close()
+            finally:
+                await client.close()
+
+        try:
+            await realtime.send_raw(json.dumps(session_config(llm_request)))
+        except ConnectionClosed as exc:  # a refused key: closed at once with 3000
+            await close()
+            raise closed_error(exc) from exc
+        return Session(connection, close)
 
 
 def session_config(llm_request: LlmRequest) -> dict[str, Any]:

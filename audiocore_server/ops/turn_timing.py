@@ -24,7 +24,9 @@ happens, each as it happens:
   its output sent (``server``: ADK ran it; ``browser``: the client ran it;
   ``approval``: the user was asked first);
 * ``audiocore_bargein_silence_seconds``: from a barge-in's flush to the
-  last stale audio frame out.
+  last stale audio frame out;
+* ``audiocore_model_recoveries_total{cause}``: model sessions lost and
+  recovered on the same socket (``recovered``; an event on the turn's span).
 
 When a tracer is given (OpenTelemetry configured: docs/observability.md),
 the same moments are spans: ``audiocore.connection`` for the connection
@@ -43,7 +45,7 @@ from typing import Literal
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from ..wire import chunks
 
@@ -78,6 +80,12 @@ class TurnMetrics:
             "audiocore_bargein_silence_seconds",
             "from a barge-in's flush to the last stale audio frame sent",
             buckets=_SILENCE_BUCKETS,
+            registry=registry,
+        )
+        self.recoveries = Counter(
+            "audiocore_model_recoveries",
+            "model sessions lost and recovered on the same socket, by cause",
+            ["cause"],
             registry=registry,
         )
 
@@ -196,6 +204,14 @@ class TurnTimer:
         if span is not None:
             span.set_attribute("audiocore.silence_s", seconds)
             span.end()
+
+    def recovered(self, cause: str) -> None:
+        """The model's session was lost (``cause``: drop, stall, limit) and
+        a new one took the conversation over."""
+        self._metrics.recoveries.labels(cause).inc()
+        span = self._turn_span() or self._span
+        if span is not None:
+            span.add_event("model_recovered", {"audiocore.cause": cause})
 
     # ------------------------------------------------------------ tools
     def tool_chunk(self, chunk: chunks.Chunk) -> None:

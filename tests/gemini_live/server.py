@@ -155,6 +155,7 @@ class LocalGeminiLive(ThreadedEndpoint[ConnectionRecord]):
         self._handles: dict[str, tuple[str, Conversation]] = {}  # handle → (conversation id, state)
         self._fail_next: tuple[int, str] | None = None
         self._go_away_next: float | None = None
+        self.refused_connections = 0  # the next this many handshakes get HTTP 503
 
     # ------------------------------------------------------------ lifecycle
     @property
@@ -251,6 +252,9 @@ class LocalGeminiLive(ThreadedEndpoint[ConnectionRecord]):
     def _check_path(self, connection: ServerConnection, request: Request) -> Response | None:
         if _PATH.search(request.path.partition("?")[0]) is None:
             return connection.respond(HTTPStatus.NOT_FOUND, "Not Found\n")
+        if self.refused_connections > 0:
+            self.refused_connections -= 1
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "Service Unavailable\n")
         return None
 
     async def _serve(self, ws: ServerConnection) -> None:

@@ -121,6 +121,16 @@ class _Session:
         if self.responding is not None:
             self.responding.cancel()
 
+    async def _fail(self, how: str) -> None:
+        """An answer fails mid-way (``LocalOpenAIRealtime.fail_next``)."""
+        if how == "stall":
+            await asyncio.Future()  # never resolved: cancelled when the session ends
+        if how == "expire":
+            await self.expire()
+        else:
+            self.ws.transport.abort()  # the service is gone mid-answer
+        raise asyncio.CancelledError
+
     async def expire(self) -> None:
         message = "Your session hit the maximum duration of 60 minutes."
         await self.error(message, "session_expired", None, None)
@@ -274,7 +284,11 @@ class _Session:
     async def _item(self, event: Event) -> None:
         item = wire.check_item(event.get("item"), self.calls, self.answered)
         item_id = item.get("id") or self.endpoint.new_id("item")
-        if item["type"] == "function_call_output":
+        if item["type"] == "function_call":
+            # A call given back to rebuild a conversation on a new session:
+            # its output may follow.
+            self.calls[item["call_id"]] = item["name"]
+        elif item["type"] == "function_call_output":
             self.answered.add(item["call_id"])
             self.outputs.append((self.calls[item["call_id"]], item["output"]))
         elif item["role"] == "user":
@@ -476,14 +490,13 @@ class _Session:
         chunks = [pcm[i : i + step] for i in range(0, len(pcm), step)]
         pieces = _pieces(words, len(chunks))
         per_burst = max(1, config.burst_ms // config.audio_chunk_ms)
-        drop = endpoint.drop_next_answer
-        endpoint.drop_next_answer = False
+        fail = endpoint.fail_next_answer
+        endpoint.fail_next_answer = None
         sent = 0
         for k, chunk in enumerate(chunks):
+            if k == 1 and fail is not None:
+                await self._fail(fail)  # after the answer's first audio
             if k and k % per_burst == 0:
-                if drop:
-                    self.ws.transport.abort()  # the service is gone mid-answer
-                    raise asyncio.CancelledError
                 await asyncio.sleep(config.burst_ms / 1000 / config.speed)
             await self.send({"type": "response.output_audio.delta", **where, "delta": _b64(chunk)})
             sent += len(chunk) // 2

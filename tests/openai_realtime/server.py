@@ -8,7 +8,8 @@ answered with the user's own 24 kHz audio back, exactly, and words that
 describe it; a typed turn with "You said: …" and a short tone; a typed tool
 cue (the offline model's, several in one turn) with function calls. Answers
 go out in bursts faster than real time. Switches refuse keys (HTTP 401, or
-close 3000), rate-limit the next answers, drop the connection mid-answer,
+close 3000), rate-limit the next answers, drop, stall or expire the
+session mid-answer (``fail_next``), refuse the next handshakes (HTTP 503),
 and end a session as the service does at its time limit.
 
 It runs its own event loop in a thread; tests read ``records``.
@@ -105,7 +106,11 @@ class LocalOpenAIRealtime(ThreadedEndpoint[ConnectionRecord]):
         self._server: Server | None = None
         self._sessions: set[_Session] = set()
         self.rate_limited_answers = 0  # the next this many answers fail: rate limit
-        self.drop_next_answer = False  # the next answer is cut after its first burst
+        # The next answer fails after its first audio: "abort" resets the
+        # connection, "stall" stops sending and keeps it open, "expire" ends
+        # the session as at its time limit. None: no failure.
+        self.fail_next_answer: str | None = None
+        self.refused_connections = 0  # the next this many handshakes get HTTP 503
         self._ids = itertools.count(1)
 
     @property
@@ -150,6 +155,23 @@ class LocalOpenAIRealtime(ThreadedEndpoint[ConnectionRecord]):
         for session in list(self._sessions):
             asyncio.run_coroutine_threadsafe(session.expire(), self._loop).result(10)
 
+    def fail_next(self, how: str) -> None:
+        """The next answer fails after its first audio (``fail_next_answer``)."""
+        if how not in ("abort", "stall", "expire"):
+            raise ValueError(f'how: expected "abort", "stall" or "expire", got {how!r}')
+        self.fail_next_answer = how
+
+    def abort_sessions(self) -> None:
+        """Every connection is reset (no close frame): the service is gone
+        for them, and takes their conversations along."""
+        assert self._loop is not None
+
+        async def abort() -> None:
+            for session in list(self._sessions):
+                session.ws.transport.abort()
+
+        asyncio.run_coroutine_threadsafe(abort(), self._loop).result(10)
+
     # ------------------------------------------------------------ records
     def _describe(self, record: ConnectionRecord) -> object:
         return (record.index, record.received_types()[-6:], record.sent[-6:])
@@ -159,6 +181,9 @@ class LocalOpenAIRealtime(ThreadedEndpoint[ConnectionRecord]):
         path, _, query = request.path.partition("?")
         if path != "/v1/realtime":
             return connection.respond(HTTPStatus.NOT_FOUND, "Not Found\n")
+        if self.refused_connections > 0:
+            self.refused_connections -= 1
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "Service Unavailable\n")
         if not urllib.parse.parse_qs(query).get("model"):
             return connection.respond(HTTPStatus.BAD_REQUEST, "missing model\n")
         if not self._authorized(request) and self.config.refuse_with == "http":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from typing import Any
 
@@ -272,6 +273,25 @@ def check_item(item: Any, issued_calls: dict[str, str], answered: set[str]) -> d
     function call that was issued and not answered yet."""
     item = _object(item, "item")
     kind = item.get("type")
+    if kind == "function_call":
+        _known(item, {"type", "id", "call_id", "name", "arguments", "status", "object"}, "item")
+        for field in ("call_id", "name", "arguments"):
+            _expect(
+                isinstance(item.get(field), str) and bool(item[field]),
+                f"item.{field}: expected a non-empty string",
+                f"item.{field}",
+                "invalid_type",
+            )
+        _expect(
+            item["call_id"] not in issued_calls,
+            f"function call '{item['call_id']}' is already in the conversation",
+            "item.call_id",
+        )
+        try:
+            json.loads(item["arguments"])
+        except ValueError:
+            _expect(False, "item.arguments: expected a JSON string", "item.arguments")
+        return item
     if kind == "function_call_output":
         _known(item, {"type", "id", "call_id", "output"}, "item")
         call_id = item.get("call_id")
@@ -294,7 +314,8 @@ def check_item(item: Any, issued_calls: dict[str, str], answered: set[str]) -> d
         return item
     _expect(
         kind == "message",
-        f"Invalid value: '{kind}'. Supported item types here: 'message', 'function_call_output'.",
+        f"Invalid value: '{kind}'. Supported item types here: "
+        "'message', 'function_call', 'function_call_output'.",
         "item.type",
     )
     _known(item, {"type", "id", "role", "content", "status", "object"}, "item")

@@ -209,6 +209,31 @@ def test_a_connection_lost_or_stalled_mid_answer_is_resumed_and_the_words_answer
     assert [d for k, d in second.received if k == "text"] == ["second", "third"]
 
 
+def test_the_first_reconnect_refused_is_tried_again(
+    endpoint: LocalGeminiLive, tmp_path: Path
+) -> None:
+    """The service refuses the first new connection after a drop (HTTP 503):
+    it is tried again, and the conversation goes on."""
+    settings = gemini_settings(endpoint, tmp_path / "data")
+
+    async def scenario(url: str) -> Collector:
+        ws, col = await open_session(url, endpoint)
+        endpoint.refused_connections = 1
+        endpoint.fail_next_reply(after_audio_chunks=2, how="abort")
+        await say(ws, "hello")
+        await col.wait_for("data-model-reconnected")
+        await col.wait_for("finish", count=2)
+        await col.close()
+        return col
+
+    with serve_ws(settings) as url:
+        col = asyncio.run(scenario(url))
+    assert not errors(col)
+    assert said(col).startswith("You said: hello")
+    assert endpoint.refused_connections == 0
+    assert endpoint.records[-1].resumed_from is not None
+
+
 def test_a_turn_that_called_a_tool_is_not_given_again(
     endpoint: LocalGeminiLive, tmp_path: Path
 ) -> None:

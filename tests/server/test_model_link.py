@@ -71,3 +71,23 @@ def test_a_stall_reaches_the_open_connection_once() -> None:
     assert not link.stall()  # already given up
     again = link.opened()  # the resumed connection
     assert not again.is_set() and link.stall()
+
+
+def test_what_is_given_again_is_kept_once_for_a_second_loss() -> None:
+    """Given again, the items are sent (and kept) again: a second loss
+    before the next handle gives them once more, not twice."""
+    link = ModelLink()
+    link.sent(text("unanswered"))
+    link.ended_early("drop")
+    for item in link.to_give_again():
+        link.sent(item)  # what the new connection's send does
+    link.ended_early("drop")
+    assert link.to_give_again() == [text("unanswered")]
+
+
+def test_a_renewal_takes_what_is_owed_without_a_notice() -> None:
+    told: list[str] = []
+    link = ModelLink(on_recovered=told.append)
+    link.sent(text("just typed"))
+    assert link.take_since() == [text("just typed")]
+    assert link.take_since() == [] and told == []
