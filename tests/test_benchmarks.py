@@ -86,6 +86,7 @@ SMOKE = {
         SERVER,
         SPEECH,
     ),
+    "bench_recovery.py": Smoke(["--smoke"], "| openai | refused | 2/2 |", [*SERVER, "openai"]),
     "bench_acp_floods.py": Smoke(["--smoke"], "| endless-line 40 |", [*SERVER, "acp"]),
     "bench_hostile.py": Smoke(
         ["--classes", "ping", "--sessions", "1", "--turns", "1", "--flood-s", "1"],

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import websockets
 from google.genai import types
 from live_helpers import approve, errors, push_to_talk, said, say
 from openai_helpers import (
@@ -24,6 +25,7 @@ from openai_helpers import (
 )
 from server_helpers import Collector, serve_ws
 from test_e2e import RATE
+from test_run_live import APP, create_session, live_url, read_turn, texts
 
 from audiocore_server.models.openai_transcript import Transcript
 from tests.openai_realtime import LocalOpenAIRealtime
@@ -257,6 +259,29 @@ def test_a_session_is_renewed_before_its_limit_at_a_quiet_moment(
         message("assistant", "You said: first"),
     ]
     assert endpoint.records[0].close_code == 1000
+
+
+def test_adks_run_live_surface_recovers_too(endpoint: LocalOpenAIRealtime, tmp_path: Path) -> None:
+    """/run_live shares the data path: the cut answer's ``interrupted``
+    event, then the words answered on a new session. (ADK's protocol has
+    no notice; none is sent.)"""
+    settings = openai_settings(endpoint, tmp_path / "data", app_name=APP)
+
+    async def scenario(base: str) -> list[dict[str, Any]]:
+        create_session(base, "u1", "s1")
+        async with websockets.connect(live_url(base, "u1", "s1"), max_size=None) as ws:
+            endpoint.fail_next("abort")
+            await ws.send(json.dumps({"content": {"role": "user", "parts": [{"text": "hi"}]}}))
+            events = await read_turn(ws)
+            await ws.send(json.dumps({"close": True}))
+        return events
+
+    with serve_ws(settings) as url:
+        events = asyncio.run(scenario(url.removesuffix("/ws").replace("ws://", "http://")))
+    cut = next(i for i, e in enumerate(events) if e.get("interrupted"))
+    assert "outputTranscription:You said: hi" in "".join(texts(events[cut:]))
+    assert not any(e.get("errorCode") for e in events)
+    assert created(endpoint, 1) == [message("user", "hi")]
 
 
 # ---------------------------------------------------------------- the rebuild
