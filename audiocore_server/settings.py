@@ -161,10 +161,11 @@ class Settings:
     # client that stops reading is dropped this long after that, not after
     # it stopped (see README "Security and operations").
     send_timeout_s: float = 10.0
-    # A model that started answering and then sends nothing for this long
-    # is stalled: its connection is resumed where it can be (Gemini, with a
-    # handle: docs/providers.md), else the socket gets an error and close
-    # 1011 (the session stays).
+    # A model that owes an answer (it started one, or a tool's output went
+    # to it) and sends nothing for this long is stalled: its session is
+    # replaced where it can be (Gemini with a handle, OpenAI:
+    # docs/providers.md), else the socket gets an error and close 1011 (the
+    # session stays).
     model_stall_timeout_s: float = 10.0
     hello_timeout_s: float = 2.0  # wait this long for `start` before using defaults
     tool_timeout_s: float = 60.0  # an approval or a browser tool's result, at most

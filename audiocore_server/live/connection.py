@@ -355,6 +355,7 @@ class LiveConnection:
             name=f"connection {self.name} (session {c.session_id})",
             recover=link.stall,
         )
+        c.uplink.on_tool_answer = events.owe
         agents.live_runs += 1
         # ADK's spans for the run (and its tasks, which copy this context)
         # are children of the connection's (ops/turn_timing.py).
@@ -372,5 +373,10 @@ class LiveConnection:
                     await asyncio.sleep(0)
         finally:
             agents.live_runs -= 1
+            c.uplink.on_tool_answer = _nothing  # the run's events are gone: no cycle left
             if token is not None:
                 otel_context.detach(token)
+
+
+def _nothing() -> None:
+    pass

@@ -50,6 +50,9 @@ class Uplink:
         self._overloaded = False
         self._on_speech = on_speech  # the client's edges are its speech's
         self._on_typed_turn = on_typed_turn  # a typed turn went to the model
+        # A tool's answer went to the model: it owes the turn's answer (the
+        # pump's watchdog, ``ModelEvents.owe``, once the run has started).
+        self.on_tool_answer: Callable[[], None] = lambda: None
 
     def user_turn(self, text: str | None, images: Sequence[Image] = ()) -> None:
         for image in images:
@@ -112,6 +115,7 @@ class Uplink:
         parts = [types.Part(function_response=response) for response in responses]
         content = types.Content(role="user", parts=parts)
         self._queue.send(LiveRequest(content=content, state_delta=dict(state_delta) or None))
+        self.on_tool_answer()
 
     def task_outcome(self, text: str) -> None:
         # Past the bound: the outcome is waited for, not realtime input.

@@ -301,6 +301,9 @@ class _Session:
 
     # ------------------------------------------------------------ answers
     def _answer(self) -> None:
+        if self.endpoint.fail_next_answer == "silent":
+            self.endpoint.fail_next_answer = None
+            return  # the answer is never started: the client waits for ever
         if self.outputs:
             outputs, self.outputs = self.outputs, []
             words = " ".join(f"{name} returned {output}." for name, output in outputs)

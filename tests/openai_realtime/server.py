@@ -108,7 +108,8 @@ class LocalOpenAIRealtime(ThreadedEndpoint[ConnectionRecord]):
         self.rate_limited_answers = 0  # the next this many answers fail: rate limit
         # The next answer fails after its first audio: "abort" resets the
         # connection, "stall" stops sending and keeps it open, "expire" ends
-        # the session as at its time limit. None: no failure.
+        # the session as at its time limit; "silent": it never starts (the
+        # response asked for is ignored). None: no failure.
         self.fail_next_answer: str | None = None
         self.refused_connections = 0  # the next this many handshakes get HTTP 503
         self._ids = itertools.count(1)
@@ -157,8 +158,8 @@ class LocalOpenAIRealtime(ThreadedEndpoint[ConnectionRecord]):
 
     def fail_next(self, how: str) -> None:
         """The next answer fails after its first audio (``fail_next_answer``)."""
-        if how not in ("abort", "stall", "expire"):
-            raise ValueError(f'how: expected "abort", "stall" or "expire", got {how!r}')
+        if how not in ("abort", "stall", "expire", "silent"):
+            raise ValueError(f'how: expected "abort", "stall", "expire" or "silent", got {how!r}')
         self.fail_next_answer = how
 
     def abort_sessions(self) -> None:

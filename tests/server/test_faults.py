@@ -327,8 +327,9 @@ def test_a_model_that_fails_or_stalls_mid_answer_ends_the_socket_and_keeps_the_s
 
 
 def test_a_model_waiting_for_a_tool_is_not_stalled() -> None:
-    """The stall timer runs only while the model is mid-answer: a tool call
-    waits for its answer (an approval may take the user a minute)."""
+    """The stall timer runs only while the model owes an answer: not while
+    a tool call waits for its answer (an approval may take the user a
+    minute)."""
     said = types.Content(role="model", parts=[types.Part(text="Let me see")])
     call = types.Content(
         role="model", parts=[types.Part(function_call=types.FunctionCall(name="pay", args={}))]
@@ -338,6 +339,16 @@ def test_a_model_waiting_for_a_tool_is_not_stalled() -> None:
     assert not answering(Event(author="voice_agent", turn_complete=True))
     assert not answering(Event(author="voice_agent", interrupted=True, content=said))
     assert not answering(Event(author="user", content=said))
+    # A tool's answer went to the model: it owes the rest of the turn.
+    answer = types.Content(
+        role="user",
+        parts=[types.Part(function_response=types.FunctionResponse(name="pay", response={}))],
+    )
+    assert answering(Event(author="voice_agent", content=answer))
+    # …but not after a transfer: the next agent speaks when the user does.
+    moved = Event(author="voice_agent", content=answer)
+    moved.actions.transfer_to_agent = "billing"
+    assert not answering(moved)
 
 
 def test_a_turn_that_ends_after_its_audio_ran_dry_does_not_hold_the_next(

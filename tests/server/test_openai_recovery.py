@@ -161,6 +161,36 @@ def test_a_browser_tool_in_flight_runs_once_across_a_lost_session(
     assert not endpoint.records[1].errors
 
 
+def test_an_answer_owed_after_a_tool_result_that_never_comes_is_recovered(
+    endpoint: LocalOpenAIRealtime, tmp_path: Path
+) -> None:
+    """The tool's output went to the model, which never starts its answer:
+    the watchdog (armed by the output) gives the session up, and the new one
+    is given the call and its output and asked for the answer."""
+    settings = openai_settings(endpoint, tmp_path / "data", model_stall_timeout_s=0.5)
+
+    async def scenario(url: str) -> Collector:
+        ws, col = await open_session(url, endpoint)
+        await say(ws, "play jazz")
+        call = await col.wait_for("tool-input-available")
+        endpoint.fail_next("silent")
+        await ws.send(
+            json.dumps({"type": "tool_result", "toolCallId": call["toolCallId"], "output": {}})
+        )
+        await col.wait_for("data-model-reconnected")
+        await col.wait_for("finish")
+        await col.close()
+        return col
+
+    with serve_ws(settings) as url:
+        col = asyncio.run(scenario(url))
+    assert not errors(col) and notices(col) == ["stall"]
+    assert said(col).startswith("change_bgm returned")
+    types_given = [i["type"] for i in created(endpoint, 1)]
+    assert types_given == ["message", "function_call", "function_call_output"]
+    assert [e["type"] for e in endpoint.records[1].received][-1] == "response.create"
+
+
 def test_an_approval_pending_across_a_lost_session_stays_pending(
     openai_server: str, endpoint: LocalOpenAIRealtime
 ) -> None:
