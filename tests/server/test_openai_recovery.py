@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 import websockets
 from google.genai import types
-from live_helpers import approve, errors, push_to_talk, said, say
+from live_helpers import FRAME_24K, approve, errors, push_to_talk, said, say
 from openai_helpers import (
     open_session,
     openai_endpoint,  # noqa: F401 (a fixture)
     openai_settings,
     serve_openai,  # noqa: F401 (a fixture)
 )
-from server_helpers import Collector, serve_ws
+from server_helpers import Collector, check_padded, serve_ws
 from test_e2e import RATE
 from test_run_live import APP, create_session, live_url, read_turn, texts
 
@@ -122,6 +122,12 @@ def test_a_spoken_turn_cut_off_is_given_again_sample_for_sample(
     first, second = endpoint.records
     assert len(first.echoed) == len(second.echoed) == 1
     assert second.echoed[0] == first.echoed[0]  # the same samples, given again
+    # What the client got after the notice is the new answer, every sample
+    # once, then silence to a whole frame; the cut answer's unplayed audio
+    # was dropped (``data-interrupted``), none of it after.
+    notice = col.types().index("data-model-reconnected")
+    echo = check_padded(col.pcm(after=notice), len(second.echoed[0]) // 2, FRAME_24K)
+    assert echo.tobytes() == second.echoed[0]
     assert said(col).startswith("I heard")
     assert not second.errors
 
