@@ -106,6 +106,8 @@ class _ResumableConnection(BaseLlmConnection):
         self._in_turn = False  # the model has started a turn that has not completed
         self._handle_stale = False  # a turn completed; its handle has not come yet
         self._go_away: LlmResponse | None = None  # held back until the turn is over
+        self._issued: set[str | None] = set()  # the calls this connection's model made
+        self._answering = False  # the model's output of this turn has begun
         # Only a session that can be resumed is given up on a stall.
         self._stalled = link.opened() if link is not None and resumption else None
         self._watch = (
@@ -128,15 +130,40 @@ class _ResumableConnection(BaseLlmConnection):
         await self._inner.send_history(history)
 
     async def send_content(self, content: types.Content) -> None:
-        await self._inner.send_content(content)
+        known = self._known_calls_only(content)
+        if known is None:
+            return
+        await self._inner.send_content(known)
         if self._link is not None:
-            self._link.sent(content)
+            self._link.sent(known)
 
     async def _send_content(self, content: types.Content, *, partial: bool = False) -> None:
         # What ADK's live flow calls for content (send_content is the public form).
-        await self._inner._send_content(content, partial=partial)
+        known = self._known_calls_only(content)
+        if known is None:
+            return
+        await self._inner._send_content(known, partial=partial)
         if self._link is not None:
-            self._link.sent(content)
+            self._link.sent(known)
+
+    def _known_calls_only(self, content: types.Content) -> types.Content | None:
+        """``content`` without the answers to calls this connection never
+        issued (None: nothing left). A call pending when the last connection
+        died is unknown here: the service hands out no handle while a call
+        is pending, so the resumed session is from before it; it refuses an
+        answer to it (1008 "Requested entity was not found"), ending the run.
+        The cut turn's call was withdrawn for the client; its answer (the
+        withdrawal) has nowhere to go."""
+        parts = content.parts or []
+        kept = [
+            p
+            for p in parts
+            if p.function_response is None or p.function_response.id in self._issued
+        ]
+        if len(kept) == len(parts):
+            return content
+        log.info("answers to calls of a lost connection not sent: %d", len(parts) - len(kept))
+        return content.model_copy(update={"parts": kept}) if kept else None
 
     async def send_realtime(self, blob: RealtimeInput) -> None:
         # The base class says Blob; ADK's flow passes every RealtimeInput.
@@ -167,9 +194,13 @@ class _ResumableConnection(BaseLlmConnection):
                         )
                         self._go_away = response
                     else:
+                        if link is not None and not self._answering and _answers(response):
+                            link.mark()  # the next handle holds what it answers
                         self._track_turn(response)
-                        if link is not None and _calls_a_tool(response):
-                            link.tool_called()
+                        if _calls_a_tool(response):
+                            self._issued.update(_call_ids(response))
+                            if link is not None:
+                                link.tool_called()
                         yield response
                     if self._go_away is not None and self._may_leave():
                         go_away, self._go_away = self._go_away, None
@@ -195,7 +226,9 @@ class _ResumableConnection(BaseLlmConnection):
             raise ConnectionClosedError(None, None)
 
     def _track_turn(self, response: LlmResponse) -> None:
+        self._answering = _answers(response) or self._answering
         if response.turn_complete or response.interrupted:
+            self._answering = False
             self._in_turn = False
             self._handle_stale = self._resumption
         elif response.content or response.output_transcription or response.input_transcription:
@@ -228,3 +261,13 @@ def gemini_client_kwargs(settings: Settings) -> dict[str, Any] | None:
 def _calls_a_tool(response: LlmResponse) -> bool:
     content = response.content
     return content is not None and any(p.function_call for p in content.parts or [])
+
+
+def _call_ids(response: LlmResponse) -> list[str | None]:
+    parts = response.content.parts or [] if response.content else []
+    return [p.function_call.id for p in parts if p.function_call]
+
+
+def _answers(response: LlmResponse) -> bool:
+    """The model's own output (not the echo of what the user said)."""
+    return bool(response.content or response.output_transcription)

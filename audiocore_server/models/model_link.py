@@ -48,6 +48,9 @@ class ModelLink:
         self.max_audio_s = max_audio_s
         self.on_recovered = on_recovered
         self._since_handle: list[Sent] = []  # sent since the last resumable point
+        # How many of them the model had when it began its latest answer:
+        # what the next handle may hold (``mark``).
+        self._answered = 0
         self._audio_s = 0.0
         self._tool_called = False  # since that point: not given again
         self._cause: Cause | None = None  # why the last connection ended early
@@ -59,8 +62,7 @@ class ModelLink:
         if isinstance(item, types.Blob):
             if not item.data:
                 return
-            seconds = len(item.data) / 2 / _rate(item.mime_type)
-            self._audio_s += seconds
+            self._audio_s += _seconds(item)
             self._since_handle.append(item)
             self._trim_audio()
         elif isinstance(item, types.Content):
@@ -73,10 +75,21 @@ class ModelLink:
     def tool_called(self) -> None:
         self._tool_called = True
 
+    def mark(self) -> None:
+        """The model began an answer: what was sent so far is what it
+        answers, and what the next handle holds."""
+        self._answered = len(self._since_handle)
+
     def resumable(self) -> None:
-        """The service handed out a new handle: all before it is kept there."""
-        self._since_handle.clear()
-        self._audio_s = 0.0
+        """The service handed out a new handle (or, on OpenAI, ended an
+        answer): what the model had when it began its latest answer is kept
+        there. Not what came after: the handle may have been made before
+        that reached the service, though it reaches us after it was sent —
+        a handle at a connection's start holds nothing we sent on it."""
+        kept = self._since_handle[self._answered :]
+        self._since_handle = kept
+        self._answered = 0
+        self._audio_s = sum(_seconds(item) for item in kept if isinstance(item, types.Blob))
         self._tool_called = False
 
     # ------------------------------------------------------------ connections
@@ -113,6 +126,7 @@ class ModelLink:
         once more, not twice."""
         items = list(self._since_handle)
         self._since_handle.clear()
+        self._answered = 0
         self._audio_s = 0.0
         self._tool_called = False
         return items
@@ -130,10 +144,16 @@ class ModelLink:
             for i, item in enumerate(self._since_handle):
                 if isinstance(item, types.Blob) and item.data:
                     del self._since_handle[i]
-                    self._audio_s -= len(item.data) / 2 / _rate(item.mime_type)
+                    self._audio_s -= _seconds(item)
+                    if i < self._answered:
+                        self._answered -= 1
                     break
             else:
                 return
+
+
+def _seconds(blob: types.Blob) -> float:
+    return len(blob.data or b"") / 2 / _rate(blob.mime_type)
 
 
 def _rate(mime_type: str | None) -> int:

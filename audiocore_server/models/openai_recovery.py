@@ -84,6 +84,7 @@ class RecoveringConnection(BaseLlmConnection):
         self._given_up: str | None = None  # why we closed the session ourselves
         self._renew_due = False
         self._recoveries = 0  # since the last answer
+        self._answering = False  # the model's output of this answer has begun
         self._watches: list[asyncio.Task[None]] = []
         self._watch(first)
 
@@ -146,6 +147,9 @@ class RecoveringConnection(BaseLlmConnection):
 
     def _observe(self, response: LlmResponse) -> None:
         """What the conversation became, for the next session's rebuild."""
+        if not self._answering and (response.content or response.output_transcription):
+            self._answering = True
+            self._link.mark()  # what it answers is what was sent so far
         if response.input_transcription and response.input_transcription.finished:
             self._transcript.user_speech(response.input_transcription.text or "")
         if response.output_transcription and response.output_transcription.finished:
@@ -162,6 +166,8 @@ class RecoveringConnection(BaseLlmConnection):
             self._transcript.answered()
             self._link.resumable()
             self._recoveries = 0
+        if calls or response.turn_complete or response.interrupted:
+            self._answering = False
 
     # ------------------------------------------------------------ replacing
     async def _give_up(self, why: str) -> None:

@@ -219,6 +219,16 @@ class LocalGeminiLive(ThreadedEndpoint[ConnectionRecord]):
             raise ValueError(f'how: expected "abort", "internal", "die" or "stall", got {how!r}')
         self._fail_next = (after_audio_chunks, how)
 
+    def abort_sessions(self) -> None:
+        """Every live connection is reset (no close frame); the service
+        keeps its sessions and handles."""
+
+        async def abort() -> None:
+            for session in list(self._live):
+                session.abort()
+
+        self.call(abort)
+
     def go_away_at_next_answer(self, time_left_s: float) -> None:
         """The next reply gets ``goAway{timeLeft}`` right after its first audio
         chunk (mid-answer), and the connection is closed when the time is up."""

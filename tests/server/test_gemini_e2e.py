@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 from gemini_helpers import GEMINI_3, clean_env, gemini_settings, use_endpoint_key
 from live_helpers import (
+    approve,
     errors,
     open_ready_session,
     push_to_talk,
@@ -232,6 +233,44 @@ def test_the_first_reconnect_refused_is_tried_again(
     assert said(col).startswith("You said: hello")
     assert endpoint.refused_connections == 0
     assert endpoint.records[-1].resumed_from is not None
+
+
+def test_an_approval_pending_across_a_drop_is_withdrawn_not_run(
+    endpoint: LocalGeminiLive, tmp_path: Path
+) -> None:
+    """Gemini resumes from the handle before the turn that called the tool
+    (the service gives none while a call is pending), so the resumed session
+    knows no such call: the pending approval is withdrawn with the cut turn
+    (``tool-output-error``), an answer given after it is refused clearly,
+    the tool never runs, and the conversation goes on. (On OpenAI it stays
+    pending: test_openai_recovery.py.)"""
+    settings = gemini_settings(endpoint, tmp_path / "data")
+
+    async def scenario(url: str) -> Collector:
+        ws, col = await open_session(url, endpoint)
+        await say(ws, "pay 5 EUR to Alice")
+        request = await col.wait_for("tool-approval-request")
+        endpoint.abort_sessions()
+        await col.wait_for("data-model-reconnected")
+        await ws.send(approve(request))
+        await col.wait_for("error")
+        await say(ws, "after")
+        await col.wait_for("finish", count=2)
+        await col.close()
+        return col
+
+    with serve_ws(settings) as url:
+        col = asyncio.run(scenario(url))
+    (withdrawn,) = [m for _, m in col.messages if m["type"].startswith("tool-output")]
+    assert withdrawn["type"] == "tool-output-error"
+    assert withdrawn["errorText"] == "interrupted by the model"
+    assert errors(col) == [
+        f"tool_approval: no pending approval {withdrawn['toolCallId']!r}".replace(
+            "fc-", "apr_fc-", 1
+        )
+    ]
+    assert said(col).startswith("You said: after")
+    assert not any("process_payment" in str(r.received) for r in endpoint.records[1:])
 
 
 def test_a_turn_that_called_a_tool_is_not_given_again(

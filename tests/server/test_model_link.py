@@ -30,6 +30,7 @@ def test_nothing_is_given_again_unless_the_connection_ended_early() -> None:
 def test_a_new_handle_forgets_what_it_holds() -> None:
     link = ModelLink()
     link.sent(text("first"))
+    link.mark()  # the model began its answer to "first"
     link.resumable()
     link.sent(types.ActivityStart())
     link.sent(audio(0.5))
@@ -91,3 +92,20 @@ def test_a_renewal_takes_what_is_owed_without_a_notice() -> None:
     link.sent(text("just typed"))
     assert link.take_since() == [text("just typed")]
     assert link.take_since() == [] and told == []
+
+
+def test_a_handle_holds_only_what_the_model_had_when_it_began_answering() -> None:
+    """A handle reaches us after what we sent since it was made (the one at
+    a connection's start, or one that crossed the user's next words): those
+    words stay to be given again."""
+    link = ModelLink()
+    link.sent(text("unanswered"))
+    link.resumable()  # made before "unanswered" reached the service
+    link.ended_early("drop")
+    assert link.to_give_again() == [text("unanswered")]
+    link.sent(text("answered"))
+    link.mark()
+    link.sent(audio(0.5))  # after the answer began
+    link.resumable()
+    link.ended_early("drop")
+    assert link.to_give_again() == [audio(0.5)]
