@@ -90,7 +90,9 @@ def test_a_session_lost_mid_answer_is_replaced_and_the_words_answered(
     assert said(col, 2) == "You said: second"
     assert said(col, 3) == "You said: third"
     first, second = endpoint.records
-    assert first.close_code == {"abort": 1006, "stall": 1000, "expire": 1001}[how]
+    # At the limit the service closes 1001 after its error; we may close first.
+    assert first.close_code in {"abort": {1006}, "stall": {1000}, "expire": {1000, 1001}}[how]
+    assert [e["code"] for e in first.errors] == (["session_expired"] if how == "expire" else [])
     # The new session: the answered turns rebuilt, then the words given again.
     assert created(endpoint, 1) == [
         message("user", "first"),
