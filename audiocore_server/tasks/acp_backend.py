@@ -44,6 +44,7 @@ from acp.transports import spawn_stdio_transport
 from ..settings import Settings
 from .acp_client import AcpClient, AgentFiles, PromptRun
 from .acp_permissions import PermissionDesk
+from .acp_sessions import OwnerSessions, UnusableSession
 from .acp_stdio import SLICE_BYTES, AgentStdout, StderrLog
 from .adk_backend import MAX_FAILURE_CHARS, TASK_FILES_DIR, BackendOutcome, Progress, TaskFiles
 from .envelope import envelope, split_answer
@@ -54,8 +55,6 @@ from .redact import redact, screened
 MAX_BACKOFF_S = 30.0
 INIT_TIMEOUT_S = 30.0
 EXIT_WAIT_S = 2.0  # after its stdout closed, how long the process has to be reaped
-MAX_KNOWN_SESSIONS = 10_000  # owners whose session the running process is known to hold
-MAX_SESSION_ID_CHARS = 256  # an agent's session id, kept in the owner's ledger
 
 log = logging.getLogger(__name__)
 
@@ -260,10 +259,7 @@ class AcpBackend:
         # Within the manager's grace, so the run ends before it is cancelled.
         self.cancel_wait_s = settings.task_cancel_grace_s / 2
         self.max_result_chars = settings.max_task_result_chars
-        # owner -> (process generation, session id): sessions the process
-        # knows, the most recently used last (the oldest forgotten past
-        # MAX_KNOWN_SESSIONS: their owners' next task loads theirs again).
-        self._sessions: dict[str, tuple[int, str]] = {}
+        self.sessions = OwnerSessions(store, self.process.command, str(self.cwd))
 
     async def run(
         self, record: TaskRecord, abort: asyncio.Event, on_progress: Progress
@@ -272,17 +268,22 @@ class AcpBackend:
         agent's answer, or why there is none. ``abort``: cancel the prompt."""
         try:
             conn = await self.process.ensure()
-            session_id, earlier = await self._session(record.owner, conn)
-        except AgentUnavailable as exc:
+            opened = await self.sessions.open(
+                record.owner, conn, self.process.capabilities, self.process.generation
+            )
+        except (AgentUnavailable, UnusableSession) as exc:
             return BackendOutcome(None, screened(str(exc), MAX_FAILURE_CHARS))
         except (ConnectionError, RequestError, pydantic.ValidationError) as exc:
             return BackendOutcome(None, await self._lost(exc, "opening its session"))
+        session_id = opened.session_id
         run = PromptRun(record.owner, record.id, on_progress)
         self.client.runs[session_id] = run
         try:
             await on_progress("agent", "handed to the ACP agent", "delegated")
+            await self.sessions.told(record.owner, opened.untold)
+            text = envelope(record, opened.earlier, opened.untold)
             prompt = asyncio.create_task(
-                conn.prompt(session_id=session_id, prompt=[text_block(envelope(record, earlier))])
+                conn.prompt(session_id=session_id, prompt=[text_block(text)])
             )
             aborted = asyncio.create_task(abort.wait())
             try:
@@ -300,39 +301,6 @@ class AcpBackend:
             self.client.runs.pop(session_id, None)
             await run.close()
             self.permissions.cancel_task(record.id)
-
-    async def _session(
-        self, owner: str, conn: ClientSideConnection
-    ) -> tuple[str, list[TaskRecord]]:
-        """The owner's session in the running process, and the earlier
-        results to recall in it (only when it is new)."""
-        generation = self.process.generation
-        known = self._sessions.pop(owner, None)
-        if known is not None and known[0] == generation:
-            self._sessions[owner] = known
-            return known[1], []
-        while len(self._sessions) >= MAX_KNOWN_SESSIONS:
-            del self._sessions[next(iter(self._sessions))]
-        ledger = await self.store.read(owner)
-        stored = ledger.acp_session
-        if stored and self.process.capabilities.load_session:
-            try:
-                await conn.load_session(cwd=str(self.cwd), session_id=stored, mcp_servers=[])
-            except RequestError as exc:
-                log.info("ACP session %s of %r not loaded (%s): a new one", stored, owner, exc)
-            else:
-                self._sessions[owner] = (generation, stored)
-                return stored, []
-        created = await conn.new_session(cwd=str(self.cwd), mcp_servers=[])
-        if not 0 < len(created.session_id) <= MAX_SESSION_ID_CHARS:
-            raise AgentUnavailable(
-                f"the ACP agent gave a session id of {len(created.session_id)} characters "
-                f"(expected 1 to {MAX_SESSION_ID_CHARS})"
-            )
-        await self.store.set_acp_session(owner, created.session_id)
-        self._sessions[owner] = (generation, created.session_id)
-        earlier = [r for r in ledger.ordered() if r.state == "completed" and r.result]
-        return created.session_id, earlier
 
     async def _stop_prompt(
         self,
@@ -353,6 +321,8 @@ class AcpBackend:
             log.warning("task %s: the ACP agent did not confirm the cancel", record.id)
         elif not prompt.cancelled() and prompt.exception() is None:
             log.info("task %s: the ACP prompt stopped (%s)", record.id, prompt.result().stop_reason)
+        # Stopped before it finished: the agent is told not to take it up again.
+        await self.sessions.cancelled(record)
         if abort.is_set():
             return BackendOutcome(None, None)
         return BackendOutcome(
@@ -373,7 +343,10 @@ class AcpBackend:
         self.process.answered()
         reason = prompt.result().stop_reason
         if reason == "cancelled":
-            return BackendOutcome(None, None if abort.is_set() else "the ACP agent cancelled it")
+            if abort.is_set():
+                await self.sessions.cancelled(record)
+                return BackendOutcome(None, None)
+            return BackendOutcome(None, "the ACP agent cancelled it")
         if reason == "refusal":
             return BackendOutcome(None, "the ACP agent refused the task")
         spoken, detail = split_answer(redact(run.text()))

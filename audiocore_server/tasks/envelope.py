@@ -3,8 +3,9 @@
 It carries what the agent cannot see from where it runs: the objective, the
 last few turns of the voice conversation (taken from the live session when
 the task is started, ``voice_context``), the user's time zone and language,
-the earlier results when the agent could not keep its own history, and the
-shape of the answer we want back — a short answer that can be spoken, then
+the earlier results when the agent could not keep its own history, the
+tasks stopped while it worked on them (told once: ``acp_sessions.py``), and
+the shape of the answer we want back — a short answer that can be spoken, then
 optionally ``Detail:`` and the rest. Every part is bounded.
 """
 
@@ -19,6 +20,7 @@ MAX_CONTEXT_TURNS = 6
 MAX_TURN_CHARS = 300
 MAX_EARLIER_RESULTS = 3
 DETAIL_MARK = "Detail:"
+CANCELLED_HEADING = "Stopped by the user before you finished them (cancelled: do not resume them):"
 # The server's own turns in the live session (a task's outcome, a permission
 # question) are not the user's words.
 SERVER_TURN_PREFIXES = ("[background task ", PROMPT_PREFIX)
@@ -40,9 +42,12 @@ def voice_context(
     }
 
 
-def envelope(record: TaskRecord, earlier: list[TaskRecord]) -> str:
+def envelope(
+    record: TaskRecord, earlier: list[TaskRecord], cancelled: list[dict[str, str]] | None = None
+) -> str:
     """The prompt for ``record``; ``earlier``: results to recall (the agent's
-    session is new and the owner had tasks before)."""
+    session is new and the owner had tasks before); ``cancelled``: tasks
+    ({id, objective}) the agent was working on when they were cancelled."""
     context = record.context or {}
     lines = [f"Task {record.id} for a user talking to a voice assistant.", "", "Objective:"]
     lines.append(record.objective)
@@ -62,6 +67,9 @@ def envelope(record: TaskRecord, earlier: list[TaskRecord]) -> str:
             f"- {clip(t.objective, MAX_TURN_CHARS)} -> {clip(t.result or '', MAX_TURN_CHARS)}"
             for t in earlier[-MAX_EARLIER_RESULTS:]
         ]
+    if cancelled:
+        lines += ["", CANCELLED_HEADING]
+        lines += [f"- {c['id']}: {clip(c['objective'], MAX_TURN_CHARS)}" for c in cancelled]
     lines += [
         "",
         "Answer with one or two plain sentences that can be read aloud, then, if useful, "

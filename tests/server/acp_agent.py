@@ -26,11 +26,15 @@ envelope):
   message is TEXT;
 * "crash" — writes a 5000-character line to stderr and exits at once with
   code 3 (``os._exit``);
+* "what was cancelled" — lists the cancelled tasks the envelope tells of
+  (their ids), or "none";
 * "what did I ask" — lists the earlier objectives of this session, and the
   earlier results the envelope recalls (a new session's);
 * anything else — answers "Done: <objective>.", then a "Detail:" line
   (after N seconds with "work N seconds").
 
+``--resume`` also advertises ``session/resume`` (no history replayed); the
+agent's stderr says which of ``resume_session``/``load_session`` was asked.
 ``--session-id-chars N`` gives session ids of N characters (a hostile
 agent's). ``--load`` advertises ``loadSession``, with the sessions' histories kept in
 ``--state DIR`` so a new process of the agent continues them. ``--times
@@ -69,6 +73,9 @@ from acp.schema import (
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionResumeCapabilities,
     ToolCallUpdate,
 )
 
@@ -82,8 +89,10 @@ class TestAgent:
         state: Path | None,
         times: Path | None = None,
         session_id_chars: int | None = None,
+        resume: bool = False,
     ) -> None:
         self.load = load
+        self.resume = resume
         self.session_id_chars = session_id_chars
         self.state = state
         self.times = times
@@ -107,7 +116,12 @@ class TestAgent:
         )
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(load_session=self.load),
+            agent_capabilities=AgentCapabilities(
+                load_session=self.load,
+                session_capabilities=SessionCapabilities(
+                    resume=SessionResumeCapabilities() if self.resume else None
+                ),
+            ),
         )
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
@@ -118,7 +132,18 @@ class TestAgent:
         self._save()
         return NewSessionResponse(session_id=session_id)
 
+    async def resume_session(
+        self, cwd: str, session_id: str, **kwargs: Any
+    ) -> ResumeSessionResponse:
+        print(f"resume_session {session_id}", file=sys.stderr, flush=True)
+        saved = self._read().get(session_id)
+        if saved is None:
+            raise RequestError.resource_not_found(session_id)
+        self.histories[session_id] = list(saved)
+        return ResumeSessionResponse()
+
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
+        print(f"load_session {session_id}", file=sys.stderr, flush=True)
         saved = self._read().get(session_id)
         if saved is None:
             raise RequestError.resource_not_found(session_id)
@@ -176,6 +201,11 @@ class TestAgent:
             turns = text.partition("(for context):\n")[2].split("\n\n", 1)[0]
             prefs = text.partition("The user's preferences: ")[2].split("\n", 1)[0]
             await say(f"Context: {' | '.join(turns.splitlines())}. Preferences: {prefs}")
+            return PromptResponse(stop_reason="end_turn")
+        if "what was cancelled" in lowered:
+            told = text.partition("(cancelled: do not resume them):\n")[2].split("\n\n", 1)[0]
+            ids = [line[2:].split(":", 1)[0] for line in told.splitlines() if line.startswith("- ")]
+            await say("Told cancelled: " + (", ".join(ids) or "none") + ".")
             return PromptResponse(stop_reason="end_turn")
         if "what did i ask" in lowered:
             await say("Earlier in this session: " + ("; ".join(earlier) or "nothing") + ".")
@@ -282,12 +312,15 @@ class TestAgent:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--load", action="store_true")
+    parser.add_argument("--resume", action="store_true")
     parser.add_argument("--state", type=Path)
     parser.add_argument("--times", type=Path)
     parser.add_argument("--session-id-chars", type=int)
+    parser.add_argument("--name", help="nothing but another command line (another agent)")
     args = parser.parse_args()
-    agent = TestAgent(args.load, args.state, args.times, args.session_id_chars)
-    asyncio.run(run_agent(agent))
+    agent = TestAgent(args.load, args.state, args.times, args.session_id_chars, args.resume)
+    # session/resume is "unstable" to the package: routed only when asked.
+    asyncio.run(run_agent(agent, use_unstable_protocol=args.resume))
 
 
 if __name__ == "__main__":

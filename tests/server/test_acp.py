@@ -30,6 +30,7 @@ from websockets.sync.client import connect
 from audiocore_server import Settings, create_app
 from audiocore_server.offline.permission_cues import call_for, told
 from audiocore_server.tasks import TaskManager, TaskRecord
+from audiocore_server.tasks.acp_backend import AcpBackend
 from audiocore_server.tasks.acp_client import (
     MAX_READ_BYTES,
     MAX_WRITE_CHARS,
@@ -76,6 +77,13 @@ def settings(tmp_path: Path) -> Settings:
 
 def finished(task_id: str) -> Any:
     return all_final(task_id)
+
+
+async def stored_session(manager: TaskManager, owner: str) -> str | None:
+    """The owner's session id on the manager's agent, as its ledger keeps it."""
+    backend = manager.backend
+    assert isinstance(backend, AcpBackend)
+    return (await manager.store.read(owner)).acp_session(backend.sessions.agent)
 
 
 async def run_one(manager: TaskManager, owner: str, objective: str) -> TaskRecord:
@@ -467,34 +475,48 @@ def test_a_second_task_continues_the_owner_s_session_and_owners_are_apart(
             )
             assert alice.result == "Earlier in this session: paint the fence."
             assert bob.result == "Earlier in this session: wash the car."
-            ids = {(await manager.store.read(o)).acp_session for o in ("alice", "bob")}
+            ids = {await stored_session(manager, o) for o in ("alice", "bob")}
             assert len(ids) == 2 and None not in ids
 
     asyncio.run(scenario())
 
 
-def test_after_a_restart_the_session_is_loaded_or_its_results_recalled(
-    settings: Settings, tmp_path: Path
+def test_after_a_restart_the_session_is_resumed_else_loaded_else_its_results_recalled(
+    settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     state = tmp_path / "agent-state"
     state.mkdir()
-    loading = dataclasses.replace(
-        settings, acp_command=agent_command("--load", "--state", str(state))
-    )
 
     async def twice(settings: Settings) -> tuple[TaskRecord, TaskRecord, str | None, str | None]:
         async with running(settings) as manager:
             first = await run_one(manager, "alice", "paint the fence")
-            before = (await manager.store.read("alice")).acp_session
+            before = await stored_session(manager, "alice")
         async with running(settings) as manager:  # a new server, a new agent process
             second = await run_one(manager, "alice", "what did I ask before")
-            after = (await manager.store.read("alice")).acp_session
+            after = await stored_session(manager, "alice")
         return first, second, before, after
 
-    first, second, before, after = asyncio.run(twice(loading))
-    assert first.state == "completed"
-    assert second.result == "Earlier in this session: paint the fence."
-    assert before == after  # session/load: the same session
+    def asked() -> list[str]:
+        """What the agent was asked to take back, as its stderr says."""
+        lines = [r.getMessage() for r in caplog.records]
+        return [
+            m.split()[2] for m in lines if m.startswith(("ACP agent: resume", "ACP agent: load"))
+        ]
+
+    for how in ("resume", "load"):
+        caplog.clear()
+        (state / "sessions.json").unlink(missing_ok=True)
+        agent = ("--resume", "--load") if how == "resume" else ("--load",)
+        continuing = dataclasses.replace(
+            settings, acp_command=agent_command(*agent, "--state", str(state))
+        )
+        with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_backend"):
+            first, second, before, after = asyncio.run(twice(continuing))
+        assert first.state == "completed"
+        assert second.result == "Earlier in this session: paint the fence."
+        assert before == after  # the same session, taken back…
+        # …with session/resume where the agent has it (else session/load).
+        assert asked() == [f"{how}_session"], asked()
 
     fresh = dataclasses.replace(settings, data_dir=tmp_path / "other")
     first, second, before, after = asyncio.run(twice(fresh))
@@ -504,6 +526,41 @@ def test_after_a_restart_the_session_is_loaded_or_its_results_recalled(
         "Earlier in this session: nothing. Recalled: paint the fence -> Done: paint the fence.."
     )
     assert second.state == "completed"
+
+
+def test_switching_the_agent_never_reuses_another_agent_s_session(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # Two agents (two command lines) that could load each other's sessions:
+    # the same program over the same state.
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    first, second = (
+        dataclasses.replace(
+            settings, acp_command=agent_command("--load", "--state", str(state), "--name", name)
+        )
+        for name in ("a", "b")
+    )
+
+    async def once(settings: Settings, objective: str) -> TaskRecord:
+        async with running(settings) as manager:
+            return await run_one(manager, "alice", objective)
+
+    async def scenario() -> list[str | None]:
+        return [
+            (await once(first, "paint the fence")).result,
+            (await once(second, "what did I ask before")).result,
+            (await once(first, "what did I ask before")).result,
+        ]
+
+    painted, on_second, back_on_first = asyncio.run(scenario())
+    assert painted == "Done: paint the fence."
+    # The second agent gets a session of its own, the earlier result recalled…
+    assert on_second == (
+        "Earlier in this session: nothing. Recalled: paint the fence -> Done: paint the fence.."
+    )
+    # …and the first one's session is still the first one's.
+    assert back_on_first == "Earlier in this session: paint the fence."
 
 
 def test_cancel_mid_prompt_waits_for_the_agent_s_cancelled(
@@ -532,6 +589,45 @@ def test_cancel_mid_prompt_waits_for_the_agent_s_cancelled(
     logged = [r.getMessage() for r in caplog.records]
     assert f"task {task_id}: the ACP prompt stopped (cancelled)" in logged
     assert not any("did not confirm the cancel" in m for m in logged)
+
+
+def agent_at_work(task_id: str) -> Any:
+    """The agent's first tool call is on the task's card."""
+    return lambda r: (
+        r[task_id].stage == "delegated" and (r[task_id].progress or {}).get("tool") == "execute"
+    )
+
+
+def test_a_cancel_is_told_to_the_agent_once_also_across_a_restart(settings: Settings) -> None:
+    async def cancel_one(manager: TaskManager) -> str:
+        record = await manager.submit("alice", "wait for cancel")
+        await until(manager, "alice", agent_at_work(record.id))
+        cancelled = await manager.cancel("alice", record.id)
+        assert cancelled is not None and cancelled.state == "cancelled"
+        return record.id
+
+    async def told(manager: TaskManager, owner: str = "alice") -> str | None:
+        return (await run_one(manager, owner, "what was cancelled")).result
+
+    async def scenario() -> None:
+        async with running(settings) as manager:
+            # Cancelled while queued: the agent never saw it, nothing to tell.
+            blocker = await manager.submit("alice", "wait for cancel")
+            queued = await manager.submit("alice", "paint the fence")
+            assert (await manager.cancel("alice", queued.id)).state == "cancelled"  # type: ignore[union-attr]
+            await until(manager, "alice", agent_at_work(blocker.id))
+            await manager.cancel("alice", blocker.id)
+            assert await told(manager) == f"Told cancelled: {blocker.id}."
+            assert await told(manager) == "Told cancelled: none."
+            assert await told(manager, "bob") == "Told cancelled: none."
+            await cancel_one(manager)  # told in the next prompt: the next task's
+            last = await cancel_one(manager)
+        async with running(settings) as manager:  # a new server, a new agent process
+            assert await told(manager) == f"Told cancelled: {last}."
+        async with running(settings) as manager:
+            assert await told(manager) == "Told cancelled: none."
+
+    asyncio.run(scenario())
 
 
 def test_an_agent_that_dies_fails_its_task_and_the_next_gets_a_fresh_one(
@@ -624,7 +720,7 @@ def test_an_agent_s_unusable_session_id_fails_the_task_and_is_not_kept(
             assert done.error == (
                 "the ACP agent gave a session id of 100000 characters (expected 1 to 256)"
             )
-            assert (await manager.store.read("alice")).acp_session is None
+            assert await stored_session(manager, "alice") is None
 
     asyncio.run(scenario())
 
