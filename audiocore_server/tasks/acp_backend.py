@@ -42,14 +42,15 @@ from acp.schema import (
 from acp.transports import spawn_stdio_transport
 
 from ..settings import Settings
-from .acp_client import AcpClient, AgentFiles, PromptRun
+from .acp_client import AcpClient, AgentFiles
 from .acp_permissions import PermissionDesk
+from .acp_progress import ORGANIZING, STARTING, PromptRun
 from .acp_sessions import OwnerSessions, UnusableSession
 from .acp_stdio import SLICE_BYTES, AgentStdout, StderrLog
 from .adk_backend import MAX_FAILURE_CHARS, TASK_FILES_DIR, BackendOutcome, Progress, TaskFiles
 from .envelope import envelope, split_answer
 from .ledger import TaskStore
-from .records import MAX_PROGRESS_DETAIL, TaskRecord, clip
+from .records import TaskRecord, clip
 from .redact import redact, screened
 
 MAX_BACKOFF_S = 30.0
@@ -279,7 +280,7 @@ class AcpBackend:
         run = PromptRun(record.owner, record.id, on_progress)
         self.client.runs[session_id] = run
         try:
-            await on_progress("agent", "handed to the ACP agent", "delegated")
+            await on_progress({"phrase": STARTING}, "delegated")
             await self.sessions.told(record.owner, opened.untold)
             text = envelope(record, opened.earlier, opened.untold)
             prompt = asyncio.create_task(
@@ -355,9 +356,9 @@ class AcpBackend:
         if reason != "end_turn":  # max_tokens, max_turn_requests: cut short
             spoken += f" (The agent stopped early: {reason}.)"
         await run.close()  # no coalesced progress after the answer's
-        await on_progress(
-            "answer", clip(detail or "the agent answered", MAX_PROGRESS_DETAIL), "finalizing"
-        )
+        if detail:  # the agent's words: in the log, not on the card
+            log.info("task %s: the agent's detail: %s", record.id, screened(detail, 2000))
+        await on_progress({"phrase": ORGANIZING}, "finalizing")
         return BackendOutcome(clip(spoken, self.max_result_chars), None)
 
     async def _lost(self, error: BaseException, doing: str) -> str:

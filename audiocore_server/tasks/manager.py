@@ -427,9 +427,9 @@ class TaskManager:
     async def _run_backend(self, run: _Run) -> tuple[TaskState, str | None, str | None]:
         """Run the backend for ``run``; its outcome: (state, result, error)."""
 
-        async def progress(tool: str, detail: str, stage: str | None) -> None:
+        async def progress(shown: dict[str, str], stage: str | None) -> None:
             try:
-                await self._progress(run.record, tool, detail, stage)
+                await self._progress(run.record, shown, stage)
             except Exception:  # progress is a courtesy: never the run's failure
                 log.exception("could not record the progress of task %s", run.record.id)
 
@@ -473,16 +473,12 @@ class TaskManager:
         return "completed", outcome.result, None
 
     async def _progress(
-        self, record: TaskRecord, tool: str, detail: str, stage: str | None
+        self, record: TaskRecord, progress: dict[str, str], stage: str | None
     ) -> None:
         def change(ledger: Ledger) -> None:
             current = ledger.get(record.id)
             if current is not None and current.state == "running":
-                ledger.put(
-                    dataclasses.replace(
-                        current, progress={"tool": tool, "detail": detail}, stage=stage
-                    )
-                )
+                ledger.put(dataclasses.replace(current, progress=dict(progress), stage=stage))
 
         _, changed = await self.store.update(record.owner, change)
         self._notify(record.owner, changed)

@@ -36,7 +36,6 @@ from audiocore_server.tasks.acp_client import (
     MAX_WRITE_CHARS,
     AcpClient,
     AgentFiles,
-    PromptRun,
 )
 from audiocore_server.tasks.acp_permissions import (
     MAX_TITLE_CHARS,
@@ -45,6 +44,7 @@ from audiocore_server.tasks.acp_permissions import (
     PermissionRequest,
     choose,
 )
+from audiocore_server.tasks.acp_progress import VOCABULARY, PromptRun
 from audiocore_server.tasks.acp_stdio import StderrLog
 from audiocore_server.tasks.adk_backend import MAX_FAILURE_CHARS
 from audiocore_server.tasks.envelope import split_answer
@@ -89,6 +89,11 @@ async def stored_session(manager: TaskManager, owner: str) -> str | None:
 async def run_one(manager: TaskManager, owner: str, objective: str) -> TaskRecord:
     record = await manager.submit(owner, objective)
     return (await until(manager, owner, finished(record.id)))[record.id]
+
+
+def agent_at_work(task_id: str) -> Any:
+    """The agent's first tool call is on the task's card."""
+    return lambda r: r[task_id].progress == {"phrase": "running commands"}
 
 
 # ---------------------------------------------------------------- pure parts
@@ -382,7 +387,7 @@ def test_a_task_s_answer_progress_and_stages(settings: Settings) -> None:
             done = await run_one(manager, "alice", "tidy the notes")
             assert done.state == "completed", done
             assert done.result == "Done: tidy the notes."
-            assert done.progress == {"tool": "answer", "detail": "the test agent did it."}
+            assert done.progress == {"phrase": "organizing result"}
             processing = [c for c in seen if c["status"] == "processing"]
             assert [c["stage"] for c in processing][:2] == ["queued", None]
             assert {c["stage"] for c in processing} >= {"delegated", "finalizing"}
@@ -399,40 +404,65 @@ def test_a_large_message_is_read_and_the_answer_bounded(settings: Settings) -> N
     done = asyncio.run(scenario())
     assert done.state == "completed", done
     assert done.result == "A" * (settings.max_task_result_chars - 1) + "…"
-    assert done.progress is not None and len(done.progress["detail"]) <= 160
+    assert done.progress == {"phrase": "organizing result"}
 
 
-def test_progress_is_redacted(settings: Settings) -> None:
-    async def scenario() -> None:
+def test_the_card_shows_phrases_and_the_agent_s_words_go_to_the_log_redacted(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> tuple[TaskRecord, list[dict[str, Any]]]:
         async with running(settings) as manager:
-            details: list[str] = []
-            manager.subscribe("alice", lambda r: details.append(json.dumps(r.card().data())))
-            done = await run_one(manager, "alice", "leak secrets please")
-            assert done.state == "completed", done
-            shown = "\n".join(details)
-            assert FAKE_KEY not in shown and "hunter2" not in shown
-            # The first update is shown at once, the rest coalesced with it.
-            assert f"OPENAI_API_KEY={REDACTED}" in shown  # the tool call's title
-            # The answer is the agent's own words: redacted too before it is spoken.
-            assert done.result is not None and FAKE_KEY not in done.result
+            cards: list[dict[str, Any]] = []
+            manager.subscribe("alice", lambda r: cards.append(r.card().data()))
+            return await run_one(manager, "alice", "leak secrets please"), cards
 
-    asyncio.run(scenario())
+    with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_progress"):
+        done, cards = asyncio.run(scenario())
+    assert done.state == "completed", done
+    shown = [c["progress"] for c in cards if c["progress"] is not None]
+    # The card: phrases of the vocabulary only, never the agent's words.
+    assert {p["phrase"] for p in shown} <= VOCABULARY and all(len(p) == 1 for p in shown)
+    assert shown[0] == {"phrase": "starting"}
+    assert {"phrase": "running commands"} in shown  # its tool call, of kind execute
+    assert not any("OPENAI" in json.dumps(c) or "hunter2" in json.dumps(c) for c in cards)
+    # The log: the agent's words, redacted.
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert f"agent execute: export OPENAI_API_KEY={REDACTED}" in logged
+    assert FAKE_KEY not in logged and "hunter2" not in logged
+    # The answer is the agent's own words: redacted too before it is spoken.
+    assert done.result is not None and FAKE_KEY not in done.result
 
 
-def test_each_kind_of_progress_is_redacted_and_shown_coalesced() -> None:
-    from acp import plan_entry, start_tool_call, update_agent_message_text, update_plan
+def test_each_kind_of_activity_is_a_phrase_shown_coalesced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from acp import (
+        plan_entry,
+        start_tool_call,
+        update_agent_message_text,
+        update_agent_thought_text,
+        update_plan,
+        update_tool_call,
+    )
 
-    async def scenario() -> list[tuple[str, str, str | None]]:
-        shown: list[tuple[str, str, str | None]] = []
+    async def scenario() -> list[tuple[dict[str, str], str | None]]:
+        shown: list[tuple[dict[str, str], str | None]] = []
 
-        async def progress(tool: str, detail: str, stage: str | None) -> None:
-            shown.append((tool, detail, stage))
+        async def progress(card: dict[str, str], stage: str | None) -> None:
+            shown.append((card, stage))
 
         client = AcpClient(AgentFiles(Path("."), False), PermissionDesk(1.0, None))  # type: ignore[arg-type]
         run = client.runs["s"] = PromptRun("alice", "task_1", progress)
-        updates = [
-            start_tool_call("c1", f"export OPENAI_API_KEY={FAKE_KEY}", kind="execute"),
+        kinds = ["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
+        updates: list[Any] = [
+            start_tool_call(f"k{n}", f"{kind} {FAKE_KEY}", kind=kind)  # type: ignore[arg-type]
+            for n, kind in enumerate(kinds)
+        ]
+        updates += [
+            start_tool_call("bare", "a tool call without a kind"),
+            update_tool_call("k0", status="completed"),  # its kind is its start's
             update_plan([plan_entry("clone https://bob:hunter2@git.example.com/r")]),
+            update_agent_thought_text("hmm, the user's files"),
             update_agent_message_text(f"Using Authorization: Bearer {FAKE_KEY}. "),
         ]
         for update in updates:
@@ -441,7 +471,8 @@ def test_each_kind_of_progress_is_redacted_and_shown_coalesced() -> None:
         # A burst: the first shown at once, the latest when its time is up.
         run.shown_at = float("-inf")
         for n in range(1000):
-            await client.session_update("s", start_tool_call(f"c{n}", f"step {n}"))
+            await client.session_update("s", start_tool_call(f"c{n}", f"step {n}", kind="read"))
+        await client.session_update("s", start_tool_call("last", "grep it", kind="search"))
         later = run._later
         assert later is not None
         await later
@@ -449,14 +480,36 @@ def test_each_kind_of_progress_is_redacted_and_shown_coalesced() -> None:
         await client.session_update("s", start_tool_call("late", "after the end"))
         return shown
 
-    shown = asyncio.run(scenario())
-    assert shown == [
-        ("execute", f"export OPENAI_API_KEY={REDACTED}", "delegated"),
-        ("plan", f"clone https://bob:{REDACTED}@git.example.com/r (pending)", "delegated"),
-        ("message", f"Using Authorization: Bearer {REDACTED}", "delegated"),
-        ("tool", "step 0", "delegated"),
-        ("tool", "step 999", "delegated"),
+    with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_progress"):
+        shown = asyncio.run(scenario())
+    phrases = [card["phrase"] for card, stage in shown]
+    assert all(stage == "delegated" and len(card) == 1 for card, stage in shown)
+    assert phrases == [
+        "reading files",
+        "editing files",
+        "deleting files",
+        "moving files",
+        "searching",
+        "running commands",
+        "thinking",
+        "fetching",
+        "working",  # other
+        "working",  # no kind
+        "reading files",  # an update of the read
+        "planning",
+        "thinking",
+        "organizing result",
+        "reading files",  # the burst's first
+        "searching",  # and its latest
     ]
+    logged = [r.getMessage() for r in caplog.records]
+    assert f"task task_1: agent read: read {REDACTED}" in logged
+    assert (
+        f"task task_1: agent plan: clone https://bob:{REDACTED}@git.example.com/r (pending)"
+        in logged
+    )
+    assert f"task task_1: agent message: Using Authorization: Bearer {REDACTED}" in logged
+    assert not any(FAKE_KEY in m or "hunter2" in m for m in logged)
 
 
 def test_a_second_task_continues_the_owner_s_session_and_owners_are_apart(
@@ -572,10 +625,7 @@ def test_cancel_mid_prompt_waits_for_the_agent_s_cancelled(
             await until(
                 manager,
                 "alice",
-                lambda r: (
-                    r[record.id].stage == "delegated"
-                    and (r[record.id].progress or {}).get("tool") == "execute"
-                ),
+                agent_at_work(record.id),
             )
             cancelled = await manager.cancel("alice", record.id)
             assert cancelled is not None and cancelled.state == "cancelled"
@@ -589,13 +639,6 @@ def test_cancel_mid_prompt_waits_for_the_agent_s_cancelled(
     logged = [r.getMessage() for r in caplog.records]
     assert f"task {task_id}: the ACP prompt stopped (cancelled)" in logged
     assert not any("did not confirm the cancel" in m for m in logged)
-
-
-def agent_at_work(task_id: str) -> Any:
-    """The agent's first tool call is on the task's card."""
-    return lambda r: (
-        r[task_id].stage == "delegated" and (r[task_id].progress or {}).get("tool") == "execute"
-    )
 
 
 def test_a_cancel_is_told_to_the_agent_once_also_across_a_restart(settings: Settings) -> None:
