@@ -203,6 +203,7 @@ class Settings:
     acp_fs: bool = False  # serve its fs/read_text_file and fs/write_text_file (in acp_cwd)
     acp_prompt_timeout_s: float = 300.0  # a prompt without an answer by then fails its task
     acp_permission_timeout_s: float = 120.0  # an unanswered permission request is rejected
+    acp_status_timeout_s: float = 5.0  # the agent's own status of a task, asked (else ours)
     acp_restart_backoff_s: float = 1.0  # the first wait before restarting a dead agent
 
     # Long-term memory (audiocore_server/memory/store.py, docs/memory.md), in
@@ -352,6 +353,7 @@ class Settings:
                     "task_cancel",
                     "acp_prompt",
                     "acp_permission",
+                    "acp_status",
                     "acp_restart",
                 )
             )

@@ -46,6 +46,7 @@ from .acp_client import AcpClient, AgentFiles
 from .acp_permissions import PermissionDesk
 from .acp_progress import ORGANIZING, STARTING, PromptRun
 from .acp_sessions import OwnerSessions, UnusableSession
+from .acp_status import AgentStatus, ask
 from .acp_stdio import SLICE_BYTES, AgentStdout, StderrLog
 from .adk_backend import MAX_FAILURE_CHARS, TASK_FILES_DIR, BackendOutcome, Progress, TaskFiles
 from .envelope import envelope, split_answer
@@ -257,6 +258,7 @@ class AcpBackend:
         self.client = AcpClient(AgentFiles(self.cwd, settings.acp_fs), permissions)
         self.process = AgentProcess(settings, self.client, self.cwd)
         self.prompt_timeout_s = settings.acp_prompt_timeout_s
+        self.status_timeout_s = settings.acp_status_timeout_s
         # Within the manager's grace, so the run ends before it is cancelled.
         self.cancel_wait_s = settings.task_cancel_grace_s / 2
         self.max_result_chars = settings.max_task_result_chars
@@ -302,6 +304,26 @@ class AcpBackend:
             self.client.runs.pop(session_id, None)
             await run.close()
             self.permissions.cancel_task(record.id)
+
+    async def ask_status(self, record: TaskRecord) -> dict[str, str] | None:
+        """The agent's own word on ``record``, running here ({progress,
+        interim} or {unavailable}); None if no prompt of it runs here."""
+        session_id = next(
+            (s for s, run in self.client.runs.items() if run.task_id == record.id), None
+        )
+        conn = self.process.conn
+        if session_id is None or conn is None:
+            return None
+        status: AgentStatus = await ask(
+            conn,
+            self.process.capabilities,
+            self.client,
+            session_id,
+            str(self.cwd),
+            record,
+            self.status_timeout_s,
+        )
+        return status.data()
 
     async def _stop_prompt(
         self,

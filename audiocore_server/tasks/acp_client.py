@@ -54,6 +54,7 @@ from .records import clip
 MAX_READ_BYTES = 1024 * 1024  # a file the agent reads through us
 MAX_WRITE_CHARS = 1024 * 1024  # what it writes through us
 MAX_ANSWER_CHARS = 64_000  # the answer collected from its message chunks
+MAX_CONTROL_CHARS = 4_000  # a control prompt's answer (``acp_status.py``)
 MAX_PATH_BYTES = 4096  # PATH_MAX: a longer path is refused as the system would
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
@@ -223,8 +224,23 @@ class AcpClient:
         self.files = files
         self.permissions = permissions
         self.runs: dict[str, PromptRun] = {}  # session id -> its prompt under way
+        # A control prompt's session (``acp_status.py``) -> its answer so far:
+        # collected, never shown, never a run (no permission, no file).
+        self.controls: dict[str, list[str]] = {}
+
+    def control_text(self, session_id: str) -> str:
+        return "".join(self.controls.get(session_id, []))
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        control = self.controls.get(session_id)
+        if control is not None:
+            if isinstance(update, AgentMessageChunk) and isinstance(
+                update.content, TextContentBlock
+            ):
+                room = MAX_CONTROL_CHARS - sum(map(len, control))
+                if room > 0 and update.content.text:  # at most 4000 pieces
+                    control.append(update.content.text[:room])
+            return
         run = self.runs.get(session_id)
         if run is None:
             return  # a replayed history, or an update after the prompt ended

@@ -224,6 +224,10 @@ class Backend:
         self.run_config = RunConfig(max_llm_calls=settings.max_task_steps)
         self.max_result_chars = settings.max_task_result_chars
 
+    async def ask_status(self, record: TaskRecord) -> dict[str, str] | None:
+        """Nothing beyond the record: the backend agent runs in this server."""
+        return None
+
     async def run(
         self, record: TaskRecord, abort: asyncio.Event, on_progress: Progress
     ) -> BackendOutcome:

@@ -30,6 +30,10 @@ class TaskBackend(Protocol):
         self, record: TaskRecord, abort: asyncio.Event, on_progress: Progress
     ) -> BackendOutcome: ...
 
+    async def ask_status(self, record: TaskRecord) -> dict[str, str] | None:
+        """The backend's own word on a running task (None: only our record)."""
+        ...
+
     async def close(self) -> None: ...
 
 

@@ -113,14 +113,22 @@ def build_live_tools(
 
     async def get_task_status(tool_context: ToolContext, task_id: str = "") -> dict[str, Any]:
         """Returns the state of a background task (queued, running, completed,
-        failed, cancelling or cancelled), what it is doing, and its result.
+        failed, cancelling or cancelled), what it is doing, and its result;
+        for a running task also, under "agent", what the agent working on it
+        says of its progress and its interim results.
 
         Args:
           task_id: The task's id from start_task; leave it out for the latest task.
         """
         owner = owner_of(tool_context)
         tasks = await manager.tasks(owner)
-        return _found_or_error(await manager.status(owner, task_id or None), task_id, tasks)
+        record = await manager.status(owner, task_id or None)
+        found = _found_or_error(record, task_id, tasks)
+        if record is not None:
+            agent = await manager.agent_status(record)
+            if agent is not None:
+                found["agent"] = agent  # the agent's own word, beside our record
+        return found
 
     async def cancel_task(tool_context: ToolContext, task_id: str = "") -> dict[str, Any]:
         """Cancels a background task and returns once it is stopped. A task

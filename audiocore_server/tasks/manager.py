@@ -303,6 +303,13 @@ class TaskManager:
         ledger = await self.store.read(owner)
         return ledger.get(task_id) if task_id else ledger.latest()
 
+    async def agent_status(self, record: TaskRecord) -> dict[str, str] | None:
+        """What the backend itself says of ``record`` while it runs here
+        (``acp_status.py``); None: nothing beyond the record."""
+        if record.state != "running":
+            return None
+        return await self.backend.ask_status(record)
+
     async def tasks(self, owner: str) -> list[TaskRecord]:
         """The owner's tasks, oldest first."""
         return (await self.store.read(owner)).ordered()

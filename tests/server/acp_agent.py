@@ -15,6 +15,10 @@ envelope):
   cancel;
 * "wait for cancel" — one progress update, then waits until cancelled and
   stops with ``cancelled``;
+* "report steps" — as "wait for cancel", having noted its progress and an
+  interim result (with a fake secret, 2000 characters): a status question
+  in a fork of the session (``session/fork``) answers with them; with
+  "slow status" the fork's answer never comes (until cancelled);
 * "read file NAME" / "write file NAME" — through the client's fs methods;
 * "race files N" — N rounds of reading ``flip.txt`` and ``d/f.txt`` and
   writing ``d/out.txt`` and ``wflip.txt`` (a test swaps them for symbolic
@@ -33,6 +37,10 @@ envelope):
 * anything else — answers "Done: <objective>.", then a "Detail:" line
   (after N seconds with "work N seconds").
 
+Every agent advertises ``session/fork`` and ``session/close`` unless
+``--no-fork``; a prompt starting with "[A status question" is answered
+from the forked session's notes (the stderr says "fork_session" and
+"close_session").
 ``--resume`` also advertises ``session/resume`` (no history replayed); the
 agent's stderr says which of ``resume_session``/``load_session`` was asked.
 ``--session-id-chars N`` gives session ids of N characters (a hostile
@@ -68,6 +76,8 @@ from acp import (
 )
 from acp.schema import (
     AgentCapabilities,
+    CloseSessionResponse,
+    ForkSessionResponse,
     InitializeResponse,
     LoadSessionResponse,
     NewSessionResponse,
@@ -75,6 +85,8 @@ from acp.schema import (
     PromptResponse,
     ResumeSessionResponse,
     SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionForkCapabilities,
     SessionResumeCapabilities,
     ToolCallUpdate,
 )
@@ -90,9 +102,12 @@ class TestAgent:
         times: Path | None = None,
         session_id_chars: int | None = None,
         resume: bool = False,
+        fork: bool = True,
     ) -> None:
         self.load = load
         self.resume = resume
+        self.fork = fork
+        self.notes: dict[str, tuple[str, str]] = {}  # session -> (progress, interim)
         self.session_id_chars = session_id_chars
         self.state = state
         self.times = times
@@ -119,7 +134,9 @@ class TestAgent:
             agent_capabilities=AgentCapabilities(
                 load_session=self.load,
                 session_capabilities=SessionCapabilities(
-                    resume=SessionResumeCapabilities() if self.resume else None
+                    resume=SessionResumeCapabilities() if self.resume else None,
+                    fork=SessionForkCapabilities() if self.fork else None,
+                    close=SessionCloseCapabilities() if self.fork else None,
                 ),
             ),
         )
@@ -142,6 +159,20 @@ class TestAgent:
         self.histories[session_id] = list(saved)
         return ResumeSessionResponse()
 
+    async def fork_session(self, cwd: str, session_id: str, **kwargs: Any) -> ForkSessionResponse:
+        print(f"fork_session {session_id}", file=sys.stderr, flush=True)
+        fork = "fork_" + uuid.uuid4().hex[:12]
+        self.histories[fork] = list(self.histories.get(session_id, []))
+        if session_id in self.notes:
+            self.notes[fork] = self.notes[session_id]
+        return ForkSessionResponse(session_id=fork)
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        print(f"close_session {session_id}", file=sys.stderr, flush=True)
+        self.histories.pop(session_id, None)
+        self.notes.pop(session_id, None)
+        return CloseSessionResponse()
+
     async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
         print(f"load_session {session_id}", file=sys.stderr, flush=True)
         saved = self._read().get(session_id)
@@ -159,6 +190,8 @@ class TestAgent:
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         text = "".join(getattr(block, "text", "") for block in prompt)
+        if text.startswith("[A status question"):
+            return await self._status(session_id)
         objective = text.split("Objective:\n", 1)[-1].split("\n", 1)[0]
         history = self.histories.setdefault(session_id, [])
         earlier = list(history)
@@ -175,6 +208,13 @@ class TestAgent:
         if "never answer" in lowered:
             await self._tool(session_id, "thinking forever")
             await asyncio.Event().wait()
+        if "report steps" in lowered:
+            interim = f"the notes mention {FAKE_KEY} and " + "x" * 2000
+            progress = "slow" if "slow status" in lowered else "read 2 of 3 files"
+            self.notes[session_id] = (progress, interim)
+            await self._tool(session_id, "reading the notes")
+            await cancelled.wait()
+            return PromptResponse(stop_reason="cancelled")
         if "wait for cancel" in lowered:
             await self._tool(session_id, "waiting for a cancel")
             await cancelled.wait()
@@ -222,6 +262,16 @@ class TestAgent:
         if self.times is not None:
             with self.times.open("a") as out:
                 out.write(json.dumps({"objective": objective, "at": time.monotonic()}) + "\n")
+        return PromptResponse(stop_reason="end_turn")
+
+    async def _status(self, session_id: str) -> PromptResponse:
+        cancelled = self.cancelled[session_id] = asyncio.Event()
+        progress, interim = self.notes.get(session_id, ("nothing noted", ""))
+        if progress == "slow":
+            await cancelled.wait()
+            print(f"status question cancelled in {session_id}", file=sys.stderr, flush=True)
+            return PromptResponse(stop_reason="cancelled")
+        await self._say(session_id)(f"Progress: {progress}.\nInterim: {interim}")
         return PromptResponse(stop_reason="end_turn")
 
     def _say(self, session_id: str) -> Any:
@@ -313,14 +363,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--load", action="store_true")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--no-fork", action="store_true")
     parser.add_argument("--state", type=Path)
     parser.add_argument("--times", type=Path)
     parser.add_argument("--session-id-chars", type=int)
     parser.add_argument("--name", help="nothing but another command line (another agent)")
     args = parser.parse_args()
-    agent = TestAgent(args.load, args.state, args.times, args.session_id_chars, args.resume)
-    # session/resume is "unstable" to the package: routed only when asked.
-    asyncio.run(run_agent(agent, use_unstable_protocol=args.resume))
+    agent = TestAgent(
+        args.load, args.state, args.times, args.session_id_chars, args.resume, not args.no_fork
+    )
+    # session/resume, fork and close are "unstable" to the package: routed
+    # only when asked (and offered only when advertised).
+    asyncio.run(run_agent(agent, use_unstable_protocol=True))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ from audiocore_server.tasks.acp_progress import VOCABULARY, PromptRun
 from audiocore_server.tasks.acp_stdio import StderrLog
 from audiocore_server.tasks.adk_backend import MAX_FAILURE_CHARS
 from audiocore_server.tasks.envelope import split_answer
-from audiocore_server.tasks.live_tools import heard_after
+from audiocore_server.tasks.live_tools import build_live_tools, heard_after
 from audiocore_server.tasks.redact import REDACTED, redact
 
 AGENT = Path(__file__).resolve().parent / "acp_agent.py"
@@ -94,6 +94,11 @@ async def run_one(manager: TaskManager, owner: str, objective: str) -> TaskRecor
 def agent_at_work(task_id: str) -> Any:
     """The agent's first tool call is on the task's card."""
     return lambda r: r[task_id].progress == {"phrase": "running commands"}
+
+
+def tool(manager: TaskManager, name: str) -> Any:
+    """The live tool ``name``, for the owner "alice" whatever its context."""
+    return {t.__name__: t for t in build_live_tools(manager, lambda _: "alice")}[name]
 
 
 # ---------------------------------------------------------------- pure parts
@@ -371,6 +376,7 @@ def test_settings_name_a_backend_and_its_command(tmp_path: Path) -> None:
         dataclasses.replace(base, task_backend="acp"): "acp_command: expected",
         dataclasses.replace(base, task_backend="acp", acp_command="a 'b"): "acp_command: cannot",
         dataclasses.replace(base, acp_prompt_timeout_s=0): "acp_prompt_timeout_s: expected more",
+        dataclasses.replace(base, acp_status_timeout_s=-1): "acp_status_timeout_s: expected more",
     }
     for settings, problem in bad.items():
         assert any(p.startswith(problem) for p in settings.problems()), settings.problems()
@@ -671,6 +677,66 @@ def test_a_cancel_is_told_to_the_agent_once_also_across_a_restart(settings: Sett
             assert await told(manager) == "Told cancelled: none."
 
     asyncio.run(scenario())
+
+
+def test_a_running_task_s_status_is_asked_of_the_agent_unseen_redacted_and_bounded(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], int, str | None]:
+        async with running(settings) as manager:
+            status = tool(manager, "get_task_status")
+            record = await manager.submit("alice", "report steps")
+            await until(manager, "alice", agent_at_work(record.id))
+            cards: list[TaskRecord] = []
+            manager.subscribe("alice", cards.append)
+            asked = await status(object(), record.id)
+            changed = len(cards)  # while it was asked
+            await manager.cancel("alice", record.id)
+            after = await status(object(), record.id)
+            history = (await run_one(manager, "alice", "what did I ask before")).result
+            return asked, after, changed, history
+
+    with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_backend"):
+        asked, after, changed, history = asyncio.run(scenario())
+    assert asked["state"] == "running" and asked["progress"] == {"phrase": "running commands"}
+    assert asked["agent"]["progress"] == "read 2 of 3 files."
+    interim = asked["agent"]["interim"]
+    assert interim.startswith(f"the notes mention {REDACTED} and xxx") and FAKE_KEY not in interim
+    assert len(interim) == 300 and interim.endswith("…")
+    # Asked in a fork of the session, closed after: never on the card, and
+    # not in the owner's session (the next prompt there sees the task alone).
+    assert changed == 0
+    assert history == "Earlier in this session: report steps."
+    logged = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("ACP agent: fork_session sess_") for m in logged)
+    assert any(m.startswith("ACP agent: close_session fork_") for m in logged)
+    # A task not running: our record alone.
+    assert after["state"] == "cancelled" and "agent" not in after
+
+
+def test_a_status_the_agent_does_not_give_in_time_or_cannot_falls_back_to_the_record(
+    settings: Settings,
+) -> None:
+    async def asked(settings: Settings, objective: str) -> dict[str, Any]:
+        async with running(settings) as manager:
+            record = await manager.submit("alice", objective)
+            await until(manager, "alice", agent_at_work(record.id))
+            found = await tool(manager, "get_task_status")(object(), record.id)
+            await manager.cancel("alice", record.id)
+            return found
+
+    slow = dataclasses.replace(settings, acp_status_timeout_s=0.5)
+    late = asyncio.run(asked(slow, "report steps, slow status"))
+    assert late["state"] == "running" and late["progress"] == {"phrase": "running commands"}
+    assert late["agent"] == {
+        "unavailable": "the agent did not answer within 0.5 s; the record above is ours"
+    }
+    unforking = dataclasses.replace(settings, acp_command=agent_command("--no-fork"))
+    plain = asyncio.run(asked(unforking, "report steps"))
+    assert plain["agent"] == {
+        "unavailable": "the agent cannot be asked (it does not offer session/fork); "
+        "the record above is ours"
+    }
 
 
 def test_an_agent_that_dies_fails_its_task_and_the_next_gets_a_fresh_one(
