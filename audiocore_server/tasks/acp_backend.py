@@ -51,7 +51,7 @@ from .acp_stdio import SLICE_BYTES, AgentStdout, StderrLog
 from .adk_backend import MAX_FAILURE_CHARS, TASK_FILES_DIR, BackendOutcome, Progress, TaskFiles
 from .envelope import envelope, split_answer
 from .ledger import TaskStore
-from .records import TaskRecord, clip
+from .records import MAX_INLINE_CHARS, TaskRecord, clip
 from .redact import redact, screened
 
 MAX_BACKOFF_S = 30.0
@@ -372,16 +372,18 @@ class AcpBackend:
             return BackendOutcome(None, "the ACP agent cancelled it")
         if reason == "refusal":
             return BackendOutcome(None, "the ACP agent refused the task")
-        spoken, detail = split_answer(redact(run.text()))
+        spoken, inline = split_answer(redact(run.text()))
         if not spoken:
             return BackendOutcome(None, f"the ACP agent stopped without an answer ({reason})")
         if reason != "end_turn":  # max_tokens, max_turn_requests: cut short
             spoken += f" (The agent stopped early: {reason}.)"
         await run.close()  # no coalesced progress after the answer's
-        if detail:  # the agent's words: in the log, not on the card
-            log.info("task %s: the agent's detail: %s", record.id, screened(detail, 2000))
         await on_progress({"phrase": ORGANIZING}, "finalizing")
-        return BackendOutcome(clip(spoken, self.max_result_chars), None)
+        return BackendOutcome(
+            clip(spoken, self.max_result_chars),
+            None,
+            clip(inline, MAX_INLINE_CHARS) if inline else None,
+        )
 
     async def _lost(self, error: BaseException, doing: str) -> str:
         if isinstance(error, ConnectionError):

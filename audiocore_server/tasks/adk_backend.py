@@ -197,10 +197,12 @@ def _sum_column(path: Path, column: str) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class BackendOutcome:
-    """How a backend run ended: an answer, or a failure the agent reported."""
+    """How a backend run ended: an answer, or a failure the agent reported.
+    ``inline``: the answer's part shown rather than said (Markdown)."""
 
     result: str | None
     failure: str | None
+    inline: str | None = None
 
 
 class Backend:

@@ -431,8 +431,9 @@ class TaskManager:
             state.run = None
             run.stopped.set()
 
-    async def _run_backend(self, run: _Run) -> tuple[TaskState, str | None, str | None]:
-        """Run the backend for ``run``; its outcome: (state, result, error)."""
+    async def _run_backend(self, run: _Run) -> tuple[TaskState, str | None, str | None, str | None]:
+        """Run the backend for ``run``; its outcome: (state, result, error,
+        inline: the part of the result shown rather than said)."""
 
         async def progress(shown: dict[str, str], stage: str | None) -> None:
             try:
@@ -460,24 +461,24 @@ class TaskManager:
                 task.cancel()
                 await asyncio.wait({task}, timeout=grace)
         if self._closing:
-            return "failed", None, STOPPED
+            return "failed", None, STOPPED, None
         if timed_out:
-            return "failed", None, f"the task took longer than {timeout:g} seconds"
+            return "failed", None, f"the task took longer than {timeout:g} seconds", None
         if run.abort.is_set():
-            return "cancelled", None, None
+            return "cancelled", None, None, None
         if not task.done() or task.cancelled():
-            return "failed", None, "the backend run was stopped"
+            return "failed", None, "the backend run was stopped", None
         error = task.exception()
         if isinstance(error, LlmCallsLimitExceededError):
             steps = self.settings.max_task_steps
-            return "failed", None, f"the task needed more than {steps} model steps"
+            return "failed", None, f"the task needed more than {steps} model steps", None
         if error is not None:
             log.error("task %s: the backend failed", run.record.id, exc_info=error)
-            return "failed", None, f"the backend failed ({type(error).__name__})"
+            return "failed", None, f"the backend failed ({type(error).__name__})", None
         outcome = task.result()
         if outcome.failure is not None:
-            return "failed", None, outcome.failure
-        return "completed", outcome.result, None
+            return "failed", None, outcome.failure, None
+        return "completed", outcome.result, None, outcome.inline
 
     async def _progress(
         self, record: TaskRecord, progress: dict[str, str], stage: str | None
@@ -507,7 +508,13 @@ class TaskManager:
         self._notify(request.owner, changed)
 
     async def _finish(
-        self, owner: str, task_id: str, outcome: TaskState, result: str | None, error: str | None
+        self,
+        owner: str,
+        task_id: str,
+        outcome: TaskState,
+        result: str | None,
+        error: str | None,
+        inline: str | None = None,
     ) -> None:
         now = self._clock()
 
@@ -527,6 +534,7 @@ class TaskManager:
                     permission=None,
                     state=outcome,
                     result=result,
+                    inline=inline,
                     error=error,
                     finished_at=now,
                     delivery="pending" if outcome in DELIVERABLE_STATES else "none",

@@ -40,6 +40,7 @@ ACTIVE_STATES: frozenset[TaskState] = frozenset({"queued", "running", "cancellin
 DELIVERABLE_STATES: frozenset[TaskState] = frozenset({"completed", "failed"})
 
 MAX_PROGRESS_DETAIL = 160  # characters of a progress detail (a tool's arguments)
+MAX_INLINE_CHARS = 8000  # a result's part shown on the timeline (Markdown)
 MAX_OWNER_CHARS = 512
 MAX_CLAIMANT_CHARS = 256
 
@@ -89,6 +90,10 @@ class TaskRecord:
     # What the backend is told besides the objective (``envelope.py``):
     # the recent voice turns, the user's time zone and language.
     context: dict[str, Any] | None = None
+    # A completed task's part to show rather than say: Markdown (code,
+    # links, lists) from an external agent, redacted and bounded; the live
+    # connection puts it on the client's timeline when the outcome is told.
+    inline: str | None = None
 
     @property
     def final(self) -> bool:
@@ -136,4 +141,6 @@ class TaskRecord:
             raise ValueError("task record: permission is not an object")
         if record.context is not None and not isinstance(record.context, dict):
             raise ValueError("task record: context is not an object")
+        if record.inline is not None and not isinstance(record.inline, str):
+            raise ValueError("task record: inline is not a string")
         return record

@@ -6,7 +6,8 @@ chosen by cues in the task's objective (the line after "Objective:" of the
 envelope):
 
 * "leak secrets" — progress carrying fake secrets (a tool call, a plan, a
-  message), then an answer;
+  message), then an answer with one in its speech and one in its inline
+  part;
 * "ask permission" — asks to run a tool (allow_once, allow_always,
   reject_once, reject_always), titled "run the tests" or what follows
   "ask permission to", answers with the option kind chosen (or
@@ -34,8 +35,9 @@ envelope):
   (their ids), or "none";
 * "what did I ask" — lists the earlier objectives of this session, and the
   earlier results the envelope recalls (a new session's);
-* anything else — answers "Done: <objective>.", then a "Detail:" line
-  (after N seconds with "work N seconds").
+* anything else — answers "Done: <objective>.", then an "Inline:" line and
+  Markdown naming the objective and linking to a page (after N seconds with
+  "work N seconds").
 
 Every agent advertises ``session/fork`` and ``session/close`` unless
 ``--no-fork``; a prompt starting with "[A status question" is answered
@@ -225,7 +227,9 @@ class TestAgent:
                 session_id=session_id,
                 update=update_plan([plan_entry("clone https://bob:hunter2@git.example.com/r")]),
             )
-            await say(f"Using Authorization: Bearer {FAKE_KEY}. ")
+            await say(f"Using Authorization: Bearer {FAKE_KEY}. Done.")
+            await say(f"\nInline:\n```\nexport OPENAI_API_KEY={FAKE_KEY}\n```")
+            return PromptResponse(stop_reason="end_turn")
         if "ask permission" in lowered:
             title = objective.partition("ask permission to ")[2].strip() or "run the tests"
             return await self._ask(session_id, title, say)
@@ -258,7 +262,7 @@ class TestAgent:
         if work:  # the time real work would take
             await asyncio.sleep(float(work[1]))
         await say(f"Done: {objective}.")
-        await say("\nDetail: the test agent did it.")
+        await say(f"\nInline:\n**{objective}**: see [the notes](https://example.com/notes).")
         if self.times is not None:
             with self.times.open("a") as out:
                 out.write(json.dumps({"objective": objective, "at": time.monotonic()}) + "\n")

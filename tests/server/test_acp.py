@@ -230,10 +230,14 @@ def test_heard_after_needs_the_user_s_own_words_after_the_question() -> None:
     assert not heard_after([user("yes"), question, user("ok"), question], "perm_0a1b2c3d")
 
 
-def test_an_answer_s_spoken_part_and_its_detail() -> None:
-    assert split_answer("Done.\nDetail: more") == ("Done.", "more")
+def test_an_answer_s_speech_and_its_inline_part() -> None:
+    assert split_answer("Done.\nInline: more") == ("Done.", "more")
+    assert split_answer("Speech: Done.\nInline:\n- a\n- b\n") == ("Done.", "- a\n- b")
     assert split_answer("Done.") == ("Done.", None)
-    assert split_answer("Detail: only this") == ("only this", "only this")
+    # "Inline:" starts the part at a line's start only.
+    assert split_answer("Say Inline: no.") == ("Say Inline: no.", None)
+    # Nothing to say: the inline part's first line is said.
+    assert split_answer("Inline: only this\nand more") == ("only this", "only this\nand more")
 
 
 def test_files_stay_inside_the_working_directory(tmp_path: Path) -> None:
@@ -393,6 +397,7 @@ def test_a_task_s_answer_progress_and_stages(settings: Settings) -> None:
             done = await run_one(manager, "alice", "tidy the notes")
             assert done.state == "completed", done
             assert done.result == "Done: tidy the notes."
+            assert done.inline == "**tidy the notes**: see [the notes](https://example.com/notes)."
             assert done.progress == {"phrase": "organizing result"}
             processing = [c for c in seen if c["status"] == "processing"]
             assert [c["stage"] for c in processing][:2] == ["queued", None]
@@ -435,8 +440,10 @@ def test_the_card_shows_phrases_and_the_agent_s_words_go_to_the_log_redacted(
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert f"agent execute: export OPENAI_API_KEY={REDACTED}" in logged
     assert FAKE_KEY not in logged and "hunter2" not in logged
-    # The answer is the agent's own words: redacted too before it is spoken.
-    assert done.result is not None and FAKE_KEY not in done.result
+    # The answer is the agent's own words: redacted too, the speech and the
+    # inline part.
+    assert done.result == f"Using Authorization: Bearer {REDACTED} Done."  # "." in a token
+    assert done.inline == f"```\nexport OPENAI_API_KEY={REDACTED}\n```"
 
 
 def test_each_kind_of_activity_is_a_phrase_shown_coalesced(
@@ -516,6 +523,59 @@ def test_each_kind_of_activity_is_a_phrase_shown_coalesced(
     )
     assert f"task task_1: agent message: Using Authorization: Bearer {REDACTED}" in logged
     assert not any(FAKE_KEY in m or "hunter2" in m for m in logged)
+
+
+def test_a_task_s_inline_part_goes_with_the_answer_telling_it_once_per_connection(
+    settings: Settings,
+) -> None:
+    from audiocore_server.live.outcomes import TaskDelivery
+    from audiocore_server.wire import chunks
+
+    async def scenario() -> tuple[list[str], list[list[chunks.Chunk]], TaskRecord]:
+        async with running(settings) as manager:
+            done = await run_one(manager, "alice", "tidy the notes")
+            handed: list[str] = []
+            attached: list[list[chunks.Chunk]] = []
+            told = asyncio.Event()
+
+            def hand(prompt: str) -> None:
+                handed.append(prompt)
+                told.set()
+
+            delivery = TaskDelivery(
+                manager,
+                "alice",
+                "conn-1",
+                line_free_at=lambda: 0.0,
+                playback_ends_at=lambda: 0.0,
+                hand_to_model=hand,
+                attach=attached.append,
+            )
+            delivered = asyncio.Event()
+            manager.subscribe(
+                "alice", lambda r: delivered.set() if r.delivery == "delivered" else None
+            )
+            runner = asyncio.create_task(delivery.run())
+            try:
+                await told.wait()
+                told.clear()
+                delivery.interrupted()  # a barge-in: told again later…
+                await told.wait()
+                delivery.turn_ended()  # …and heard this time
+                await delivered.wait()
+            finally:
+                runner.cancel()
+                await asyncio.gather(runner, return_exceptions=True)
+            return handed, attached, done
+
+    handed, attached, done = asyncio.run(scenario())
+    assert len(handed) == 2
+    # Told twice, shown once: the part is already on this connection's timeline.
+    assert [[c.to_json() for c in parts] for parts in attached] == [
+        [c.to_json() for c in chunks.markdown_part(done.id, done.inline or "")]
+    ]
+    assert "More is shown on the user's screen" in handed[0]
+    assert "**" not in handed[0]  # the model is given the speech, not the Markdown
 
 
 def test_a_second_task_continues_the_owner_s_session_and_owners_are_apart(
@@ -925,7 +985,10 @@ def ask(ws: Any, text: str) -> list[dict[str, Any]]:
 
 
 def said(turn: list[dict[str, Any]]) -> str:
-    return "".join(m["delta"] for m in turn if m["type"] == "text-delta")
+    """The model's words of a turn (not a task's inline part)."""
+    return "".join(
+        m["delta"] for m in turn if m["type"] == "text-delta" and not m["id"].startswith("inline_")
+    )
 
 
 def next_turn_saying(ws: Any, words: str) -> list[dict[str, Any]]:
@@ -989,6 +1052,26 @@ def test_by_voice_an_answer_and_a_permission_allowed_always(settings: Settings) 
         _, started = tool_output(ask(ws, "start a task to tidy the notes"), "start_task")
         told_answer = next_turn_saying(ws, f"Your background task {started['taskId']} completed")
         assert "Done: tidy the notes." in said(told_answer)
+        # The inline part: a text part of that answer, marked as Markdown, last.
+        part = f"inline_{started['taskId']}"
+        inline = [m for m in told_answer if m.get("id") == part]
+        assert inline == [
+            {
+                "type": "text-start",
+                "id": part,
+                "providerMetadata": {
+                    "audiocore": {"format": "markdown", "taskId": started["taskId"]}
+                },
+            },
+            {
+                "type": "text-delta",
+                "id": part,
+                "delta": "**tidy the notes**: see [the notes](https://example.com/notes).",
+            },
+            {"type": "text-end", "id": part},
+        ]
+        assert told_answer.index(inline[-1]) == len(told_answer) - 2  # then "finish"
+        assert "**" not in said(told_answer)  # shown, not said
         cards = ws.cards(started["taskId"])
         assert [c["status"] for c in cards][0] == "processing"
         assert "delegated" in [c["stage"] for c in cards]
