@@ -25,6 +25,8 @@ envelope):
   writing ``d/out.txt`` and ``wflip.txt`` (a test swaps them for symbolic
   links meanwhile); answers how many reads said "SECRET" and how many
   requests were refused;
+* "answer in markdown" — a speech and an inline part (``MARKDOWN``: a
+  heading, a list, a link, a ``javascript:`` link and an HTML tag);
 * "big answer" — one 200 000-character message chunk;
 * "show context" — answers with the envelope's voice turns and preferences;
 * "fail saying TEXT" — answers the prompt with a JSON-RPC error whose
@@ -94,6 +96,11 @@ from acp.schema import (
 )
 
 FAKE_KEY = "sk-test0123456789abcdefghij"
+MARKDOWN = (
+    "## Notes\n"
+    "- see [the notes](https://example.com/notes) and `notes.txt`\n"
+    '- [bad](javascript:alert(1)) <img id="from-agent-md" src=x onerror="window.pwned=1">\n'
+)
 
 
 class TestAgent:
@@ -238,6 +245,9 @@ class TestAgent:
             return await self._race(session_id, int(race[1]), say)
         if "read file" in lowered or "write file" in lowered:
             return await self._file(session_id, objective, say)
+        if "answer in markdown" in lowered:  # an inline part, hostile too
+            await say("The notes are tidy.\nInline:\n" + MARKDOWN)
+            return PromptResponse(stop_reason="end_turn")
         if "big answer" in lowered:  # one message line of about 200 kB
             await say("A" * 200_000)
             return PromptResponse(stop_reason="end_turn")
