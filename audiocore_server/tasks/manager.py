@@ -39,7 +39,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from google.adk.agents.invocation_context import LlmCallsLimitExceededError
 from google.adk.models.base_llm import BaseLlm
 from google.adk.sessions import BaseSessionService
 
@@ -50,9 +49,10 @@ from .backends import build_backend
 from .ledger import Ledger, TaskStore
 from .outcome_claims import DeliveryClaims
 from .records import DELIVERABLE_STATES, MAX_OWNER_CHARS, TaskRecord, TaskState, check_text
+from .runs import STOPPED as STOPPED  # what the tests and callers name it by
+from .runs import Outcome, Run, run_to_outcome
 
 RESTARTED = "the server restarted while this task was running"
-STOPPED = "the server stopped while this task was running"
 _RUNNING = ("running", "cancelling")  # a process runs it (or is stopping it)
 
 log = logging.getLogger(__name__)
@@ -67,17 +67,9 @@ def new_task_id() -> str:
 
 
 @dataclasses.dataclass(eq=False)
-class _Run:
-    record: TaskRecord
-    abort: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
-    stopped: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
-    task: asyncio.Task[Any] | None = None
-
-
-@dataclasses.dataclass(eq=False)
 class _Owner:
     worker: asyncio.Task[None] | None = None
-    run: _Run | None = None
+    run: Run | None = None
     subscribers: list[Callable[[TaskRecord], None]] = dataclasses.field(default_factory=list)
 
 
@@ -398,7 +390,7 @@ class TaskManager:
             state.worker = None
             self._forget_if_idle(owner, state)
 
-    async def _take_next(self, owner: str, state: _Owner) -> _Run | None:
+    async def _take_next(self, owner: str, state: _Owner) -> Run | None:
         _, dead, _ = await self._runners(owner)
         now = self._clock()
 
@@ -419,11 +411,11 @@ class TaskManager:
         if record is None:
             return None
         # Set before any await: a cancel stored after this write finds the run.
-        state.run = _Run(record)
+        state.run = Run(record)
         self._notify(owner, changed)
         return state.run
 
-    async def _execute(self, owner: str, state: _Owner, run: _Run) -> None:
+    async def _execute(self, owner: str, state: _Owner, run: Run) -> None:
         try:
             outcome = await self._run_backend(run)
             await self._finish(owner, run.record.id, *outcome)
@@ -431,54 +423,16 @@ class TaskManager:
             state.run = None
             run.stopped.set()
 
-    async def _run_backend(self, run: _Run) -> tuple[TaskState, str | None, str | None, str | None]:
-        """Run the backend for ``run``; its outcome: (state, result, error,
-        inline: the part of the result shown rather than said)."""
-
+    async def _run_backend(self, run: Run) -> Outcome:
         async def progress(shown: dict[str, str], stage: str | None) -> None:
             try:
                 await self._progress(run.record, shown, stage)
             except Exception:  # progress is a courtesy: never the run's failure
                 log.exception("could not record the progress of task %s", run.record.id)
 
-        task = run.task = asyncio.create_task(self.backend.run(run.record, run.abort, progress))
-        task.add_done_callback(_consume_exception)
-        aborted = asyncio.create_task(run.abort.wait())
-        timeout = self.settings.task_timeout_s
-        try:
-            done, _ = await asyncio.wait(
-                {task, aborted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            aborted.cancel()
-        timed_out = not done
-        if not task.done():
-            # Abort first (ADK seals the backend session), then cancel.
-            grace = self.settings.task_cancel_grace_s
-            run.abort.set()
-            await asyncio.wait({task}, timeout=grace)
-            if not task.done():
-                task.cancel()
-                await asyncio.wait({task}, timeout=grace)
-        if self._closing:
-            return "failed", None, STOPPED, None
-        if timed_out:
-            return "failed", None, f"the task took longer than {timeout:g} seconds", None
-        if run.abort.is_set():
-            return "cancelled", None, None, None
-        if not task.done() or task.cancelled():
-            return "failed", None, "the backend run was stopped", None
-        error = task.exception()
-        if isinstance(error, LlmCallsLimitExceededError):
-            steps = self.settings.max_task_steps
-            return "failed", None, f"the task needed more than {steps} model steps", None
-        if error is not None:
-            log.error("task %s: the backend failed", run.record.id, exc_info=error)
-            return "failed", None, f"the backend failed ({type(error).__name__})", None
-        outcome = task.result()
-        if outcome.failure is not None:
-            return "failed", None, outcome.failure, None
-        return "completed", outcome.result, None, outcome.inline
+        return await run_to_outcome(
+            self.settings, self.backend, run, progress, lambda: self._closing
+        )
 
     async def _progress(
         self, record: TaskRecord, progress: dict[str, str], stage: str | None
@@ -579,9 +533,3 @@ class TaskManager:
         idle = state.worker is None and state.run is None and not state.subscribers
         if idle and self._owners.get(owner) is state:
             del self._owners[owner]
-
-
-def _consume_exception(task: asyncio.Task[Any]) -> None:
-    # Read here so a run abandoned after the grace never logs "never retrieved".
-    if not task.cancelled():
-        task.exception()
