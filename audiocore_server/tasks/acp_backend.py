@@ -37,6 +37,7 @@ from acp.schema import (
     AgentCapabilities,
     ClientCapabilities,
     FileSystemCapabilities,
+    HttpMcpServer,
     Implementation,
 )
 from acp.transports import spawn_stdio_transport
@@ -45,12 +46,14 @@ from ..settings import Settings
 from .acp_client import AcpClient, AgentFiles
 from .acp_permissions import PermissionDesk
 from .acp_progress import ORGANIZING, STARTING, PromptRun
-from .acp_sessions import OwnerSessions, UnusableSession
+from .acp_sessions import OwnerSessions, UnusableSession, takes_http_mcp
 from .acp_status import AgentStatus, ask
 from .acp_stdio import SLICE_BYTES, AgentStdout, StderrLog
 from .adk_backend import MAX_FAILURE_CHARS, TASK_FILES_DIR, BackendOutcome, Progress, TaskFiles
+from .coordination import Binding, CoordinationServer, Coordinator
 from .envelope import envelope, split_answer
 from .ledger import TaskStore
+from .projects import ProjectError, project_dir
 from .records import MAX_INLINE_CHARS, TaskRecord, clip
 from .redact import redact, screened
 
@@ -250,9 +253,17 @@ class AgentProcess:
 
 
 class AcpBackend:
-    def __init__(self, settings: Settings, store: TaskStore, permissions: PermissionDesk) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: TaskStore,
+        permissions: PermissionDesk,
+        coordinator: Coordinator | None = None,
+    ) -> None:
         self.files = TaskFiles(settings.data_dir / TASK_FILES_DIR)
         self.cwd = (settings.acp_cwd or self.files.directory).resolve()
+        self.projects_root = settings.acp_projects_root
+        self.fs = settings.acp_fs
         self.store = store
         self.permissions = permissions
         self.client = AcpClient(AgentFiles(self.cwd, settings.acp_fs), permissions)
@@ -262,7 +273,24 @@ class AcpBackend:
         # Within the manager's grace, so the run ends before it is cancelled.
         self.cancel_wait_s = settings.task_cancel_grace_s / 2
         self.max_result_chars = settings.max_task_result_chars
-        self.sessions = OwnerSessions(store, self.process.command, str(self.cwd))
+        self.sessions = OwnerSessions(store, self.process.command, self._offer)
+        # The coordination tools (``coordination.py``), served from the first
+        # task on; (owner, project) -> the task prompting in that session.
+        self.coordination = CoordinationServer(self.sessions.sessions, self._asking)
+        self.coordination.coordinator = coordinator
+        self.prompting: dict[Binding, str] = {}
+
+    def _offer(self, owner: str, project: str | None) -> list[HttpMcpServer]:
+        return self.coordination.offer(owner, project)
+
+    def _asking(self, binding: Binding) -> str | None:
+        return self.prompting.get(binding)
+
+    def cwd_of(self, record: TaskRecord) -> Path:
+        """Where ``record``'s session works: its project's directory, else ``cwd``."""
+        if record.project is None:
+            return self.cwd
+        return project_dir(self.projects_root, record.project)
 
     async def run(
         self, record: TaskRecord, abort: asyncio.Event, on_progress: Progress
@@ -270,20 +298,32 @@ class AcpBackend:
         """Prompt the owner's ACP session with ``record``'s envelope; the
         agent's answer, or why there is none. ``abort``: cancel the prompt."""
         try:
+            cwd = self.cwd_of(record)
             conn = await self.process.ensure()
+            if takes_http_mcp(self.process.capabilities):
+                await self.coordination.start()
             opened = await self.sessions.open(
-                record.owner, conn, self.process.capabilities, self.process.generation
+                record.owner,
+                conn,
+                self.process.capabilities,
+                self.process.generation,
+                str(cwd),
+                record.project,
             )
-        except (AgentUnavailable, UnusableSession) as exc:
+        except (AgentUnavailable, UnusableSession, ProjectError, OSError) as exc:
             return BackendOutcome(None, screened(str(exc), MAX_FAILURE_CHARS))
         except (ConnectionError, RequestError, pydantic.ValidationError) as exc:
             return BackendOutcome(None, await self._lost(exc, "opening its session"))
         session_id = opened.session_id
         run = PromptRun(record.owner, record.id, on_progress)
         self.client.runs[session_id] = run
+        if cwd != self.cwd:
+            self.client.sandboxes[session_id] = AgentFiles(cwd, self.fs)
+        binding = Binding(record.owner, record.project)
+        self.prompting[binding] = record.id
         try:
             await on_progress({"phrase": STARTING}, "delegated")
-            await self.sessions.told(record.owner, opened.untold)
+            await self.sessions.told(record.owner, opened.untold, record.project)
             text = envelope(record, opened.earlier, opened.untold)
             prompt = asyncio.create_task(
                 conn.prompt(session_id=session_id, prompt=[text_block(text)])
@@ -302,6 +342,9 @@ class AcpBackend:
             return await self._outcome(record, run, prompt, abort, on_progress)
         finally:
             self.client.runs.pop(session_id, None)
+            self.client.sandboxes.pop(session_id, None)
+            if self.prompting.get(binding) == record.id:
+                del self.prompting[binding]
             await run.close()
             self.permissions.cancel_task(record.id)
 
@@ -319,7 +362,7 @@ class AcpBackend:
             self.process.capabilities,
             self.client,
             session_id,
-            str(self.cwd),
+            str(self.cwd_of(record)),
             record,
             self.status_timeout_s,
         )
@@ -405,6 +448,7 @@ class AcpBackend:
 
     async def close(self) -> None:
         await self.process.close()
+        await self.coordination.close()
 
 
 async def _drain(process: asyncio.subprocess.Process) -> None:

@@ -224,6 +224,9 @@ class AcpClient:
         self.files = files
         self.permissions = permissions
         self.runs: dict[str, PromptRun] = {}  # session id -> its prompt under way
+        # session id -> the directory its files are served from (a project's),
+        # while a prompt is under way there; else ``files``.
+        self.sandboxes: dict[str, AgentFiles] = {}
         # A control prompt's session (``acp_status.py``) -> its answer so far:
         # collected, never shown, never a run (no permission, no file).
         self.controls: dict[str, list[str]] = {}
@@ -296,7 +299,8 @@ class AcpClient:
         **kwargs: Any,
     ) -> ReadTextFileResponse:
         self._check_session(session_id)
-        content = await asyncio.to_thread(self.files.read, path, line, limit)
+        files = self.sandboxes.get(session_id, self.files)
+        content = await asyncio.to_thread(files.read, path, line, limit)
         log.info("ACP agent read %s", path)
         return ReadTextFileResponse(content=content)
 
@@ -304,7 +308,8 @@ class AcpClient:
         self, content: str, path: str, session_id: str, **kwargs: Any
     ) -> WriteTextFileResponse:
         self._check_session(session_id)
-        await asyncio.to_thread(self.files.write, path, content)
+        files = self.sandboxes.get(session_id, self.files)
+        await asyncio.to_thread(files.write, path, content)
         log.info("ACP agent wrote %s (%d characters)", path, len(content))
         return WriteTextFileResponse()
 

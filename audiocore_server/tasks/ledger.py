@@ -132,6 +132,24 @@ class Ledger:
         if self.records.pop(task_id, None) is not None:
             self._changed[task_id] = None
 
+    def make_room(self, max_records: int) -> None:
+        """Make room for one more record: drop the oldest settled ones
+        (cancelled, or delivered or given up), then the oldest unheard ones."""
+        excess = len(self.records) + 1 - max_records
+        if excess <= 0:
+            return
+        finished = [r for r in self.ordered() if r.final]
+        settled = [
+            r for r in finished if r.state == "cancelled" or r.delivery in ("delivered", "failed")
+        ]
+        unheard = [r for r in finished if r not in settled]
+        for record in (settled + unheard)[:excess]:
+            if record in unheard:
+                log.warning(
+                    "task %s of %r dropped before it was delivered", record.id, record.owner
+                )
+            self.drop(record.id)
+
     def acp_session(self, agent: str) -> str | None:
         """The owner's session on the ACP agent ``agent`` (its key), if any."""
         session = self.acp.get(agent, {}).get("session")

@@ -48,7 +48,15 @@ from .acp_permissions import PermissionDesk, PermissionRequest
 from .backends import build_backend
 from .ledger import Ledger, TaskStore
 from .outcome_claims import DeliveryClaims
-from .records import DELIVERABLE_STATES, MAX_OWNER_CHARS, TaskRecord, TaskState, check_text
+from .projects import project_dir
+from .records import (
+    DELIVERABLE_STATES,
+    MAX_OWNER_CHARS,
+    TaskRecord,
+    TaskState,
+    check_objective,
+    check_text,
+)
 from .runs import STOPPED as STOPPED  # what the tests and callers name it by
 from .runs import Outcome, Run, run_to_outcome
 
@@ -66,10 +74,26 @@ def new_task_id() -> str:
     return "task_" + secrets.token_hex(4)  # short enough for a model to repeat
 
 
+def fresh(ledger: Ledger, owner: str, objective: str, now: float, **fields: Any) -> TaskRecord:
+    """A new record of ``owner``'s, the next in its ledger's order."""
+    blank: dict[str, Any] = dict(started_at=None, finished_at=None, result=None, error=None)
+    return TaskRecord(
+        id=new_task_id(),
+        owner=owner,
+        objective=objective,
+        created_at=now,
+        progress=None,
+        delivery="none",
+        seq=ledger.take_seq(),
+        **(blank | fields),
+    )
+
+
 @dataclasses.dataclass(eq=False)
 class _Owner:
     worker: asyncio.Task[None] | None = None
     run: Run | None = None
+    delegation: Run | None = None  # a delegation its running task waits for
     subscribers: list[Callable[[TaskRecord], None]] = dataclasses.field(default_factory=list)
 
 
@@ -94,7 +118,9 @@ class TaskManager:
         self.permissions = PermissionDesk(
             settings.acp_permission_timeout_s, self._permission_changed
         )
-        self.backend = build_backend(settings, session_service, self.store, self.permissions, model)
+        self.backend = build_backend(
+            settings, session_service, self.store, self.permissions, model, coordinator=self
+        )
         # Wall-clock seconds: timestamps and claim expiry outlive the process.
         self._clock = clock
         self._owners: dict[str, _Owner] = {}
@@ -232,25 +258,20 @@ class TaskManager:
     # ------------------------------------------------------------ tasks
 
     async def submit(
-        self, owner: str, objective: str, context: dict[str, Any] | None = None
+        self,
+        owner: str,
+        objective: str,
+        context: dict[str, Any] | None = None,
+        project: str | None = None,
     ) -> TaskRecord:
         """Queue ``objective`` as a new task of ``owner``; returns at once.
-        ``context``: the conversation it comes from (``envelope.voice_context``).
+        ``context``: the conversation it comes from (``envelope.voice_context``);
+        ``project``: the project it works in (``projects.py``).
 
-        ``ValueError`` for an empty or too long objective, ``TooManyTasks``
-        when ``max_queued_tasks`` already wait.
+        ``ValueError`` for an empty or too long objective or a project that
+        is not one, ``TooManyTasks`` when ``max_queued_tasks`` already wait.
         """
-        check_text("owner", owner, MAX_OWNER_CHARS)
-        if not isinstance(objective, str):
-            raise TypeError(f"objective: expected a string, got {type(objective).__name__}")
-        text = objective.strip()
-        limit = self.settings.max_task_objective_chars
-        if not text:
-            raise ValueError("objective: expected a description of the work, got an empty one")
-        if len(text) > limit:
-            raise ValueError(f"objective: expected at most {limit} characters, got {len(text)}")
-        if self._closing:
-            raise RuntimeError("the task manager is closed")
+        text = self._checked(owner, objective, project)
         now = self._clock()
 
         busy = sum(1 for o, state in self._owners.items() if state.worker and o != owner)
@@ -267,28 +288,83 @@ class TaskManager:
                     f"{waiting} tasks are already waiting (at most "
                     f"{self.settings.max_queued_tasks}); cancel one or wait for one to finish"
                 )
-            self._prune(ledger)
-            record = TaskRecord(
-                id=new_task_id(),
-                owner=owner,
-                objective=text,
-                state="queued",
-                created_at=now,
-                started_at=None,
-                finished_at=None,
-                result=None,
-                error=None,
-                progress=None,
-                delivery="none",
-                seq=ledger.take_seq(),
-                context=context,
-            )
-            return ledger.put(record)
+            ledger.make_room(self.settings.max_task_records)
+            new = fresh(ledger, owner, text, now, state="queued", context=context, project=project)
+            return ledger.put(new)
 
         record, changed = await self.store.update(owner, add)
         self._notify(owner, changed)
         self._ensure_worker(owner)
         return record
+
+    def _checked(self, owner: str, objective: object, project: str | None) -> str:
+        """The objective, stripped, once owner, objective and project are good."""
+        check_text("owner", owner, MAX_OWNER_CHARS)
+        text = check_objective(objective, self.settings.max_task_objective_chars)
+        if project is not None:
+            project_dir(self.settings.acp_projects_root, project)
+        if self._closing:
+            raise RuntimeError("the task manager is closed")
+        return text
+
+    async def delegate(
+        self, owner: str, parent_id: str, objective: str, project: str | None = None
+    ) -> TaskRecord:
+        """Run ``objective`` for ``owner`` now, for its task ``parent_id``
+        running here, in another session (``project``'s, or the main one);
+        its final record, under a correlation id. The asking task lends it
+        its turn: it runs beside it, not behind it in the owner's queue (the
+        asking task waits for it), and it is stopped if the asking task is."""
+        text = self._checked(owner, objective, project)
+        state = self._owners.get(owner)
+        parent = state.run if state is not None else None
+        if state is None or parent is None or parent.record.id != parent_id:
+            raise RuntimeError(f"task {parent_id} is not running here: only it may delegate")
+        if parent.record.parent is not None:
+            raise RuntimeError("a delegated task cannot delegate in turn")
+        if state.delegation is not None:
+            raise RuntimeError(f"task {parent_id} already waits for a delegation")
+        if project == parent.record.project:
+            where = f"project {project!r}" if project else "the main session"
+            raise ValueError(
+                f"project: the asking task works in {where}; delegate to another session"
+            )
+        now = self._clock()
+
+        def add(ledger: Ledger) -> TaskRecord:
+            ledger.make_room(self.settings.max_task_records)
+            started = fresh(ledger, owner, text, now, state="running", started_at=now)
+            return ledger.put(
+                dataclasses.replace(
+                    started,
+                    runner=self._runner,
+                    project=project,
+                    parent=parent_id,
+                    correlation="corr_" + secrets.token_hex(6),
+                )
+            )
+
+        record, changed = await self.store.update(owner, add)
+        run = state.delegation = Run(record)
+        self._notify(owner, changed)
+        # Stopped with its asking task, or its caller: nobody would wait for it.
+        follow = asyncio.create_task(parent.abort.wait())
+        follow.add_done_callback(lambda _: run.abort.set())
+
+        async def child() -> None:
+            try:
+                await self._finish(owner, record.id, *await self._run_backend(run))
+            finally:
+                follow.cancel()
+                state.delegation = None
+                run.stopped.set()
+
+        try:
+            await asyncio.shield(asyncio.create_task(child()))
+        except asyncio.CancelledError:
+            run.abort.set()  # the child's own task writes its outcome
+            raise
+        return await self.status(owner, record.id) or record
 
     async def status(self, owner: str, task_id: str | None = None) -> TaskRecord | None:
         """The task ``task_id`` of ``owner`` (the latest one without an id), or None."""
@@ -332,8 +408,9 @@ class TaskManager:
         if record is None or record.state != "cancelling":
             return record
         state = self._owners.get(owner)
-        run = state.run if state is not None else None
-        if run is not None and run.record.id == record.id:
+        runs = (state.run, state.delegation) if state is not None else ()
+        run = next((r for r in runs if r is not None and r.record.id == record.id), None)
+        if run is not None:
             run.abort.set()
             # The worker escalates (abort, then cancel) within two graces and
             # writes the outcome; waiting longer than that means it is stuck.
@@ -491,30 +568,15 @@ class TaskManager:
                     inline=inline,
                     error=error,
                     finished_at=now,
-                    delivery="pending" if outcome in DELIVERABLE_STATES else "none",
+                    # A delegation's outcome is its asker's to tell.
+                    delivery="pending"
+                    if outcome in DELIVERABLE_STATES and record.parent is None
+                    else "none",
                 )
             )
 
         _, changed = await self.store.update(owner, finish)
         self._notify(owner, changed)
-
-    def _prune(self, ledger: Ledger) -> None:
-        """Make room for one more record: drop the oldest settled ones
-        (cancelled, or delivered or given up), then the oldest unheard ones."""
-        excess = len(ledger.records) + 1 - self.settings.max_task_records
-        if excess <= 0:
-            return
-        finished = [r for r in ledger.ordered() if r.final]
-        settled = [
-            r for r in finished if r.state == "cancelled" or r.delivery in ("delivered", "failed")
-        ]
-        unheard = [r for r in finished if r not in settled]
-        for record in (settled + unheard)[:excess]:
-            if record in unheard:
-                log.warning(
-                    "task %s of %r dropped before it was delivered", record.id, record.owner
-                )
-            ledger.drop(record.id)
 
     # ------------------------------------------------------------ subscribers
 

@@ -59,6 +59,18 @@ def check_text(name: str, value: object, limit: int) -> str:
     return value
 
 
+def check_objective(objective: object, limit: int) -> str:
+    """``objective`` stripped, if it describes some work in 1 to ``limit`` characters."""
+    if not isinstance(objective, str):
+        raise TypeError(f"objective: expected a string, got {type(objective).__name__}")
+    text = objective.strip()
+    if not text:
+        raise ValueError("objective: expected a description of the work, got an empty one")
+    if len(text) > limit:
+        raise ValueError(f"objective: expected at most {limit} characters, got {len(text)}")
+    return text
+
+
 @dataclasses.dataclass(frozen=True)
 class TaskRecord:
     id: str
@@ -94,6 +106,12 @@ class TaskRecord:
     # links, lists) from an external agent, redacted and bounded; the live
     # connection puts it on the client's timeline when the outcome is told.
     inline: str | None = None
+    # The project it works in (a directory under ``acp_projects_root``,
+    # ``projects.py``); a delegation's asking task and the correlation id
+    # its result goes back under (``coordination.py``).
+    project: str | None = None
+    parent: str | None = None
+    correlation: str | None = None
 
     @property
     def final(self) -> bool:
@@ -141,6 +159,7 @@ class TaskRecord:
             raise ValueError("task record: permission is not an object")
         if record.context is not None and not isinstance(record.context, dict):
             raise ValueError("task record: context is not an object")
-        if record.inline is not None and not isinstance(record.inline, str):
-            raise ValueError("task record: inline is not a string")
+        for name in ("inline", "project", "parent", "correlation"):
+            if getattr(record, name) is not None and not isinstance(getattr(record, name), str):
+                raise ValueError(f"task record: {name} is not a string")
         return record

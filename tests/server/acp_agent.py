@@ -37,11 +37,20 @@ envelope):
   (their ids), or "none";
 * "what did I ask" — lists the earlier objectives of this session, and the
   earlier results the envelope recalls (a new session's);
+* "show cwd" — answers with the session's ``cwd``;
+* "mcp tools" — lists the tools of the MCP servers offered to the session;
+* "mcp call NAME {JSON}" — calls tool NAME with the JSON arguments on the
+  first MCP server offered to the session (streamable HTTP, with the
+  headers given), answers "MCP NAME: " and the tool's text (or "MCP error:
+  " and it); an argument "$queued" is the id of the owner's last queued
+  task, found with ``list_tasks``; "mcp token NAME {JSON}" calls it with a
+  made-up bearer token;
 * anything else — answers "Done: <objective>.", then an "Inline:" line and
   Markdown naming the objective and linking to a page (after N seconds with
   "work N seconds").
 
-Every agent advertises ``session/fork`` and ``session/close`` unless
+Every agent advertises MCP over HTTP (``mcpCapabilities.http``) unless
+``--no-mcp``, and ``session/fork`` and ``session/close`` unless
 ``--no-fork``; a prompt starting with "[A status question" is answered
 from the forked session's notes (the stderr says "fork_session" and
 "close_session").
@@ -84,6 +93,7 @@ from acp.schema import (
     ForkSessionResponse,
     InitializeResponse,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
@@ -112,7 +122,11 @@ class TestAgent:
         session_id_chars: int | None = None,
         resume: bool = False,
         fork: bool = True,
+        mcp: bool = True,
     ) -> None:
+        self.mcp = mcp
+        self.mcp_servers: dict[str, list[Any]] = {}  # session -> the MCP servers offered
+        self.cwds: dict[str, str] = {}
         self.load = load
         self.resume = resume
         self.fork = fork
@@ -142,6 +156,7 @@ class TestAgent:
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(
                 load_session=self.load,
+                mcp_capabilities=McpCapabilities(http=self.mcp),
                 session_capabilities=SessionCapabilities(
                     resume=SessionResumeCapabilities() if self.resume else None,
                     fork=SessionForkCapabilities() if self.fork else None,
@@ -155,8 +170,13 @@ class TestAgent:
         if self.session_id_chars is not None:
             session_id = session_id.ljust(self.session_id_chars, "x")
         self.histories[session_id] = []
+        self._offered(session_id, cwd, kwargs)
         self._save()
         return NewSessionResponse(session_id=session_id)
+
+    def _offered(self, session_id: str, cwd: str, kwargs: dict[str, Any]) -> None:
+        self.cwds[session_id] = cwd
+        self.mcp_servers[session_id] = list(kwargs.get("mcp_servers") or [])
 
     async def resume_session(
         self, cwd: str, session_id: str, **kwargs: Any
@@ -166,6 +186,7 @@ class TestAgent:
         if saved is None:
             raise RequestError.resource_not_found(session_id)
         self.histories[session_id] = list(saved)
+        self._offered(session_id, cwd, kwargs)
         return ResumeSessionResponse()
 
     async def fork_session(self, cwd: str, session_id: str, **kwargs: Any) -> ForkSessionResponse:
@@ -188,6 +209,7 @@ class TestAgent:
         if saved is None:
             raise RequestError.resource_not_found(session_id)
         self.histories[session_id] = list(saved)
+        self._offered(session_id, cwd, kwargs)
         for objective in saved:  # the history replayed, as the protocol asks
             await self.conn.session_update(
                 session_id=session_id, update=update_agent_message_text(f"(earlier) {objective}")
@@ -209,6 +231,9 @@ class TestAgent:
         cancelled = self.cancelled[session_id] = asyncio.Event()
         lowered = objective.lower()
         say = self._say(session_id)
+        if lowered.startswith(("mcp tools", "mcp call ", "mcp token ")):  # first: its JSON
+            await say(await self._mcp(session_id, objective))  # may carry other cues
+            return PromptResponse(stop_reason="end_turn")
         if "fail saying " in lowered:
             raise RequestError(-32000, objective.partition("fail saying ")[2])
         if "crash" in lowered:
@@ -245,6 +270,9 @@ class TestAgent:
             return await self._race(session_id, int(race[1]), say)
         if "read file" in lowered or "write file" in lowered:
             return await self._file(session_id, objective, say)
+        if "show cwd" in lowered:
+            await say(f"cwd: {self.cwds.get(session_id)}")
+            return PromptResponse(stop_reason="end_turn")
         if "answer in markdown" in lowered:  # an inline part, hostile too
             await say("The notes are tidy.\nInline:\n" + MARKDOWN)
             return PromptResponse(stop_reason="end_turn")
@@ -277,6 +305,39 @@ class TestAgent:
             with self.times.open("a") as out:
                 out.write(json.dumps({"objective": objective, "at": time.monotonic()}) + "\n")
         return PromptResponse(stop_reason="end_turn")
+
+    async def _mcp(self, session_id: str, objective: str) -> str:
+        """A cue's MCP call, on the first server offered to the session."""
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        servers = self.mcp_servers.get(session_id)
+        if not servers:
+            return "MCP error: no MCP server was offered"
+        server = servers[0]
+        headers = {h.name: h.value for h in server.headers}
+        words = objective.split(" ", 3)
+        if words[1] == "token":
+            headers["Authorization"] = "Bearer made-up-token"
+        transport = streamable_http_client(
+            server.url, http_client=create_mcp_http_client(headers=headers)
+        )
+        async with Client(transport) as client:
+            if words[1] == "tools":
+                names = sorted(t.name for t in (await client.list_tools()).tools)
+                return f"MCP tools: {', '.join(names)}"
+            name, arguments = words[2], json.loads(words[3] if len(words) > 3 else "{}")
+            if "$queued" in arguments.values():  # the owner's last queued task, listed
+                listed = await client.call_tool("list_tasks", {})
+                tasks = json.loads("".join(getattr(c, "text", "") for c in listed.content))
+                queued = [t["taskId"] for t in tasks["tasks"] if t["state"] == "queued"]
+                arguments = {k: queued[-1] if v == "$queued" else v for k, v in arguments.items()}
+            result = await client.call_tool(name, arguments)
+        text = "".join(getattr(c, "text", "") for c in result.content)
+        if result.is_error:  # the package's prefix off, the tool's words kept
+            text = text.removeprefix(f"Error executing tool {name}: ")
+        return f"MCP {'error' if result.is_error else name}: {text}"
 
     async def _status(self, session_id: str) -> PromptResponse:
         cancelled = self.cancelled[session_id] = asyncio.Event()
@@ -378,13 +439,20 @@ def main() -> None:
     parser.add_argument("--load", action="store_true")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--no-fork", action="store_true")
+    parser.add_argument("--no-mcp", action="store_true")
     parser.add_argument("--state", type=Path)
     parser.add_argument("--times", type=Path)
     parser.add_argument("--session-id-chars", type=int)
     parser.add_argument("--name", help="nothing but another command line (another agent)")
     args = parser.parse_args()
     agent = TestAgent(
-        args.load, args.state, args.times, args.session_id_chars, args.resume, not args.no_fork
+        args.load,
+        args.state,
+        args.times,
+        args.session_id_chars,
+        args.resume,
+        not args.no_fork,
+        not args.no_mcp,
     )
     # session/resume, fork and close are "unstable" to the package: routed
     # only when asked (and offered only when advertised).
