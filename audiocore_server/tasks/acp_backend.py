@@ -205,10 +205,12 @@ class AgentProcess:
             )
         self.capabilities = response.agent_capabilities or AgentCapabilities()
         log.info(
-            "ACP agent started (pid %s, %s): loadSession %s",
+            "ACP agent started (pid %s, %s): loadSession %s, MCP over HTTP %s%s",
             process.pid,
             shlex.join(self.command),
             bool(self.capabilities.load_session),
+            takes_http_mcp(self.capabilities),
+            "" if takes_http_mcp(self.capabilities) else " (no coordination tools offered)",
         )
         return conn
 
@@ -357,12 +359,16 @@ class AcpBackend:
         conn = self.process.conn
         if session_id is None or conn is None:
             return None
+        try:
+            cwd = self.cwd_of(record)
+        except ProjectError:  # its directory is gone since it started: the record alone
+            return None
         status: AgentStatus = await ask(
             conn,
             self.process.capabilities,
             self.client,
             session_id,
-            str(self.cwd_of(record)),
+            str(cwd),
             record,
             self.status_timeout_s,
         )

@@ -24,7 +24,7 @@ else, so no argument can name another owner, and another owner's task id is
 "no such task". A request without a known token is refused. A restarted
 server makes new tokens: the agent gets them when its sessions are resumed.
 The agent must advertise ``mcpCapabilities.http`` (an agent that takes only
-stdio MCP servers is offered none, and the log says so once).
+stdio MCP servers is offered none, as the log line of its start says).
 """
 
 from __future__ import annotations
@@ -155,6 +155,7 @@ class CoordinationServer:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("127.0.0.1", 0))
+            sock.listen(128)  # an agent connecting before uvicorn serves waits, not refused
             port = sock.getsockname()[1]
             config = uvicorn.Config(
                 app, log_level="warning", access_log=False, lifespan="on", log_config=None

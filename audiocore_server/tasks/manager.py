@@ -225,7 +225,7 @@ class TaskManager:
                         state="failed",
                         error=RESTARTED,
                         finished_at=now,
-                        delivery="pending",
+                        delivery="pending" if record.parent is None else "none",
                     )
                 )
             else:

@@ -89,6 +89,20 @@ def test_every_session_is_offered_the_tools_and_they_list_only_the_owner_s_tasks
     assert len(tokens) == 2 and all(token not in caplog.text for token in tokens)
 
 
+def test_an_agent_without_mcp_over_http_is_offered_no_tools(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = dataclasses.replace(settings, acp_command=agent_command("--no-mcp"))
+
+    async def scenario() -> TaskRecord:
+        async with running(settings) as manager:
+            return await run_one(manager, "alice", "mcp tools")
+
+    with caplog.at_level(logging.INFO):
+        assert asyncio.run(scenario()).result == "MCP error: no MCP server was offered"
+    assert "MCP over HTTP False (no coordination tools offered)" in caplog.text
+
+
 def test_an_owner_cannot_see_nor_touch_another_owner_s_task(settings: Settings) -> None:
     async def scenario() -> tuple[TaskRecord, TaskRecord, TaskRecord]:
         async with running(settings) as manager:
