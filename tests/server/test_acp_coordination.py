@@ -13,6 +13,7 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from test_tasks import all_final, running, until
 from audiocore_server import Settings
 from audiocore_server.tasks import TaskManager, TaskRecord
 from audiocore_server.tasks.acp_backend import AcpBackend
+from audiocore_server.tasks.live_tools import build_live_tools
 from audiocore_server.tasks.projects import ProjectError, check_name, project_dir
 
 TOOLS = "cancel_task, delegate, list_tasks, send_message, start_task, task_status"
@@ -335,6 +337,31 @@ def test_a_project_s_task_runs_in_its_directory_with_its_files_and_is_resumed_th
     assert first[3].result == f"cwd: {root / 'nested' / 'gamma'}"
     assert again[0].result == f"cwd: {root / 'alpha'}"
     assert alpha_session and main_session and alpha_session != main_session
+
+
+def test_the_voice_names_a_project_with_start_project_task(
+    projects: Settings, settings: Settings
+) -> None:
+    context = SimpleNamespace(state={}, session=SimpleNamespace(events=[]))
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], TaskRecord, list[str]]:
+        async with running(settings) as plain:
+            without = [t.__name__ for t in build_live_tools(plain, lambda _: "alice")]
+        async with running(projects) as manager:
+            tools = {t.__name__: t for t in build_live_tools(manager, lambda _: "alice")}
+            start = tools["start_project_task"]
+            refused = await start("show cwd", "../etc", context)
+            started = await start("show cwd", "alpha", context)
+            done = (await until(manager, "alice", finished(started["taskId"])))[started["taskId"]]
+            return refused, started, done, without
+
+    refused, started, done, without = asyncio.run(scenario())
+    assert "start_project_task" not in without
+    assert refused == {
+        "error": "project: expected a name without empty, '.' or '..' parts, got '../etc'"
+    }
+    assert started["state"] in ("queued", "running")
+    assert done.project == "alpha" and done.result == f"cwd: {projects.acp_projects_root / 'alpha'}"
 
 
 async def run_one_in(manager: TaskManager, objective: str, project: str | None) -> TaskRecord:
