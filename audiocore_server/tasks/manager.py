@@ -318,10 +318,10 @@ class TaskManager:
         text = self._checked(owner, objective, project)
         state = self._owners.get(owner)
         parent = state.run if state is not None else None
+        if state is not None and state.delegation and state.delegation.record.id == parent_id:
+            raise RuntimeError("a delegated task cannot delegate in turn")
         if state is None or parent is None or parent.record.id != parent_id:
             raise RuntimeError(f"task {parent_id} is not running here: only it may delegate")
-        if parent.record.parent is not None:
-            raise RuntimeError("a delegated task cannot delegate in turn")
         if state.delegation is not None:
             raise RuntimeError(f"task {parent_id} already waits for a delegation")
         if project == parent.record.project:

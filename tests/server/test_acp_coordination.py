@@ -240,6 +240,47 @@ def test_cancelling_a_delegation_answers_its_asker_and_cancelling_the_asker_stop
     assert second.state == "cancelled" and child2.state == "cancelled"
 
 
+def test_a_delegation_nobody_waits_for_is_stopped_and_misuse_is_refused(
+    projects: Settings,
+) -> None:
+    async def scenario() -> tuple[list[str], TaskRecord]:
+        async with running(projects) as manager:
+            errors = []
+            with pytest.raises(RuntimeError) as caught:  # no task runs
+                await manager.delegate("alice", "task_00000000", "show cwd", "beta")
+            errors.append(str(caught.value))
+            asker = await manager.submit("alice", "wait for cancel")
+            await until(manager, "alice", agent_at_work(asker.id))
+            waiter = asyncio.create_task(
+                manager.delegate("alice", asker.id, "wait for cancel", "beta")
+            )
+            records = await until(
+                manager,
+                "alice",
+                lambda r: any(
+                    t.parent == asker.id and t.progress == {"phrase": "running commands"}
+                    for t in r.values()
+                ),
+            )
+            child = next(t for t in records.values() if t.parent == asker.id)
+            with pytest.raises(RuntimeError) as caught:  # one at a time
+                await manager.delegate("alice", asker.id, "show cwd", "alpha")
+            errors.append(str(caught.value))
+            with pytest.raises(RuntimeError) as caught:  # not from a delegation
+                await manager.delegate("alice", child.id, "show cwd", "alpha")
+            errors.append(str(caught.value))
+            waiter.cancel()  # the tool call dropped: the child is stopped
+            stopped = (await until(manager, "alice", finished(child.id)))[child.id]
+            await manager.cancel("alice", asker.id)
+            return errors, stopped
+
+    errors, stopped = asyncio.run(scenario())
+    assert errors[0] == "task task_00000000 is not running here: only it may delegate"
+    assert errors[1].endswith("already waits for a delegation")
+    assert errors[2] == "a delegated task cannot delegate in turn"
+    assert stopped.state == "cancelled" and stopped.delivery == "none"
+
+
 # ---------------------------------------------------------------- projects
 
 
