@@ -9,10 +9,13 @@ starts a fresh one for the next task, waiting longer after each death in a
 row (``acp_restart_backoff_s``, doubled, at most ``MAX_BACKOFF_S``).
 
 ``AcpBackend.run`` is ``Backend.run``'s twin: each owner has one ACP
-session, created once and its id kept in the owner's task ledger; a later
-task — or the same owner after a restart — continues it with
-``session/load`` when the agent can, else in a new session whose first
-prompt recalls the earlier results. The manager's FIFO already sends one
+session per agent and project (``acp_sessions.py``), created once and its
+id kept in the owner's task ledger, working in the project's directory
+(``projects.py``); a later task — or the same owner after a restart —
+continues it (``session/resume``, else ``session/load``), else a new
+session's first prompt recalls the earlier results. Every session is
+offered the coordination tools over MCP (``coordination.py``), served
+from the first task of an agent that takes MCP over HTTP. The manager's FIFO already sends one
 prompt at a time per owner. A cancel sends ``session/cancel`` and waits
 (bounded) for the ``cancelled`` stop reason; a prompt with no answer within
 ``acp_prompt_timeout_s`` fails its task; an agent that dies fails the task
