@@ -36,9 +36,10 @@ import hashlib
 import logging
 import secrets
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
+import uvicorn
 from acp.schema import HttpHeader, HttpMcpServer
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -149,19 +150,17 @@ class CoordinationServer:
         async with self._lock:
             if self._serving is not None:
                 return
-            import uvicorn
-
             app = self._app().streamable_http_app(stateless_http=True, json_response=True)
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("127.0.0.1", 0))
             sock.listen(128)  # an agent connecting before uvicorn serves waits, not refused
             port = sock.getsockname()[1]
-            config = uvicorn.Config(
-                app, log_level="warning", access_log=False, lifespan="on", log_config=None
-            )
-            self._server = uvicorn.Server(config)
-            self._server.install_signal_handlers = lambda: None  # the server's own are in place
+            # No log level, no log config, access log left on: uvicorn sets
+            # any of those on its global loggers, the server's own among them.
+            # (An access line names the path, never the token: a header.)
+            config = uvicorn.Config(app, lifespan="on", log_config=None, log_level=None)
+            self._server = _Embedded(config)
             self._serving = asyncio.create_task(self._server.serve(sockets=[sock]))
             self.url = f"http://127.0.0.1:{port}/mcp"
             log.info("coordination tools served over MCP at %s", self.url)
@@ -259,6 +258,15 @@ class CoordinationServer:
             return describe(record)
 
         return server
+
+
+class _Embedded(uvicorn.Server):
+    """A uvicorn server inside the running one: the process's signals stay
+    its host's (``Server.serve`` would take SIGINT and SIGTERM for itself)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 def _digest(token: str) -> str:

@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import signal
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -89,6 +90,31 @@ def test_every_session_is_offered_the_tools_and_they_list_only_the_owner_s_tasks
     assert forged.result is not None and forged.result.startswith("MCP error: unauthorized")
     # The tokens, one per session, never reach a log.
     assert len(tokens) == 2 and all(token not in caplog.text for token in tokens)
+
+
+def test_the_tools_server_leaves_the_process_s_signals_and_loggers_alone(
+    settings: Settings,
+) -> None:
+    access = logging.getLogger("uvicorn.access")
+
+    def seen() -> tuple[Any, ...]:
+        return (
+            signal.getsignal(signal.SIGINT),  # asyncio.run's, inside the scenario
+            signal.getsignal(signal.SIGTERM),
+            logging.getLogger("uvicorn.error").level,
+            access.level,
+            list(access.handlers),
+            access.propagate,
+        )
+
+    async def scenario() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        before = seen()
+        async with running(settings) as manager:
+            await run_one(manager, "alice", "mcp tools")  # served meanwhile
+            return before, seen()
+
+    before, during = asyncio.run(scenario())
+    assert during == before
 
 
 def test_an_agent_without_mcp_over_http_is_offered_no_tools(
