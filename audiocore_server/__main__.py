@@ -154,6 +154,11 @@ OPTIONS = (
     ("--task-backend", "task_backend", 'who does background tasks: "adk" (default) or "acp"'),
     ("--acp-command", "acp_command", "the ACP agent's command line, with --task-backend acp"),
     ("--acp-cwd", "acp_cwd", "the ACP agent's working directory (default: DATA_DIR/task_files)"),
+    (
+        "--acp-projects-root",
+        "acp_projects_root",
+        "the directory whose subdirectories are the projects a task may name",
+    ),
     ("--acp-fs", "acp_fs", "1: serve the ACP agent's file reads and writes inside --acp-cwd"),
     (
         "--acp-prompt-timeout-s",

@@ -205,9 +205,11 @@ class Settings:
     task_backend: str = "adk"
     acp_command: str | None = None  # the agent's command line (shlex-split)
     acp_cwd: Path | None = None  # where it works; None: data_dir/task_files
+    acp_projects_root: Path | None = None  # the projects a task may name (directories in it)
     acp_fs: bool = False  # serve its fs/read_text_file and fs/write_text_file (in acp_cwd)
     acp_prompt_timeout_s: float = 300.0  # a prompt without an answer by then fails its task
     acp_permission_timeout_s: float = 120.0  # an unanswered permission request is rejected
+    acp_status_timeout_s: float = 5.0  # the agent's own status of a task, asked (else ours)
     acp_restart_backoff_s: float = 1.0  # the first wait before restarting a dead agent
 
     # Long-term memory (audiocore_server/memory/store.py, docs/memory.md), in
@@ -358,6 +360,7 @@ class Settings:
                     "task_cancel",
                     "acp_prompt",
                     "acp_permission",
+                    "acp_status",
                     "acp_restart",
                 )
             )
@@ -421,6 +424,8 @@ class Settings:
             return ['acp_command: expected the ACP agent\'s command line with task_backend "acp"']
         if self.acp_cwd is not None and not self.acp_cwd.is_dir():
             return [f"acp_cwd: {self.acp_cwd} is not a directory"]
+        if self.acp_projects_root is not None and not self.acp_projects_root.is_dir():
+            return [f"acp_projects_root: {self.acp_projects_root} is not a directory"]
         return []
 
     def _model_service_problems(self) -> list[str]:

@@ -1,8 +1,11 @@
 // The conversation as turns, built from the server's chunks. Pure: the page
 // renders the entries; tests feed chunks and read them back.
 //
-// An entry: {id, role: "user"|"agent"|"tool"|"notice", text, final, interrupted,
-// images: [{url, mediaType}]};
+// An entry: {id, role: "user"|"agent"|"tool"|"notice"|"inline", text, final,
+// interrupted, images: [{url, mediaType}]};
+// an inline entry is a background task's result shown rather than said: a text
+// part marked `providerMetadata.audiocore.format` "markdown" (its `text` is
+// Markdown, rendered sanitised by markdown.js), with the task's id in `taskId`;
 // a tool entry also has `state` (TOOL_STATES) and `result` (text or null).
 // The server opens a turn (`start`) on its first event, and the user's
 // transcript may come after the agent's first words; so a turn keeps its user
@@ -31,6 +34,8 @@ export class Conversation {
     // toolCallId -> tool entry. Not per turn: a resumed session asks again
     // about a call the page already shows.
     this.tools = new Map();
+    // text part id -> inline entry, while its part streams.
+    this.inline = new Map();
   }
 
   #add(role, text, { final = true, before, tool = false } = {}) {
@@ -126,6 +131,19 @@ export class Conversation {
       }
       case "text-start":
       case "text-delta": {
+        const markdown = chunk.providerMetadata?.audiocore?.format === "markdown";
+        if (chunk.type === "text-start" && markdown) {
+          const entry = this.#add("inline", "", { final: false });
+          entry.taskId = chunk.providerMetadata.audiocore.taskId ?? null;
+          this.inline.set(chunk.id, entry);
+          break;
+        }
+        const inline = this.inline.get(chunk.id);
+        if (inline) {
+          inline.text += chunk.delta ?? "";
+          this.#changed(inline);
+          break;
+        }
         const turn = this.#openTurn();
         const delta = chunk.delta ?? "";
         if (!turn.agent) {
@@ -137,6 +155,15 @@ export class Conversation {
           const sep = newPart ? " " : "";
           agent.text += sep + delta;
           if (sep || delta) this.#changed(agent);
+        }
+        break;
+      }
+      case "text-end": {
+        const inline = this.inline.get(chunk.id);
+        if (inline) {
+          this.inline.delete(chunk.id);
+          inline.final = true;
+          this.#changed(inline);
         }
         break;
       }

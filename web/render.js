@@ -5,6 +5,7 @@
 
 import { TOOL_STATES } from "./conversation.js";
 import { imageElement } from "./images.js";
+import { markdownElements } from "./markdown.js";
 import { taskCancellable, taskOffersCancel } from "./state.js";
 import { taskCardText } from "./task-card.js";
 
@@ -213,7 +214,8 @@ export function createView(ui, state) {
     let el = entryElements.get(entry.id);
     if (isNew) {
       ui.log.querySelector(".empty")?.remove();
-      el = document.createElement("p");
+      // An inline result holds blocks (paragraphs, lists, code): a div.
+      el = document.createElement(entry.role === "inline" ? "div" : "p");
       el.className = `entry ${entry.role}`;
       el.id = entry.id;
       entryElements.set(entry.id, el);
@@ -221,6 +223,7 @@ export function createView(ui, state) {
       ui.log.insertBefore(el, anchor ?? null);
     }
     if (entry.role === "tool") renderTool(el, entry);
+    else if (entry.role === "inline") el.replaceChildren(...markdownElements(document, entry.text));
     else el.textContent = entry.text;
     const alt = entry.role === "user" ? "An image you sent" : "An image from the agent";
     if (entry.images?.length) el.append(...entry.images.map((image) => imageElement(image, alt)));

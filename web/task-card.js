@@ -35,6 +35,17 @@ export function permissionQuestion(permission) {
 }
 
 /**
+ * The progress line: an ACP agent's `{phrase}` (a fixed vocabulary: "reading
+ * files", "running commands"… never the agent's own words), or the ADK
+ * backend's `{tool, detail}`.
+ */
+function progressText(progress) {
+  if (!progress) return null;
+  if (typeof progress.phrase === "string") return progress.phrase;
+  return `${progress.tool ?? ""} ${progress.detail ?? ""}`.trim();
+}
+
+/**
  * A card's words: {status, stage, question, detail}, each a string or null
  * (null: not shown). `stage` only while processing; `question` only while
  * `permission` is set; `detail` the result, the error or the progress.
@@ -47,7 +58,7 @@ export function taskCardText(card) {
       ? card.result
       : card.state === "failed"
         ? card.error
-        : card.progress && `${card.progress.tool} ${card.progress.detail ?? ""}`.trim();
+        : progressText(card.progress);
   return {
     status: TASK_STATUSES[status] ?? status,
     stage,

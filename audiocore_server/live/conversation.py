@@ -202,6 +202,7 @@ def assemble(
         line_free_at=line.free_at,
         playback_ends_at=lambda: pacer.playback_ends_at,
         hand_to_model=uplink.task_outcome,
+        attach=translator.attach,
     )
     sender = Sender(
         ws,

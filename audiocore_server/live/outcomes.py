@@ -33,6 +33,7 @@ import anyio
 
 from ..tasks import TaskManager, TaskRecord
 from ..tasks.acp_permissions import PermissionRequest
+from ..wire import chunks
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ def delivery_prompt(record: TaskRecord) -> str:
         if record.state == "completed"
         else f"It failed: {record.error or 'no reason given'}"
     )
+    if record.state == "completed" and record.inline:
+        outcome += " (More is shown on the user's screen: do not read it out.)"
     return (
         f"[background task {record.id} {record.state}] Objective: {record.objective}. "
         f"{outcome} Tell the user this now, briefly."
@@ -64,14 +67,19 @@ class TaskDelivery:
         line_free_at: Callable[[], float | None],
         playback_ends_at: Callable[[], float],
         hand_to_model: Callable[[str], None],
+        attach: Callable[[list[chunks.Chunk]], None] = lambda parts: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``attach``: parts for the end of the model's next answer (the
+        translator's): a task's inline result goes with the answer telling it."""
         self._manager = manager
         self._owner = owner
         self._claimant = claimant
         self._line_free_at = line_free_at
         self._playback_ends_at = playback_ends_at
         self._hand_to_model = hand_to_model
+        self._attach = attach
+        self._shown_inline: set[str] = set()  # once per connection, retries or not
         self._clock = clock
         self._changed = anyio.Event()
         self._answer_ended = False
@@ -190,6 +198,9 @@ class TaskDelivery:
         """Hand the outcome to the model; True once its answer has played."""
         if not await self._hold_until_line_free(record):
             return False
+        if record.state == "completed" and record.inline and record.id not in self._shown_inline:
+            self._shown_inline.add(record.id)
+            self._attach(chunks.markdown_part(record.id, record.inline))
         return await self._speak(delivery_prompt(record), record)
 
     async def _speak(self, prompt: str, claimed: TaskRecord | None) -> bool:

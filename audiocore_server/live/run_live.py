@@ -167,6 +167,9 @@ class AdkEventTranslator:
     def end_step(self) -> list[chunks.Chunk]:
         return []
 
+    def attach(self, parts: list[chunks.Chunk]) -> None:
+        """ADK's events carry no parts of ours: an inline result is not sent."""
+
     def translate(self, event: Event) -> list[Outgoing]:
         out: list[Outgoing] = []
         content = event.content

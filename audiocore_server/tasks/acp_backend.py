@@ -9,10 +9,13 @@ starts a fresh one for the next task, waiting longer after each death in a
 row (``acp_restart_backoff_s``, doubled, at most ``MAX_BACKOFF_S``).
 
 ``AcpBackend.run`` is ``Backend.run``'s twin: each owner has one ACP
-session, created once and its id kept in the owner's task ledger; a later
-task — or the same owner after a restart — continues it with
-``session/load`` when the agent can, else in a new session whose first
-prompt recalls the earlier results. The manager's FIFO already sends one
+session per agent and project (``acp_sessions.py``), created once and its
+id kept in the owner's task ledger, working in the project's directory
+(``projects.py``); a later task — or the same owner after a restart —
+continues it (``session/resume``, else ``session/load``), else a new
+session's first prompt recalls the earlier results. Every session is
+offered the coordination tools over MCP (``coordination.py``), served
+from the first task of an agent that takes MCP over HTTP. The manager's FIFO already sends one
 prompt at a time per owner. A cancel sends ``session/cancel`` and waits
 (bounded) for the ``cancelled`` stop reason; a prompt with no answer within
 ``acp_prompt_timeout_s`` fails its task; an agent that dies fails the task
@@ -37,25 +40,29 @@ from acp.schema import (
     AgentCapabilities,
     ClientCapabilities,
     FileSystemCapabilities,
+    HttpMcpServer,
     Implementation,
 )
 from acp.transports import spawn_stdio_transport
 
 from ..settings import Settings
-from .acp_client import AcpClient, AgentFiles, PromptRun
+from .acp_client import AcpClient, AgentFiles
 from .acp_permissions import PermissionDesk
+from .acp_progress import ORGANIZING, STARTING, PromptRun
+from .acp_sessions import OwnerSessions, UnusableSession, takes_http_mcp
+from .acp_status import AgentStatus, ask
 from .acp_stdio import SLICE_BYTES, AgentStdout, StderrLog
 from .adk_backend import MAX_FAILURE_CHARS, TASK_FILES_DIR, BackendOutcome, Progress, TaskFiles
+from .coordination import Binding, CoordinationServer, Coordinator
 from .envelope import envelope, split_answer
 from .ledger import TaskStore
-from .records import MAX_PROGRESS_DETAIL, TaskRecord, clip
+from .projects import ProjectError, project_dir
+from .records import MAX_INLINE_CHARS, TaskRecord, clip
 from .redact import redact, screened
 
 MAX_BACKOFF_S = 30.0
 INIT_TIMEOUT_S = 30.0
 EXIT_WAIT_S = 2.0  # after its stdout closed, how long the process has to be reaped
-MAX_KNOWN_SESSIONS = 10_000  # owners whose session the running process is known to hold
-MAX_SESSION_ID_CHARS = 256  # an agent's session id, kept in the owner's ledger
 
 log = logging.getLogger(__name__)
 
@@ -201,10 +208,12 @@ class AgentProcess:
             )
         self.capabilities = response.agent_capabilities or AgentCapabilities()
         log.info(
-            "ACP agent started (pid %s, %s): loadSession %s",
+            "ACP agent started (pid %s, %s): loadSession %s, MCP over HTTP %s%s",
             process.pid,
             shlex.join(self.command),
             bool(self.capabilities.load_session),
+            takes_http_mcp(self.capabilities),
+            "" if takes_http_mcp(self.capabilities) else " (no coordination tools offered)",
         )
         return conn
 
@@ -249,21 +258,44 @@ class AgentProcess:
 
 
 class AcpBackend:
-    def __init__(self, settings: Settings, store: TaskStore, permissions: PermissionDesk) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: TaskStore,
+        permissions: PermissionDesk,
+        coordinator: Coordinator | None = None,
+    ) -> None:
         self.files = TaskFiles(settings.data_dir / TASK_FILES_DIR)
         self.cwd = (settings.acp_cwd or self.files.directory).resolve()
+        self.projects_root = settings.acp_projects_root
+        self.fs = settings.acp_fs
         self.store = store
         self.permissions = permissions
         self.client = AcpClient(AgentFiles(self.cwd, settings.acp_fs), permissions)
         self.process = AgentProcess(settings, self.client, self.cwd)
         self.prompt_timeout_s = settings.acp_prompt_timeout_s
+        self.status_timeout_s = settings.acp_status_timeout_s
         # Within the manager's grace, so the run ends before it is cancelled.
         self.cancel_wait_s = settings.task_cancel_grace_s / 2
         self.max_result_chars = settings.max_task_result_chars
-        # owner -> (process generation, session id): sessions the process
-        # knows, the most recently used last (the oldest forgotten past
-        # MAX_KNOWN_SESSIONS: their owners' next task loads theirs again).
-        self._sessions: dict[str, tuple[int, str]] = {}
+        self.sessions = OwnerSessions(store, self.process.command, self._offer)
+        # The coordination tools (``coordination.py``), served from the first
+        # task on; (owner, project) -> the task prompting in that session.
+        self.coordination = CoordinationServer(self.sessions.sessions, self._asking)
+        self.coordination.coordinator = coordinator
+        self.prompting: dict[Binding, str] = {}
+
+    def _offer(self, owner: str, project: str | None) -> list[HttpMcpServer]:
+        return self.coordination.offer(owner, project)
+
+    def _asking(self, binding: Binding) -> str | None:
+        return self.prompting.get(binding)
+
+    def cwd_of(self, record: TaskRecord) -> Path:
+        """Where ``record``'s session works: its project's directory, else ``cwd``."""
+        if record.project is None:
+            return self.cwd
+        return project_dir(self.projects_root, record.project)
 
     async def run(
         self, record: TaskRecord, abort: asyncio.Event, on_progress: Progress
@@ -271,18 +303,35 @@ class AcpBackend:
         """Prompt the owner's ACP session with ``record``'s envelope; the
         agent's answer, or why there is none. ``abort``: cancel the prompt."""
         try:
+            cwd = self.cwd_of(record)
             conn = await self.process.ensure()
-            session_id, earlier = await self._session(record.owner, conn)
-        except AgentUnavailable as exc:
+            if takes_http_mcp(self.process.capabilities):
+                await self.coordination.start()
+            opened = await self.sessions.open(
+                record.owner,
+                conn,
+                self.process.capabilities,
+                self.process.generation,
+                str(cwd),
+                record.project,
+            )
+        except (AgentUnavailable, UnusableSession, ProjectError, OSError) as exc:
             return BackendOutcome(None, screened(str(exc), MAX_FAILURE_CHARS))
         except (ConnectionError, RequestError, pydantic.ValidationError) as exc:
             return BackendOutcome(None, await self._lost(exc, "opening its session"))
+        session_id = opened.session_id
         run = PromptRun(record.owner, record.id, on_progress)
         self.client.runs[session_id] = run
+        if cwd != self.cwd:
+            self.client.sandboxes[session_id] = AgentFiles(cwd, self.fs)
+        binding = Binding(record.owner, record.project)
+        self.prompting[binding] = record.id
         try:
-            await on_progress("agent", "handed to the ACP agent", "delegated")
+            await on_progress({"phrase": STARTING}, "delegated")
+            await self.sessions.told(record.owner, opened.untold, record.project)
+            text = envelope(record, opened.earlier, opened.untold)
             prompt = asyncio.create_task(
-                conn.prompt(session_id=session_id, prompt=[text_block(envelope(record, earlier))])
+                conn.prompt(session_id=session_id, prompt=[text_block(text)])
             )
             aborted = asyncio.create_task(abort.wait())
             try:
@@ -298,41 +347,35 @@ class AcpBackend:
             return await self._outcome(record, run, prompt, abort, on_progress)
         finally:
             self.client.runs.pop(session_id, None)
+            self.client.sandboxes.pop(session_id, None)
+            if self.prompting.get(binding) == record.id:
+                del self.prompting[binding]
             await run.close()
             self.permissions.cancel_task(record.id)
 
-    async def _session(
-        self, owner: str, conn: ClientSideConnection
-    ) -> tuple[str, list[TaskRecord]]:
-        """The owner's session in the running process, and the earlier
-        results to recall in it (only when it is new)."""
-        generation = self.process.generation
-        known = self._sessions.pop(owner, None)
-        if known is not None and known[0] == generation:
-            self._sessions[owner] = known
-            return known[1], []
-        while len(self._sessions) >= MAX_KNOWN_SESSIONS:
-            del self._sessions[next(iter(self._sessions))]
-        ledger = await self.store.read(owner)
-        stored = ledger.acp_session
-        if stored and self.process.capabilities.load_session:
-            try:
-                await conn.load_session(cwd=str(self.cwd), session_id=stored, mcp_servers=[])
-            except RequestError as exc:
-                log.info("ACP session %s of %r not loaded (%s): a new one", stored, owner, exc)
-            else:
-                self._sessions[owner] = (generation, stored)
-                return stored, []
-        created = await conn.new_session(cwd=str(self.cwd), mcp_servers=[])
-        if not 0 < len(created.session_id) <= MAX_SESSION_ID_CHARS:
-            raise AgentUnavailable(
-                f"the ACP agent gave a session id of {len(created.session_id)} characters "
-                f"(expected 1 to {MAX_SESSION_ID_CHARS})"
-            )
-        await self.store.set_acp_session(owner, created.session_id)
-        self._sessions[owner] = (generation, created.session_id)
-        earlier = [r for r in ledger.ordered() if r.state == "completed" and r.result]
-        return created.session_id, earlier
+    async def ask_status(self, record: TaskRecord) -> dict[str, str] | None:
+        """The agent's own word on ``record``, running here ({progress,
+        interim} or {unavailable}); None if no prompt of it runs here."""
+        session_id = next(
+            (s for s, run in self.client.runs.items() if run.task_id == record.id), None
+        )
+        conn = self.process.conn
+        if session_id is None or conn is None:
+            return None
+        try:
+            cwd = self.cwd_of(record)
+        except ProjectError:  # its directory is gone since it started: the record alone
+            return None
+        status: AgentStatus = await ask(
+            conn,
+            self.process.capabilities,
+            self.client,
+            session_id,
+            str(cwd),
+            record,
+            self.status_timeout_s,
+        )
+        return status.data()
 
     async def _stop_prompt(
         self,
@@ -353,6 +396,8 @@ class AcpBackend:
             log.warning("task %s: the ACP agent did not confirm the cancel", record.id)
         elif not prompt.cancelled() and prompt.exception() is None:
             log.info("task %s: the ACP prompt stopped (%s)", record.id, prompt.result().stop_reason)
+        # Stopped before it finished: the agent is told not to take it up again.
+        await self.sessions.cancelled(record)
         if abort.is_set():
             return BackendOutcome(None, None)
         return BackendOutcome(
@@ -373,19 +418,24 @@ class AcpBackend:
         self.process.answered()
         reason = prompt.result().stop_reason
         if reason == "cancelled":
-            return BackendOutcome(None, None if abort.is_set() else "the ACP agent cancelled it")
+            if abort.is_set():
+                await self.sessions.cancelled(record)
+                return BackendOutcome(None, None)
+            return BackendOutcome(None, "the ACP agent cancelled it")
         if reason == "refusal":
             return BackendOutcome(None, "the ACP agent refused the task")
-        spoken, detail = split_answer(redact(run.text()))
+        spoken, inline = split_answer(redact(run.text()))
         if not spoken:
             return BackendOutcome(None, f"the ACP agent stopped without an answer ({reason})")
         if reason != "end_turn":  # max_tokens, max_turn_requests: cut short
             spoken += f" (The agent stopped early: {reason}.)"
         await run.close()  # no coalesced progress after the answer's
-        await on_progress(
-            "answer", clip(detail or "the agent answered", MAX_PROGRESS_DETAIL), "finalizing"
+        await on_progress({"phrase": ORGANIZING}, "finalizing")
+        return BackendOutcome(
+            clip(spoken, self.max_result_chars),
+            None,
+            clip(inline, MAX_INLINE_CHARS) if inline else None,
         )
-        return BackendOutcome(clip(spoken, self.max_result_chars), None)
 
     async def _lost(self, error: BaseException, doing: str) -> str:
         if isinstance(error, ConnectionError):
@@ -407,6 +457,7 @@ class AcpBackend:
 
     async def close(self) -> None:
         await self.process.close()
+        await self.coordination.close()
 
 
 async def _drain(process: asyncio.subprocess.Process) -> None:

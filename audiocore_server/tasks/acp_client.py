@@ -3,12 +3,11 @@
 ``AcpClient`` is the object the agent's connection calls back:
 
 * ``session_update`` — the agent's progress on a prompt: its message chunks
-  (collected as the answer), plan entries and tool calls become the task's
-  progress, bounded and redacted (``redact.py``), and coalesced: the card
-  (and the ledger under it) changes at most every ``PROGRESS_EVERY_S``,
-  showing the latest, however many updates come (an agent may send tens of
-  thousands). Updates of a session with no prompt under way (the history a
-  ``session/load`` replays) are ignored.
+  (collected as the answer), thoughts, plan entries and tool calls become
+  the task's progress, a phrase of a fixed vocabulary on the card and the
+  raw words in the log only, coalesced (``acp_progress.py``). Updates of a
+  session with no prompt under way (the history a ``session/load``
+  replays) are ignored.
 * ``request_permission`` — handed to the permission desk
   (``acp_permissions.py``), which asks the user by voice.
 * ``read_text_file`` / ``write_text_file`` — served inside one directory
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import errno
 import io
 import itertools
@@ -28,7 +26,6 @@ import logging
 import os
 import secrets
 import stat
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +34,7 @@ from acp import RequestError
 from acp.schema import (
     AgentMessageChunk,
     AgentPlanUpdate,
+    AgentThoughtChunk,
     AllowedOutcome,
     DeniedOutcome,
     PermissionOption,
@@ -50,86 +48,20 @@ from acp.schema import (
 )
 
 from .acp_permissions import Option, PermissionDesk
-from .adk_backend import Progress
-from .records import MAX_PROGRESS_DETAIL, clip
-from .redact import screened
+from .acp_progress import PromptRun
+from .records import clip
 
 MAX_READ_BYTES = 1024 * 1024  # a file the agent reads through us
 MAX_WRITE_CHARS = 1024 * 1024  # what it writes through us
 MAX_ANSWER_CHARS = 64_000  # the answer collected from its message chunks
+MAX_CONTROL_CHARS = 4_000  # a control prompt's answer (``acp_status.py``)
 MAX_PATH_BYTES = 4096  # PATH_MAX: a longer path is refused as the system would
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
 _READ = os.O_RDONLY | _CLOEXEC
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
-# Updates come by the thousand: the card shows the latest at most this often.
-PROGRESS_EVERY_S = 0.25
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(eq=False)
-class PromptRun:
-    """One prompt under way in a session: whose task, and what it collects.
-
-    Its progress is coalesced (``update``): shown at once when none was
-    shown for ``PROGRESS_EVERY_S``, else the latest is kept and shown when
-    that time is up (by a task of its own); ``close`` ends that before the
-    task's last progress is written."""
-
-    owner: str
-    task_id: str
-    progress: Progress  # given what is already bounded and redacted
-    answer: list[str] = dataclasses.field(default_factory=list)
-    answer_chars: int = 0
-    shown_at: float = float("-inf")
-    latest: tuple[str, str | None] | None = None  # (tool, detail); None: the answer's tail
-    _later: asyncio.Task[None] | None = None
-    _waiting: bool = False  # ``_later`` still sleeps (not yet writing)
-    closed: bool = False
-
-    def text(self) -> str:
-        return "".join(self.answer)
-
-    async def update(self, tool: str, detail: str | None) -> None:
-        self.latest = (tool, detail)
-        if self._later is not None or self.closed:
-            return
-        wait = self.shown_at + PROGRESS_EVERY_S - time.monotonic()
-        if wait <= 0:
-            await self._show()
-        else:
-            self._waiting = True
-            self._later = asyncio.create_task(self._show_later(wait))
-
-    async def _show_later(self, wait: float) -> None:
-        await asyncio.sleep(wait)
-        self._waiting = False
-        try:
-            await self._show()
-        finally:
-            self._later = None
-
-    async def _show(self) -> None:
-        if self.latest is None or self.closed:
-            return
-        tool, detail = self.latest
-        self.latest = None
-        self.shown_at = time.monotonic()
-        if detail is None:
-            detail = self.text()[-MAX_PROGRESS_DETAIL:]
-        await self.progress(clip(tool, 40), screened(detail, MAX_PROGRESS_DETAIL), "delegated")
-
-    async def close(self) -> None:
-        """No more progress from the agent: a wait is dropped, a write under
-        way finishes first."""
-        self.closed = True
-        later = self._later
-        if later is None:
-            return
-        if self._waiting:
-            later.cancel()
-        await asyncio.gather(later, return_exceptions=True)
 
 
 class AgentFiles:
@@ -292,8 +224,26 @@ class AcpClient:
         self.files = files
         self.permissions = permissions
         self.runs: dict[str, PromptRun] = {}  # session id -> its prompt under way
+        # session id -> the directory its files are served from (a project's),
+        # while a prompt is under way there; else ``files``.
+        self.sandboxes: dict[str, AgentFiles] = {}
+        # A control prompt's session (``acp_status.py``) -> its answer so far:
+        # collected, never shown, never a run (no permission, no file).
+        self.controls: dict[str, list[str]] = {}
+
+    def control_text(self, session_id: str) -> str:
+        return "".join(self.controls.get(session_id, []))
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        control = self.controls.get(session_id)
+        if control is not None:
+            if isinstance(update, AgentMessageChunk) and isinstance(
+                update.content, TextContentBlock
+            ):
+                room = MAX_CONTROL_CHARS - sum(map(len, control))
+                if room > 0 and update.content.text:  # at most 4000 pieces
+                    control.append(update.content.text[:room])
+            return
         run = self.runs.get(session_id)
         if run is None:
             return  # a replayed history, or an update after the prompt ended
@@ -306,14 +256,17 @@ class AcpClient:
                 run.answer.append(content.text[:room])
                 run.answer_chars += min(room, len(content.text))
             await run.update("message", None)
+        elif isinstance(update, AgentThoughtChunk):
+            await run.update("think", "(a thought)")
         elif isinstance(update, AgentPlanUpdate):
             steps = "; ".join(f"{e.content} ({e.status})" for e in update.entries[:10])
             await run.update("plan", steps)
         elif isinstance(update, (ToolCallStart, ToolCallProgress)):
+            kind = run.tool_kind(update.tool_call_id, update.kind)
             title = update.title or f"tool call {update.tool_call_id}"
             status = f" ({update.status})" if update.status else ""
-            await run.update(update.kind or "tool", f"{title}{status}")
-        # Thoughts, commands, modes, usage…: nothing the user needs.
+            await run.update(kind, f"{title}{status}")
+        # Commands, modes, usage…: nothing the user needs.
 
     async def request_permission(
         self,
@@ -346,7 +299,8 @@ class AcpClient:
         **kwargs: Any,
     ) -> ReadTextFileResponse:
         self._check_session(session_id)
-        content = await asyncio.to_thread(self.files.read, path, line, limit)
+        files = self.sandboxes.get(session_id, self.files)
+        content = await asyncio.to_thread(files.read, path, line, limit)
         log.info("ACP agent read %s", path)
         return ReadTextFileResponse(content=content)
 
@@ -354,7 +308,8 @@ class AcpClient:
         self, content: str, path: str, session_id: str, **kwargs: Any
     ) -> WriteTextFileResponse:
         self._check_session(session_id)
-        await asyncio.to_thread(self.files.write, path, content)
+        files = self.sandboxes.get(session_id, self.files)
+        await asyncio.to_thread(files.write, path, content)
         log.info("ACP agent wrote %s (%d characters)", path, len(content))
         return WriteTextFileResponse()
 

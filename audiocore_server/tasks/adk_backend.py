@@ -59,7 +59,9 @@ BACKEND_INSTRUCTION = (
 log = logging.getLogger(__name__)
 
 # (tool, detail, stage): stage is the finer state a card shows (None: none).
-Progress = Callable[[str, str, str | None], Awaitable[None]]
+# The task's progress on its card ({"tool", "detail"}; an ACP agent's
+# {"phrase"}) and its stage.
+Progress = Callable[[dict[str, str], str | None], Awaitable[None]]
 
 
 # ---------------------------------------------------------------- the tools
@@ -195,10 +197,12 @@ def _sum_column(path: Path, column: str) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class BackendOutcome:
-    """How a backend run ended: an answer, or a failure the agent reported."""
+    """How a backend run ended: an answer, or a failure the agent reported.
+    ``inline``: the answer's part shown rather than said (Markdown)."""
 
     result: str | None
     failure: str | None
+    inline: str | None = None
 
 
 class Backend:
@@ -222,6 +226,10 @@ class Backend:
         self.run_config = RunConfig(max_llm_calls=settings.max_task_steps)
         self.max_result_chars = settings.max_task_result_chars
 
+    async def ask_status(self, record: TaskRecord) -> dict[str, str] | None:
+        """Nothing beyond the record: the backend agent runs in this server."""
+        return None
+
     async def run(
         self, record: TaskRecord, abort: asyncio.Event, on_progress: Progress
     ) -> BackendOutcome:
@@ -229,7 +237,7 @@ class Backend:
 
         ``abort`` stops the run: ADK ends it and seals the session (every call
         it left unanswered gets an error response), so the next task starts
-        from a consistent history. ``on_progress(tool, detail, None)`` is
+        from a consistent history. ``on_progress({"tool": …, "detail": …}, None)`` is
         awaited for each tool call as it happens.
         """
         message = types.Content(
@@ -253,7 +261,10 @@ class Backend:
                             str(args.get("reason") or "no reason given"), MAX_FAILURE_CHARS
                         )
                     detail = json.dumps(args, ensure_ascii=False, sort_keys=True, default=str)
-                    await on_progress(call.name or "?", clip(detail, MAX_PROGRESS_DETAIL), None)
+                    await on_progress(
+                        {"tool": call.name or "?", "detail": clip(detail, MAX_PROGRESS_DETAIL)},
+                        None,
+                    )
                 if event.error_code and failure is None and not abort.is_set():
                     failure = clip(
                         f"the model reported an error ({event.error_code})", MAX_FAILURE_CHARS

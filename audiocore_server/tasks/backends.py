@@ -9,7 +9,7 @@ sees only ``TaskBackend``.
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from google.adk.models.base_llm import BaseLlm
 from google.adk.sessions import BaseSessionService
@@ -19,6 +19,9 @@ from .acp_permissions import PermissionDesk
 from .adk_backend import Backend, BackendOutcome, Progress, TaskFiles
 from .ledger import TaskStore
 from .records import TaskRecord
+
+if TYPE_CHECKING:  # the ``mcp`` package is imported with the ACP backend only
+    from .coordination import Coordinator
 
 
 class TaskBackend(Protocol):
@@ -30,6 +33,10 @@ class TaskBackend(Protocol):
         self, record: TaskRecord, abort: asyncio.Event, on_progress: Progress
     ) -> BackendOutcome: ...
 
+    async def ask_status(self, record: TaskRecord) -> dict[str, str] | None:
+        """The backend's own word on a running task (None: only our record)."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -39,11 +46,12 @@ def build_backend(
     store: TaskStore,
     permissions: PermissionDesk,
     model: BaseLlm,
+    coordinator: Coordinator | None = None,
 ) -> TaskBackend:
     """The backend ``settings.task_backend`` names: ADK (in this server, on
-    ``model``) or ACP."""
+    ``model``) or ACP (offered the coordination tools on ``coordinator``)."""
     if settings.task_backend == "acp":
         from .acp_backend import AcpBackend
 
-        return AcpBackend(settings, store, permissions)
+        return AcpBackend(settings, store, permissions, coordinator)
     return Backend(settings, session_service, model)

@@ -3,13 +3,16 @@
 It carries what the agent cannot see from where it runs: the objective, the
 last few turns of the voice conversation (taken from the live session when
 the task is started, ``voice_context``), the user's time zone and language,
-the earlier results when the agent could not keep its own history, and the
-shape of the answer we want back — a short answer that can be spoken, then
-optionally ``Detail:`` and the rest. Every part is bounded.
+the earlier results when the agent could not keep its own history, the
+tasks stopped while it worked on them (told once: ``acp_sessions.py``), and
+the shape of the answer we want back — ``{speech, inline}``: a short answer
+that can be spoken, then optionally a line ``Inline:`` and Markdown to show
+on the user's screen (code, links, lists). Every part is bounded.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .acp_permissions import PROMPT_PREFIX
@@ -18,7 +21,10 @@ from .records import TaskRecord, clip
 MAX_CONTEXT_TURNS = 6
 MAX_TURN_CHARS = 300
 MAX_EARLIER_RESULTS = 3
-DETAIL_MARK = "Detail:"
+SPEECH_MARK = "Speech:"
+INLINE_MARK = "Inline:"
+_INLINE_LINE = re.compile(r"^[ \t]*Inline:[ \t]*\n?", re.M)
+CANCELLED_HEADING = "Stopped by the user before you finished them (cancelled: do not resume them):"
 # The server's own turns in the live session (a task's outcome, a permission
 # question) are not the user's words.
 SERVER_TURN_PREFIXES = ("[background task ", PROMPT_PREFIX)
@@ -40,9 +46,12 @@ def voice_context(
     }
 
 
-def envelope(record: TaskRecord, earlier: list[TaskRecord]) -> str:
+def envelope(
+    record: TaskRecord, earlier: list[TaskRecord], cancelled: list[dict[str, str]] | None = None
+) -> str:
     """The prompt for ``record``; ``earlier``: results to recall (the agent's
-    session is new and the owner had tasks before)."""
+    session is new and the owner had tasks before); ``cancelled``: tasks
+    ({id, objective}) the agent was working on when they were cancelled."""
     context = record.context or {}
     lines = [f"Task {record.id} for a user talking to a voice assistant.", "", "Objective:"]
     lines.append(record.objective)
@@ -62,18 +71,27 @@ def envelope(record: TaskRecord, earlier: list[TaskRecord]) -> str:
             f"- {clip(t.objective, MAX_TURN_CHARS)} -> {clip(t.result or '', MAX_TURN_CHARS)}"
             for t in earlier[-MAX_EARLIER_RESULTS:]
         ]
+    if cancelled:
+        lines += ["", CANCELLED_HEADING]
+        lines += [f"- {c['id']}: {clip(c['objective'], MAX_TURN_CHARS)}" for c in cancelled]
     lines += [
         "",
-        "Answer with one or two plain sentences that can be read aloud, then, if useful, "
-        f"a line starting with '{DETAIL_MARK}' and the details.",
+        "Answer in two parts. First the speech: one or two plain sentences that can be "
+        "read aloud (no Markdown, no code, no links). Then, only if there is more to show, "
+        f"a line starting with '{INLINE_MARK}' followed by Markdown (code blocks, links, "
+        "lists) to show on the user's screen.",
     ]
     return "\n".join(lines)
 
 
 def split_answer(text: str) -> tuple[str, str | None]:
-    """The spoken answer and the detail of an agent's reply."""
-    spoken, mark, detail = text.partition(DETAIL_MARK)
-    spoken = spoken.strip()
-    if not mark:
-        return spoken, None
-    return spoken or detail.strip(), detail.strip() or None
+    """The speech and the inline part (Markdown, as written) of an agent's
+    reply: the inline part starts at the first line that starts with
+    ``Inline:``; a ``Speech:`` before the speech is dropped."""
+    found = _INLINE_LINE.search(text)
+    speech, inline = (text[: found.start()], text[found.end() :]) if found else (text, "")
+    speech = speech.strip().removeprefix(SPEECH_MARK).strip()
+    inline = inline.strip("\n").rstrip()
+    if not speech:  # all of it shown, nothing to say: its first line is said
+        speech = " ".join(inline.split("\n", 1)[0].split())
+    return speech, inline or None

@@ -20,6 +20,7 @@ ledger from growing without bound.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import hashlib
 import logging
@@ -39,7 +40,11 @@ BACKEND_PREFIX = "backend-"
 _RECORD_PREFIX = "task:"
 _OWNER_KEY = "owner"
 _SEQ_KEY = "next_seq"
-_ACP_SESSION_KEY = "acp_session"  # the owner's ACP session id (acp_backend.py)
+# The owner's sessions on ACP agents, by agent (``acp_backend.py``):
+# {agent key: {"session": id, "untold": [cancelled task not yet told]}}.
+# (``acp_session``, one id whatever the agent, is no longer read.)
+_ACP_KEY = "acp_sessions"
+MAX_UNTOLD_CANCELS = 10  # cancelled tasks kept to tell an agent (the latest)
 _STALE_RETRIES = 3
 _T = TypeVar("_T")
 
@@ -73,9 +78,9 @@ class Ledger:
     owner: str
     next_seq: int
     records: dict[str, TaskRecord]
-    acp_session: str | None = None
+    acp: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     _changed: dict[str, TaskRecord | None] = dataclasses.field(default_factory=dict)
-    _acp_session_changed: bool = False
+    _acp_changed: bool = False
 
     @classmethod
     def from_state(cls, owner: str, state: dict[str, Any]) -> Ledger:
@@ -92,8 +97,16 @@ class Ledger:
         next_seq = state.get(_SEQ_KEY)
         if not isinstance(next_seq, int):
             next_seq = max((r.seq for r in records.values()), default=-1) + 1
-        acp_session = state.get(_ACP_SESSION_KEY)
-        return cls(owner, next_seq, records, acp_session if isinstance(acp_session, str) else None)
+        acp = state.get(_ACP_KEY)
+        if not isinstance(acp, dict):
+            acp = {}
+        # A copy: the session service's own state is never changed in place.
+        agents = {
+            k: copy.deepcopy(v)
+            for k, v in acp.items()
+            if isinstance(k, str) and isinstance(v, dict)
+        }
+        return cls(owner, next_seq, records, agents)
 
     def ordered(self) -> list[TaskRecord]:
         """Oldest first (submission order)."""
@@ -119,30 +132,79 @@ class Ledger:
         if self.records.pop(task_id, None) is not None:
             self._changed[task_id] = None
 
-    def set_acp_session(self, session_id: str) -> None:
-        self.acp_session = session_id
-        self._acp_session_changed = True
+    def make_room(self, max_records: int) -> None:
+        """Make room for one more record: drop the oldest settled ones
+        (cancelled, or delivered or given up), then the oldest unheard ones."""
+        excess = len(self.records) + 1 - max_records
+        if excess <= 0:
+            return
+        finished = [r for r in self.ordered() if r.final]
+        settled = [
+            r for r in finished if r.state == "cancelled" or r.delivery in ("delivered", "failed")
+        ]
+        unheard = [r for r in finished if r not in settled]
+        for record in (settled + unheard)[:excess]:
+            if record in unheard:
+                log.warning(
+                    "task %s of %r dropped before it was delivered", record.id, record.owner
+                )
+            self.drop(record.id)
+
+    def acp_session(self, agent: str) -> str | None:
+        """The owner's session on the ACP agent ``agent`` (its key), if any."""
+        session = self.acp.get(agent, {}).get("session")
+        return session if isinstance(session, str) else None
+
+    def set_acp_session(self, agent: str, session_id: str) -> None:
+        self._acp_entry(agent)["session"] = session_id
+
+    def untold_cancels(self, agent: str) -> list[dict[str, str]]:
+        """The tasks cancelled while ``agent`` worked on them that it was
+        not told of yet ({id, objective}), oldest first."""
+        untold = self.acp.get(agent, {}).get("untold")
+        if not isinstance(untold, list):
+            return []
+        return [
+            {"id": str(u.get("id")), "objective": str(u.get("objective"))}
+            for u in untold
+            if isinstance(u, dict)
+        ]
+
+    def add_untold_cancel(self, agent: str, task_id: str, objective: str) -> None:
+        untold = [u for u in self.untold_cancels(agent) if u["id"] != task_id]
+        untold.append({"id": task_id, "objective": objective})
+        self._acp_entry(agent)["untold"] = untold[-MAX_UNTOLD_CANCELS:]
+
+    def mark_told(self, agent: str, task_ids: list[str]) -> None:
+        """The agent was told of these cancellations: never again."""
+        untold = self.untold_cancels(agent)
+        if any(u["id"] in task_ids for u in untold):
+            self._acp_entry(agent)["untold"] = [u for u in untold if u["id"] not in task_ids]
+
+    def _acp_entry(self, agent: str) -> dict[str, Any]:
+        self._acp_changed = True
+        return self.acp.setdefault(agent, {})
 
     @property
     def changed(self) -> list[TaskRecord]:
         return [r for r in self._changed.values() if r is not None]
 
     def delta(self) -> dict[str, Any]:
-        if not self._changed and not self._acp_session_changed:
+        if not self._changed and not self._acp_changed:
             return {}
         delta: dict[str, Any] = {
             _RECORD_PREFIX + task_id: None if record is None else record.to_state()
             for task_id, record in self._changed.items()
         }
         delta[_SEQ_KEY] = self.next_seq
-        if self._acp_session_changed:
-            delta[_ACP_SESSION_KEY] = self.acp_session
+        if self._acp_changed:
+            delta[_ACP_KEY] = copy.deepcopy(self.acp)
         return delta
 
     def full_state(self) -> dict[str, Any]:
         state: dict[str, Any] = {_OWNER_KEY: self.owner, _SEQ_KEY: self.next_seq}
-        if self.acp_session is not None:
-            state[_ACP_SESSION_KEY] = self.acp_session
+        if self.acp:
+            state[_ACP_KEY] = copy.deepcopy(self.acp)
         for record in self.records.values():
             state[_RECORD_PREFIX + record.id] = record.to_state()
         return state
@@ -193,9 +255,10 @@ class TaskStore:
             f"({_STALE_RETRIES} attempts): is another server process running its tasks?"
         )
 
-    async def set_acp_session(self, owner: str, session_id: str) -> None:
-        """Keep the owner's ACP session id (its later tasks load it)."""
-        await self.update(owner, lambda ledger: ledger.set_acp_session(session_id))
+    async def set_acp_session(self, owner: str, agent: str, session_id: str) -> None:
+        """Keep the owner's session id on the agent ``agent`` (its later
+        tasks there continue it)."""
+        await self.update(owner, lambda ledger: ledger.set_acp_session(agent, session_id))
 
     async def owners(self) -> list[str]:
         """Every owner with a ledger."""

@@ -62,6 +62,8 @@ def describe(record: TaskRecord, tasks: list[TaskRecord]) -> dict[str, Any]:
         "state": record.state,
         "objective": record.objective,
     }
+    if record.project:
+        found["project"] = record.project
     if record.state == "queued":
         found["tasksAhead"] = sum(
             1
@@ -82,15 +84,9 @@ def build_live_tools(
 ) -> list[Callable[..., Any]]:
     owner_of = owner_of or owner_from_context
 
-    async def start_task(objective: str, tool_context: ToolContext) -> dict[str, Any]:
-        """Starts a background task and returns at once with its id; the
-        conversation goes on while it runs, and its result is told to the user
-        when it is ready. Use it for work that takes a while, such as adding up
-        a column of a file, counting the words in a file, or waiting.
-
-        Args:
-          objective: What the task should do, in one or two plain sentences.
-        """
+    async def started(
+        objective: str, tool_context: ToolContext, project: str | None
+    ) -> dict[str, Any]:
         owner = owner_of(tool_context)
         time_zone = tool_context.state.get(TIME_ZONE_STATE_KEY)
         context = voice_context(
@@ -99,7 +95,7 @@ def build_live_tools(
             manager.settings.language,
         )
         try:
-            record = await manager.submit(owner, objective, context)
+            record = await manager.submit(owner, objective, context, project)
         except (TypeError, ValueError, RuntimeError) as exc:
             return {"error": str(exc)}
         found = describe(record, await manager.tasks(owner))
@@ -111,16 +107,47 @@ def build_live_tools(
         )
         return found
 
+    async def start_task(objective: str, tool_context: ToolContext) -> dict[str, Any]:
+        """Starts a background task and returns at once with its id; the
+        conversation goes on while it runs, and its result is told to the user
+        when it is ready. Use it for work that takes a while, such as adding up
+        a column of a file, counting the words in a file, or waiting.
+
+        Args:
+          objective: What the task should do, in one or two plain sentences.
+        """
+        return await started(objective, tool_context, None)
+
+    async def start_project_task(
+        objective: str, project: str, tool_context: ToolContext
+    ) -> dict[str, Any]:
+        """Starts a background task in one of the user's projects (a folder
+        the agent works in, with its own session), as start_task does.
+
+        Args:
+          objective: What the task should do, in one or two plain sentences.
+          project: The project's name as the user says it, e.g. "website".
+        """
+        return await started(objective, tool_context, project)
+
     async def get_task_status(tool_context: ToolContext, task_id: str = "") -> dict[str, Any]:
         """Returns the state of a background task (queued, running, completed,
-        failed, cancelling or cancelled), what it is doing, and its result.
+        failed, cancelling or cancelled), what it is doing, and its result;
+        for a running task also, under "agent", what the agent working on it
+        says of its progress and its interim results.
 
         Args:
           task_id: The task's id from start_task; leave it out for the latest task.
         """
         owner = owner_of(tool_context)
         tasks = await manager.tasks(owner)
-        return _found_or_error(await manager.status(owner, task_id or None), task_id, tasks)
+        record = await manager.status(owner, task_id or None)
+        found = _found_or_error(record, task_id, tasks)
+        if record is not None:
+            agent = await manager.agent_status(record)
+            if agent is not None:
+                found["agent"] = agent  # the agent's own word, beside our record
+        return found
 
     async def cancel_task(tool_context: ToolContext, task_id: str = "") -> dict[str, Any]:
         """Cancels a background task and returns once it is stopped. A task
@@ -152,6 +179,8 @@ def build_live_tools(
     tools: list[Callable[..., Any]] = [start_task, get_task_status, cancel_task]
     if manager.settings.task_backend == "acp":
         tools.append(respond_agent_permission)
+        if manager.settings.acp_projects_root is not None:  # declared only with projects
+            tools.append(start_project_task)
     return tools
 
 

@@ -39,7 +39,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from google.adk.agents.invocation_context import LlmCallsLimitExceededError
 from google.adk.models.base_llm import BaseLlm
 from google.adk.sessions import BaseSessionService
 
@@ -49,10 +48,19 @@ from .acp_permissions import PermissionDesk, PermissionRequest
 from .backends import build_backend
 from .ledger import Ledger, TaskStore
 from .outcome_claims import DeliveryClaims
-from .records import DELIVERABLE_STATES, MAX_OWNER_CHARS, TaskRecord, TaskState, check_text
+from .projects import project_dir
+from .records import (
+    DELIVERABLE_STATES,
+    MAX_OWNER_CHARS,
+    TaskRecord,
+    TaskState,
+    check_objective,
+    check_text,
+)
+from .runs import STOPPED as STOPPED  # what the tests and callers name it by
+from .runs import Outcome, Run, run_to_outcome
 
 RESTARTED = "the server restarted while this task was running"
-STOPPED = "the server stopped while this task was running"
 _RUNNING = ("running", "cancelling")  # a process runs it (or is stopping it)
 
 log = logging.getLogger(__name__)
@@ -66,18 +74,26 @@ def new_task_id() -> str:
     return "task_" + secrets.token_hex(4)  # short enough for a model to repeat
 
 
-@dataclasses.dataclass(eq=False)
-class _Run:
-    record: TaskRecord
-    abort: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
-    stopped: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
-    task: asyncio.Task[Any] | None = None
+def fresh(ledger: Ledger, owner: str, objective: str, now: float, **fields: Any) -> TaskRecord:
+    """A new record of ``owner``'s, the next in its ledger's order."""
+    blank: dict[str, Any] = dict(started_at=None, finished_at=None, result=None, error=None)
+    return TaskRecord(
+        id=new_task_id(),
+        owner=owner,
+        objective=objective,
+        created_at=now,
+        progress=None,
+        delivery="none",
+        seq=ledger.take_seq(),
+        **(blank | fields),
+    )
 
 
 @dataclasses.dataclass(eq=False)
 class _Owner:
     worker: asyncio.Task[None] | None = None
-    run: _Run | None = None
+    run: Run | None = None
+    delegation: Run | None = None  # a delegation its running task waits for
     subscribers: list[Callable[[TaskRecord], None]] = dataclasses.field(default_factory=list)
 
 
@@ -102,7 +118,9 @@ class TaskManager:
         self.permissions = PermissionDesk(
             settings.acp_permission_timeout_s, self._permission_changed
         )
-        self.backend = build_backend(settings, session_service, self.store, self.permissions, model)
+        self.backend = build_backend(
+            settings, session_service, self.store, self.permissions, model, coordinator=self
+        )
         # Wall-clock seconds: timestamps and claim expiry outlive the process.
         self._clock = clock
         self._owners: dict[str, _Owner] = {}
@@ -207,7 +225,7 @@ class TaskManager:
                         state="failed",
                         error=RESTARTED,
                         finished_at=now,
-                        delivery="pending",
+                        delivery="pending" if record.parent is None else "none",
                     )
                 )
             else:
@@ -240,25 +258,20 @@ class TaskManager:
     # ------------------------------------------------------------ tasks
 
     async def submit(
-        self, owner: str, objective: str, context: dict[str, Any] | None = None
+        self,
+        owner: str,
+        objective: str,
+        context: dict[str, Any] | None = None,
+        project: str | None = None,
     ) -> TaskRecord:
         """Queue ``objective`` as a new task of ``owner``; returns at once.
-        ``context``: the conversation it comes from (``envelope.voice_context``).
+        ``context``: the conversation it comes from (``envelope.voice_context``);
+        ``project``: the project it works in (``projects.py``).
 
-        ``ValueError`` for an empty or too long objective, ``TooManyTasks``
-        when ``max_queued_tasks`` already wait.
+        ``ValueError`` for an empty or too long objective or a project that
+        is not one, ``TooManyTasks`` when ``max_queued_tasks`` already wait.
         """
-        check_text("owner", owner, MAX_OWNER_CHARS)
-        if not isinstance(objective, str):
-            raise TypeError(f"objective: expected a string, got {type(objective).__name__}")
-        text = objective.strip()
-        limit = self.settings.max_task_objective_chars
-        if not text:
-            raise ValueError("objective: expected a description of the work, got an empty one")
-        if len(text) > limit:
-            raise ValueError(f"objective: expected at most {limit} characters, got {len(text)}")
-        if self._closing:
-            raise RuntimeError("the task manager is closed")
+        text = self._checked(owner, objective, project)
         now = self._clock()
 
         busy = sum(1 for o, state in self._owners.items() if state.worker and o != owner)
@@ -275,33 +288,95 @@ class TaskManager:
                     f"{waiting} tasks are already waiting (at most "
                     f"{self.settings.max_queued_tasks}); cancel one or wait for one to finish"
                 )
-            self._prune(ledger)
-            record = TaskRecord(
-                id=new_task_id(),
-                owner=owner,
-                objective=text,
-                state="queued",
-                created_at=now,
-                started_at=None,
-                finished_at=None,
-                result=None,
-                error=None,
-                progress=None,
-                delivery="none",
-                seq=ledger.take_seq(),
-                context=context,
-            )
-            return ledger.put(record)
+            ledger.make_room(self.settings.max_task_records)
+            new = fresh(ledger, owner, text, now, state="queued", context=context, project=project)
+            return ledger.put(new)
 
         record, changed = await self.store.update(owner, add)
         self._notify(owner, changed)
         self._ensure_worker(owner)
         return record
 
+    def _checked(self, owner: str, objective: object, project: str | None) -> str:
+        """The objective, stripped, once owner, objective and project are good."""
+        check_text("owner", owner, MAX_OWNER_CHARS)
+        text = check_objective(objective, self.settings.max_task_objective_chars)
+        if project is not None:
+            project_dir(self.settings.acp_projects_root, project)
+        if self._closing:
+            raise RuntimeError("the task manager is closed")
+        return text
+
+    async def delegate(
+        self, owner: str, parent_id: str, objective: str, project: str | None = None
+    ) -> TaskRecord:
+        """Run ``objective`` for ``owner`` now, for its task ``parent_id``
+        running here, in another session (``project``'s, or the main one);
+        its final record, under a correlation id. The asking task lends it
+        its turn: it runs beside it, not behind it in the owner's queue (the
+        asking task waits for it), and it is stopped if the asking task is."""
+        text = self._checked(owner, objective, project)
+        state = self._owners.get(owner)
+        parent = state.run if state is not None else None
+        if state is not None and state.delegation and state.delegation.record.id == parent_id:
+            raise RuntimeError("a delegated task cannot delegate in turn")
+        if state is None or parent is None or parent.record.id != parent_id:
+            raise RuntimeError(f"task {parent_id} is not running here: only it may delegate")
+        if state.delegation is not None:
+            raise RuntimeError(f"task {parent_id} already waits for a delegation")
+        if project == parent.record.project:
+            where = f"project {project!r}" if project else "the main session"
+            raise ValueError(
+                f"project: the asking task works in {where}; delegate to another session"
+            )
+        now = self._clock()
+
+        def add(ledger: Ledger) -> TaskRecord:
+            ledger.make_room(self.settings.max_task_records)
+            started = fresh(ledger, owner, text, now, state="running", started_at=now)
+            return ledger.put(
+                dataclasses.replace(
+                    started,
+                    runner=self._runner,
+                    project=project,
+                    parent=parent_id,
+                    correlation="corr_" + secrets.token_hex(6),
+                )
+            )
+
+        record, changed = await self.store.update(owner, add)
+        run = state.delegation = Run(record)
+        self._notify(owner, changed)
+        # Stopped with its asking task, or its caller: nobody would wait for it.
+        follow = asyncio.create_task(parent.abort.wait())
+        follow.add_done_callback(lambda _: run.abort.set())
+
+        async def child() -> None:
+            try:
+                await self._finish(owner, record.id, *await self._run_backend(run))
+            finally:
+                follow.cancel()
+                state.delegation = None
+                run.stopped.set()
+
+        try:
+            await asyncio.shield(asyncio.create_task(child()))
+        except asyncio.CancelledError:
+            run.abort.set()  # the child's own task writes its outcome
+            raise
+        return await self.status(owner, record.id) or record
+
     async def status(self, owner: str, task_id: str | None = None) -> TaskRecord | None:
         """The task ``task_id`` of ``owner`` (the latest one without an id), or None."""
         ledger = await self.store.read(owner)
         return ledger.get(task_id) if task_id else ledger.latest()
+
+    async def agent_status(self, record: TaskRecord) -> dict[str, str] | None:
+        """What the backend itself says of ``record`` while it runs here
+        (``acp_status.py``); None: nothing beyond the record."""
+        if record.state != "running":
+            return None
+        return await self.backend.ask_status(record)
 
     async def tasks(self, owner: str) -> list[TaskRecord]:
         """The owner's tasks, oldest first."""
@@ -333,8 +408,9 @@ class TaskManager:
         if record is None or record.state != "cancelling":
             return record
         state = self._owners.get(owner)
-        run = state.run if state is not None else None
-        if run is not None and run.record.id == record.id:
+        runs = (state.run, state.delegation) if state is not None else ()
+        run = next((r for r in runs if r is not None and r.record.id == record.id), None)
+        if run is not None:
             run.abort.set()
             # The worker escalates (abort, then cancel) within two graces and
             # writes the outcome; waiting longer than that means it is stuck.
@@ -391,7 +467,7 @@ class TaskManager:
             state.worker = None
             self._forget_if_idle(owner, state)
 
-    async def _take_next(self, owner: str, state: _Owner) -> _Run | None:
+    async def _take_next(self, owner: str, state: _Owner) -> Run | None:
         _, dead, _ = await self._runners(owner)
         now = self._clock()
 
@@ -412,11 +488,11 @@ class TaskManager:
         if record is None:
             return None
         # Set before any await: a cancel stored after this write finds the run.
-        state.run = _Run(record)
+        state.run = Run(record)
         self._notify(owner, changed)
         return state.run
 
-    async def _execute(self, owner: str, state: _Owner, run: _Run) -> None:
+    async def _execute(self, owner: str, state: _Owner, run: Run) -> None:
         try:
             outcome = await self._run_backend(run)
             await self._finish(owner, run.record.id, *outcome)
@@ -424,65 +500,24 @@ class TaskManager:
             state.run = None
             run.stopped.set()
 
-    async def _run_backend(self, run: _Run) -> tuple[TaskState, str | None, str | None]:
-        """Run the backend for ``run``; its outcome: (state, result, error)."""
-
-        async def progress(tool: str, detail: str, stage: str | None) -> None:
+    async def _run_backend(self, run: Run) -> Outcome:
+        async def progress(shown: dict[str, str], stage: str | None) -> None:
             try:
-                await self._progress(run.record, tool, detail, stage)
+                await self._progress(run.record, shown, stage)
             except Exception:  # progress is a courtesy: never the run's failure
                 log.exception("could not record the progress of task %s", run.record.id)
 
-        task = run.task = asyncio.create_task(self.backend.run(run.record, run.abort, progress))
-        task.add_done_callback(_consume_exception)
-        aborted = asyncio.create_task(run.abort.wait())
-        timeout = self.settings.task_timeout_s
-        try:
-            done, _ = await asyncio.wait(
-                {task, aborted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            aborted.cancel()
-        timed_out = not done
-        if not task.done():
-            # Abort first (ADK seals the backend session), then cancel.
-            grace = self.settings.task_cancel_grace_s
-            run.abort.set()
-            await asyncio.wait({task}, timeout=grace)
-            if not task.done():
-                task.cancel()
-                await asyncio.wait({task}, timeout=grace)
-        if self._closing:
-            return "failed", None, STOPPED
-        if timed_out:
-            return "failed", None, f"the task took longer than {timeout:g} seconds"
-        if run.abort.is_set():
-            return "cancelled", None, None
-        if not task.done() or task.cancelled():
-            return "failed", None, "the backend run was stopped"
-        error = task.exception()
-        if isinstance(error, LlmCallsLimitExceededError):
-            steps = self.settings.max_task_steps
-            return "failed", None, f"the task needed more than {steps} model steps"
-        if error is not None:
-            log.error("task %s: the backend failed", run.record.id, exc_info=error)
-            return "failed", None, f"the backend failed ({type(error).__name__})"
-        outcome = task.result()
-        if outcome.failure is not None:
-            return "failed", None, outcome.failure
-        return "completed", outcome.result, None
+        return await run_to_outcome(
+            self.settings, self.backend, run, progress, lambda: self._closing
+        )
 
     async def _progress(
-        self, record: TaskRecord, tool: str, detail: str, stage: str | None
+        self, record: TaskRecord, progress: dict[str, str], stage: str | None
     ) -> None:
         def change(ledger: Ledger) -> None:
             current = ledger.get(record.id)
             if current is not None and current.state == "running":
-                ledger.put(
-                    dataclasses.replace(
-                        current, progress={"tool": tool, "detail": detail}, stage=stage
-                    )
-                )
+                ledger.put(dataclasses.replace(current, progress=dict(progress), stage=stage))
 
         _, changed = await self.store.update(record.owner, change)
         self._notify(record.owner, changed)
@@ -504,7 +539,13 @@ class TaskManager:
         self._notify(request.owner, changed)
 
     async def _finish(
-        self, owner: str, task_id: str, outcome: TaskState, result: str | None, error: str | None
+        self,
+        owner: str,
+        task_id: str,
+        outcome: TaskState,
+        result: str | None,
+        error: str | None,
+        inline: str | None = None,
     ) -> None:
         now = self._clock()
 
@@ -524,32 +565,18 @@ class TaskManager:
                     permission=None,
                     state=outcome,
                     result=result,
+                    inline=inline,
                     error=error,
                     finished_at=now,
-                    delivery="pending" if outcome in DELIVERABLE_STATES else "none",
+                    # A delegation's outcome is its asker's to tell.
+                    delivery="pending"
+                    if outcome in DELIVERABLE_STATES and record.parent is None
+                    else "none",
                 )
             )
 
         _, changed = await self.store.update(owner, finish)
         self._notify(owner, changed)
-
-    def _prune(self, ledger: Ledger) -> None:
-        """Make room for one more record: drop the oldest settled ones
-        (cancelled, or delivered or given up), then the oldest unheard ones."""
-        excess = len(ledger.records) + 1 - self.settings.max_task_records
-        if excess <= 0:
-            return
-        finished = [r for r in ledger.ordered() if r.final]
-        settled = [
-            r for r in finished if r.state == "cancelled" or r.delivery in ("delivered", "failed")
-        ]
-        unheard = [r for r in finished if r not in settled]
-        for record in (settled + unheard)[:excess]:
-            if record in unheard:
-                log.warning(
-                    "task %s of %r dropped before it was delivered", record.id, record.owner
-                )
-            ledger.drop(record.id)
 
     # ------------------------------------------------------------ subscribers
 
@@ -568,9 +595,3 @@ class TaskManager:
         idle = state.worker is None and state.run is None and not state.subscribers
         if idle and self._owners.get(owner) is state:
             del self._owners[owner]
-
-
-def _consume_exception(task: asyncio.Task[Any]) -> None:
-    # Read here so a run abandoned after the grace never logs "never retrieved".
-    if not task.cancelled():
-        task.exception()

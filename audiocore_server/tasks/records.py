@@ -40,6 +40,7 @@ ACTIVE_STATES: frozenset[TaskState] = frozenset({"queued", "running", "cancellin
 DELIVERABLE_STATES: frozenset[TaskState] = frozenset({"completed", "failed"})
 
 MAX_PROGRESS_DETAIL = 160  # characters of a progress detail (a tool's arguments)
+MAX_INLINE_CHARS = 8000  # a result's part shown on the timeline (Markdown)
 MAX_OWNER_CHARS = 512
 MAX_CLAIMANT_CHARS = 256
 
@@ -56,6 +57,18 @@ def check_text(name: str, value: object, limit: int) -> str:
     if not value or len(value) > limit:
         raise ValueError(f"{name}: expected 1 to {limit} characters, got {len(value)}")
     return value
+
+
+def check_objective(objective: object, limit: int) -> str:
+    """``objective`` stripped, if it describes some work in 1 to ``limit`` characters."""
+    if not isinstance(objective, str):
+        raise TypeError(f"objective: expected a string, got {type(objective).__name__}")
+    text = objective.strip()
+    if not text:
+        raise ValueError("objective: expected a description of the work, got an empty one")
+    if len(text) > limit:
+        raise ValueError(f"objective: expected at most {limit} characters, got {len(text)}")
+    return text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +102,16 @@ class TaskRecord:
     # What the backend is told besides the objective (``envelope.py``):
     # the recent voice turns, the user's time zone and language.
     context: dict[str, Any] | None = None
+    # A completed task's part to show rather than say: Markdown (code,
+    # links, lists) from an external agent, redacted and bounded; the live
+    # connection puts it on the client's timeline when the outcome is told.
+    inline: str | None = None
+    # The project it works in (a directory under ``acp_projects_root``,
+    # ``projects.py``); a delegation's asking task and the correlation id
+    # its result goes back under (``coordination.py``).
+    project: str | None = None
+    parent: str | None = None
+    correlation: str | None = None
 
     @property
     def final(self) -> bool:
@@ -136,4 +159,7 @@ class TaskRecord:
             raise ValueError("task record: permission is not an object")
         if record.context is not None and not isinstance(record.context, dict):
             raise ValueError("task record: context is not an object")
+        for name in ("inline", "project", "parent", "correlation"):
+            if getattr(record, name) is not None and not isinstance(getattr(record, name), str):
+                raise ValueError(f"task record: {name} is not a string")
         return record

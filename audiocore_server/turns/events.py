@@ -70,6 +70,11 @@ class Translator(Protocol):
 
     def end_step(self) -> list[chunks.Chunk]: ...
 
+    def attach(self, parts: list[chunks.Chunk]) -> None:
+        """``parts`` go at the end of the next turn's message (before its
+        ``finish``): a task's inline result, in the answer telling it."""
+        ...
+
 
 class TextPart:
     """One text part fed by deltas (partial events) and a final aggregate."""
@@ -114,6 +119,10 @@ class TurnTranslator:
         self._step_open = False
         self._stepped = False  # the open turn has had a step
         self._tool_tail = False  # the turn's last output so far is a tool call
+        self._attached: list[chunks.Chunk] = []
+
+    def attach(self, parts: list[chunks.Chunk]) -> None:
+        self._attached += parts
 
     def _open(self, out: list[Outgoing], *, content: bool = False) -> None:
         """Open the turn if none is; ``content``: what comes is model output,
@@ -164,6 +173,8 @@ class TurnTranslator:
             if reason is None:
                 reason = "tool-calls" if self._tool_tail else finish_reason(self._meta.reason)
             self._end_texts(out)
+            out += self._attached
+            self._attached = []
             out += self.end_step()
             out.append(TurnEnd())
             out.append(chunks.Finish(reason, self._meta.to_json()))

@@ -119,9 +119,18 @@ class Transcript(Chunk):
 class TextStart(Chunk):
     type: ClassVar[str] = "text-start"
     part_id: str
+    # ``providerMetadata.audiocore``: {"format": "markdown", "taskId": …} on
+    # a task result's inline part (``markdown_part``); else nothing.
+    audiocore: Mapping[str, Any] | None = None
 
     def to_json(self) -> JsonObject:
-        return {"type": self.type, "id": self.part_id}
+        if self.audiocore is None:
+            return {"type": self.type, "id": self.part_id}
+        return {
+            "type": self.type,
+            "id": self.part_id,
+            "providerMetadata": {"audiocore": dict(self.audiocore)},
+        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -141,6 +150,17 @@ class TextEnd(Chunk):
 
     def to_json(self) -> JsonObject:
         return {"type": self.type, "id": self.part_id}
+
+
+def markdown_part(task_id: str, markdown: str) -> list[Chunk]:
+    """A background task's inline result as a text part of the message
+    telling it: Markdown, marked so (the page renders it sanitised)."""
+    part_id = f"inline_{task_id}"
+    return [
+        TextStart(part_id, {"format": "markdown", "taskId": task_id}),
+        TextDelta(part_id, markdown),
+        TextEnd(part_id),
+    ]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

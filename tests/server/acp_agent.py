@@ -6,7 +6,8 @@ chosen by cues in the task's objective (the line after "Objective:" of the
 envelope):
 
 * "leak secrets" — progress carrying fake secrets (a tool call, a plan, a
-  message), then an answer;
+  message), then an answer with one in its speech and one in its inline
+  part;
 * "ask permission" — asks to run a tool (allow_once, allow_always,
   reject_once, reject_always), titled "run the tests" or what follows
   "ask permission to", answers with the option kind chosen (or
@@ -15,22 +16,46 @@ envelope):
   cancel;
 * "wait for cancel" — one progress update, then waits until cancelled and
   stops with ``cancelled``;
+* "report steps" — as "wait for cancel", having noted its progress and an
+  interim result (with a fake secret, 2000 characters): a status question
+  in a fork of the session (``session/fork``) answers with them; with
+  "slow status" the fork's answer never comes (until cancelled);
 * "read file NAME" / "write file NAME" — through the client's fs methods;
 * "race files N" — N rounds of reading ``flip.txt`` and ``d/f.txt`` and
   writing ``d/out.txt`` and ``wflip.txt`` (a test swaps them for symbolic
   links meanwhile); answers how many reads said "SECRET" and how many
   requests were refused;
+* "answer in markdown" — a speech and an inline part (``MARKDOWN``: a
+  heading, a list, a link, a ``javascript:`` link and an HTML tag);
 * "big answer" — one 200 000-character message chunk;
 * "show context" — answers with the envelope's voice turns and preferences;
 * "fail saying TEXT" — answers the prompt with a JSON-RPC error whose
   message is TEXT;
 * "crash" — writes a 5000-character line to stderr and exits at once with
   code 3 (``os._exit``);
+* "what was cancelled" — lists the cancelled tasks the envelope tells of
+  (their ids), or "none";
 * "what did I ask" — lists the earlier objectives of this session, and the
   earlier results the envelope recalls (a new session's);
-* anything else — answers "Done: <objective>.", then a "Detail:" line
-  (after N seconds with "work N seconds").
+* "show cwd" — answers with the session's ``cwd``;
+* "mcp tools" — lists the tools of the MCP servers offered to the session;
+* "mcp call NAME {JSON}" — calls tool NAME with the JSON arguments on the
+  first MCP server offered to the session (streamable HTTP, with the
+  headers given), answers "MCP NAME: " and the tool's text (or "MCP error:
+  " and it); an argument "$queued" is the id of the owner's last queued
+  task, found with ``list_tasks``; "mcp token NAME {JSON}" calls it with a
+  made-up bearer token;
+* anything else — answers "Done: <objective>.", then an "Inline:" line and
+  Markdown naming the objective and linking to a page (after N seconds with
+  "work N seconds").
 
+Every agent advertises MCP over HTTP (``mcpCapabilities.http``) unless
+``--no-mcp``, and ``session/fork`` and ``session/close`` unless
+``--no-fork``; a prompt starting with "[A status question" is answered
+from the forked session's notes (the stderr says "fork_session" and
+"close_session").
+``--resume`` also advertises ``session/resume`` (no history replayed); the
+agent's stderr says which of ``resume_session``/``load_session`` was asked.
 ``--session-id-chars N`` gives session ids of N characters (a hostile
 agent's). ``--load`` advertises ``loadSession``, with the sessions' histories kept in
 ``--state DIR`` so a new process of the agent continues them. ``--times
@@ -64,15 +89,28 @@ from acp import (
 )
 from acp.schema import (
     AgentCapabilities,
+    CloseSessionResponse,
+    ForkSessionResponse,
     InitializeResponse,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionResponse,
     PermissionOption,
     PromptResponse,
+    ResumeSessionResponse,
+    SessionCapabilities,
+    SessionCloseCapabilities,
+    SessionForkCapabilities,
+    SessionResumeCapabilities,
     ToolCallUpdate,
 )
 
 FAKE_KEY = "sk-test0123456789abcdefghij"
+MARKDOWN = (
+    "## Notes\n"
+    "- see [the notes](https://example.com/notes) and `notes.txt`\n"
+    '- [bad](javascript:alert(1)) <img id="from-agent-md" src=x onerror="window.pwned=1">\n'
+)
 
 
 class TestAgent:
@@ -82,8 +120,17 @@ class TestAgent:
         state: Path | None,
         times: Path | None = None,
         session_id_chars: int | None = None,
+        resume: bool = False,
+        fork: bool = True,
+        mcp: bool = True,
     ) -> None:
+        self.mcp = mcp
+        self.mcp_servers: dict[str, list[Any]] = {}  # session -> the MCP servers offered
+        self.cwds: dict[str, str] = {}
         self.load = load
+        self.resume = resume
+        self.fork = fork
+        self.notes: dict[str, tuple[str, str]] = {}  # session -> (progress, interim)
         self.session_id_chars = session_id_chars
         self.state = state
         self.times = times
@@ -107,7 +154,15 @@ class TestAgent:
         )
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(load_session=self.load),
+            agent_capabilities=AgentCapabilities(
+                load_session=self.load,
+                mcp_capabilities=McpCapabilities(http=self.mcp),
+                session_capabilities=SessionCapabilities(
+                    resume=SessionResumeCapabilities() if self.resume else None,
+                    fork=SessionForkCapabilities() if self.fork else None,
+                    close=SessionCloseCapabilities() if self.fork else None,
+                ),
+            ),
         )
 
     async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
@@ -115,14 +170,46 @@ class TestAgent:
         if self.session_id_chars is not None:
             session_id = session_id.ljust(self.session_id_chars, "x")
         self.histories[session_id] = []
+        self._offered(session_id, cwd, kwargs)
         self._save()
         return NewSessionResponse(session_id=session_id)
 
-    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
+    def _offered(self, session_id: str, cwd: str, kwargs: dict[str, Any]) -> None:
+        self.cwds[session_id] = cwd
+        self.mcp_servers[session_id] = list(kwargs.get("mcp_servers") or [])
+
+    async def resume_session(
+        self, cwd: str, session_id: str, **kwargs: Any
+    ) -> ResumeSessionResponse:
+        print(f"resume_session {session_id}", file=sys.stderr, flush=True)
         saved = self._read().get(session_id)
         if saved is None:
             raise RequestError.resource_not_found(session_id)
         self.histories[session_id] = list(saved)
+        self._offered(session_id, cwd, kwargs)
+        return ResumeSessionResponse()
+
+    async def fork_session(self, cwd: str, session_id: str, **kwargs: Any) -> ForkSessionResponse:
+        print(f"fork_session {session_id}", file=sys.stderr, flush=True)
+        fork = "fork_" + uuid.uuid4().hex[:12]
+        self.histories[fork] = list(self.histories.get(session_id, []))
+        if session_id in self.notes:
+            self.notes[fork] = self.notes[session_id]
+        return ForkSessionResponse(session_id=fork)
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+        print(f"close_session {session_id}", file=sys.stderr, flush=True)
+        self.histories.pop(session_id, None)
+        self.notes.pop(session_id, None)
+        return CloseSessionResponse()
+
+    async def load_session(self, cwd: str, session_id: str, **kwargs: Any) -> LoadSessionResponse:
+        print(f"load_session {session_id}", file=sys.stderr, flush=True)
+        saved = self._read().get(session_id)
+        if saved is None:
+            raise RequestError.resource_not_found(session_id)
+        self.histories[session_id] = list(saved)
+        self._offered(session_id, cwd, kwargs)
         for objective in saved:  # the history replayed, as the protocol asks
             await self.conn.session_update(
                 session_id=session_id, update=update_agent_message_text(f"(earlier) {objective}")
@@ -134,6 +221,8 @@ class TestAgent:
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
         text = "".join(getattr(block, "text", "") for block in prompt)
+        if text.startswith("[A status question"):
+            return await self._status(session_id)
         objective = text.split("Objective:\n", 1)[-1].split("\n", 1)[0]
         history = self.histories.setdefault(session_id, [])
         earlier = list(history)
@@ -142,6 +231,9 @@ class TestAgent:
         cancelled = self.cancelled[session_id] = asyncio.Event()
         lowered = objective.lower()
         say = self._say(session_id)
+        if lowered.startswith(("mcp tools", "mcp call ", "mcp token ")):  # first: its JSON
+            await say(await self._mcp(session_id, objective))  # may carry other cues
+            return PromptResponse(stop_reason="end_turn")
         if "fail saying " in lowered:
             raise RequestError(-32000, objective.partition("fail saying ")[2])
         if "crash" in lowered:
@@ -150,6 +242,13 @@ class TestAgent:
         if "never answer" in lowered:
             await self._tool(session_id, "thinking forever")
             await asyncio.Event().wait()
+        if "report steps" in lowered:
+            interim = f"the notes mention {FAKE_KEY} and " + "x" * 2000
+            progress = "slow" if "slow status" in lowered else "read 2 of 3 files"
+            self.notes[session_id] = (progress, interim)
+            await self._tool(session_id, "reading the notes")
+            await cancelled.wait()
+            return PromptResponse(stop_reason="cancelled")
         if "wait for cancel" in lowered:
             await self._tool(session_id, "waiting for a cancel")
             await cancelled.wait()
@@ -160,7 +259,9 @@ class TestAgent:
                 session_id=session_id,
                 update=update_plan([plan_entry("clone https://bob:hunter2@git.example.com/r")]),
             )
-            await say(f"Using Authorization: Bearer {FAKE_KEY}. ")
+            await say(f"Using Authorization: Bearer {FAKE_KEY}. Done.")
+            await say(f"\nInline:\n```\nexport OPENAI_API_KEY={FAKE_KEY}\n```")
+            return PromptResponse(stop_reason="end_turn")
         if "ask permission" in lowered:
             title = objective.partition("ask permission to ")[2].strip() or "run the tests"
             return await self._ask(session_id, title, say)
@@ -169,6 +270,12 @@ class TestAgent:
             return await self._race(session_id, int(race[1]), say)
         if "read file" in lowered or "write file" in lowered:
             return await self._file(session_id, objective, say)
+        if "show cwd" in lowered:
+            await say(f"cwd: {self.cwds.get(session_id)}")
+            return PromptResponse(stop_reason="end_turn")
+        if "answer in markdown" in lowered:  # an inline part, hostile too
+            await say("The notes are tidy.\nInline:\n" + MARKDOWN)
+            return PromptResponse(stop_reason="end_turn")
         if "big answer" in lowered:  # one message line of about 200 kB
             await say("A" * 200_000)
             return PromptResponse(stop_reason="end_turn")
@@ -176,6 +283,11 @@ class TestAgent:
             turns = text.partition("(for context):\n")[2].split("\n\n", 1)[0]
             prefs = text.partition("The user's preferences: ")[2].split("\n", 1)[0]
             await say(f"Context: {' | '.join(turns.splitlines())}. Preferences: {prefs}")
+            return PromptResponse(stop_reason="end_turn")
+        if "what was cancelled" in lowered:
+            told = text.partition("(cancelled: do not resume them):\n")[2].split("\n\n", 1)[0]
+            ids = [line[2:].split(":", 1)[0] for line in told.splitlines() if line.startswith("- ")]
+            await say("Told cancelled: " + (", ".join(ids) or "none") + ".")
             return PromptResponse(stop_reason="end_turn")
         if "what did i ask" in lowered:
             await say("Earlier in this session: " + ("; ".join(earlier) or "nothing") + ".")
@@ -188,10 +300,53 @@ class TestAgent:
         if work:  # the time real work would take
             await asyncio.sleep(float(work[1]))
         await say(f"Done: {objective}.")
-        await say("\nDetail: the test agent did it.")
+        await say(f"\nInline:\n**{objective}**: see [the notes](https://example.com/notes).")
         if self.times is not None:
             with self.times.open("a") as out:
                 out.write(json.dumps({"objective": objective, "at": time.monotonic()}) + "\n")
+        return PromptResponse(stop_reason="end_turn")
+
+    async def _mcp(self, session_id: str, objective: str) -> str:
+        """A cue's MCP call, on the first server offered to the session."""
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        servers = self.mcp_servers.get(session_id)
+        if not servers:
+            return "MCP error: no MCP server was offered"
+        server = servers[0]
+        headers = {h.name: h.value for h in server.headers}
+        words = objective.split(" ", 3)
+        if words[1] == "token":
+            headers["Authorization"] = "Bearer made-up-token"
+        transport = streamable_http_client(
+            server.url, http_client=create_mcp_http_client(headers=headers)
+        )
+        async with Client(transport) as client:
+            if words[1] == "tools":
+                names = sorted(t.name for t in (await client.list_tools()).tools)
+                return f"MCP tools: {', '.join(names)}"
+            name, arguments = words[2], json.loads(words[3] if len(words) > 3 else "{}")
+            if "$queued" in arguments.values():  # the owner's last queued task, listed
+                listed = await client.call_tool("list_tasks", {})
+                tasks = json.loads("".join(getattr(c, "text", "") for c in listed.content))
+                queued = [t["taskId"] for t in tasks["tasks"] if t["state"] == "queued"]
+                arguments = {k: queued[-1] if v == "$queued" else v for k, v in arguments.items()}
+            result = await client.call_tool(name, arguments)
+        text = "".join(getattr(c, "text", "") for c in result.content)
+        if result.is_error:  # the package's prefix off, the tool's words kept
+            text = text.removeprefix(f"Error executing tool {name}: ")
+        return f"MCP {'error' if result.is_error else name}: {text}"
+
+    async def _status(self, session_id: str) -> PromptResponse:
+        cancelled = self.cancelled[session_id] = asyncio.Event()
+        progress, interim = self.notes.get(session_id, ("nothing noted", ""))
+        if progress == "slow":
+            await cancelled.wait()
+            print(f"status question cancelled in {session_id}", file=sys.stderr, flush=True)
+            return PromptResponse(stop_reason="cancelled")
+        await self._say(session_id)(f"Progress: {progress}.\nInterim: {interim}")
         return PromptResponse(stop_reason="end_turn")
 
     def _say(self, session_id: str) -> Any:
@@ -282,12 +437,26 @@ class TestAgent:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--load", action="store_true")
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--no-fork", action="store_true")
+    parser.add_argument("--no-mcp", action="store_true")
     parser.add_argument("--state", type=Path)
     parser.add_argument("--times", type=Path)
     parser.add_argument("--session-id-chars", type=int)
+    parser.add_argument("--name", help="nothing but another command line (another agent)")
     args = parser.parse_args()
-    agent = TestAgent(args.load, args.state, args.times, args.session_id_chars)
-    asyncio.run(run_agent(agent))
+    agent = TestAgent(
+        args.load,
+        args.state,
+        args.times,
+        args.session_id_chars,
+        args.resume,
+        not args.no_fork,
+        not args.no_mcp,
+    )
+    # session/resume, fork and close are "unstable" to the package: routed
+    # only when asked (and offered only when advertised).
+    asyncio.run(run_agent(agent, use_unstable_protocol=True))
 
 
 if __name__ == "__main__":

@@ -30,12 +30,12 @@ from websockets.sync.client import connect
 from audiocore_server import Settings, create_app
 from audiocore_server.offline.permission_cues import call_for, told
 from audiocore_server.tasks import TaskManager, TaskRecord
+from audiocore_server.tasks.acp_backend import AcpBackend
 from audiocore_server.tasks.acp_client import (
     MAX_READ_BYTES,
     MAX_WRITE_CHARS,
     AcpClient,
     AgentFiles,
-    PromptRun,
 )
 from audiocore_server.tasks.acp_permissions import (
     MAX_TITLE_CHARS,
@@ -44,10 +44,11 @@ from audiocore_server.tasks.acp_permissions import (
     PermissionRequest,
     choose,
 )
+from audiocore_server.tasks.acp_progress import VOCABULARY, PromptRun
 from audiocore_server.tasks.acp_stdio import StderrLog
 from audiocore_server.tasks.adk_backend import MAX_FAILURE_CHARS
 from audiocore_server.tasks.envelope import split_answer
-from audiocore_server.tasks.live_tools import heard_after
+from audiocore_server.tasks.live_tools import build_live_tools, heard_after
 from audiocore_server.tasks.redact import REDACTED, redact
 
 AGENT = Path(__file__).resolve().parent / "acp_agent.py"
@@ -78,9 +79,26 @@ def finished(task_id: str) -> Any:
     return all_final(task_id)
 
 
+async def stored_session(manager: TaskManager, owner: str) -> str | None:
+    """The owner's session id on the manager's agent, as its ledger keeps it."""
+    backend = manager.backend
+    assert isinstance(backend, AcpBackend)
+    return (await manager.store.read(owner)).acp_session(backend.sessions.agent)
+
+
 async def run_one(manager: TaskManager, owner: str, objective: str) -> TaskRecord:
     record = await manager.submit(owner, objective)
     return (await until(manager, owner, finished(record.id)))[record.id]
+
+
+def agent_at_work(task_id: str) -> Any:
+    """The agent's first tool call is on the task's card."""
+    return lambda r: r[task_id].progress == {"phrase": "running commands"}
+
+
+def tool(manager: TaskManager, name: str) -> Any:
+    """The live tool ``name``, for the owner "alice" whatever its context."""
+    return {t.__name__: t for t in build_live_tools(manager, lambda _: "alice")}[name]
 
 
 # ---------------------------------------------------------------- pure parts
@@ -212,10 +230,14 @@ def test_heard_after_needs_the_user_s_own_words_after_the_question() -> None:
     assert not heard_after([user("yes"), question, user("ok"), question], "perm_0a1b2c3d")
 
 
-def test_an_answer_s_spoken_part_and_its_detail() -> None:
-    assert split_answer("Done.\nDetail: more") == ("Done.", "more")
+def test_an_answer_s_speech_and_its_inline_part() -> None:
+    assert split_answer("Done.\nInline: more") == ("Done.", "more")
+    assert split_answer("Speech: Done.\nInline:\n- a\n- b\n") == ("Done.", "- a\n- b")
     assert split_answer("Done.") == ("Done.", None)
-    assert split_answer("Detail: only this") == ("only this", "only this")
+    # "Inline:" starts the part at a line's start only.
+    assert split_answer("Say Inline: no.") == ("Say Inline: no.", None)
+    # Nothing to say: the inline part's first line is said.
+    assert split_answer("Inline: only this\nand more") == ("only this", "only this\nand more")
 
 
 def test_files_stay_inside_the_working_directory(tmp_path: Path) -> None:
@@ -358,6 +380,7 @@ def test_settings_name_a_backend_and_its_command(tmp_path: Path) -> None:
         dataclasses.replace(base, task_backend="acp"): "acp_command: expected",
         dataclasses.replace(base, task_backend="acp", acp_command="a 'b"): "acp_command: cannot",
         dataclasses.replace(base, acp_prompt_timeout_s=0): "acp_prompt_timeout_s: expected more",
+        dataclasses.replace(base, acp_status_timeout_s=-1): "acp_status_timeout_s: expected more",
     }
     for settings, problem in bad.items():
         assert any(p.startswith(problem) for p in settings.problems()), settings.problems()
@@ -374,7 +397,8 @@ def test_a_task_s_answer_progress_and_stages(settings: Settings) -> None:
             done = await run_one(manager, "alice", "tidy the notes")
             assert done.state == "completed", done
             assert done.result == "Done: tidy the notes."
-            assert done.progress == {"tool": "answer", "detail": "the test agent did it."}
+            assert done.inline == "**tidy the notes**: see [the notes](https://example.com/notes)."
+            assert done.progress == {"phrase": "organizing result"}
             processing = [c for c in seen if c["status"] == "processing"]
             assert [c["stage"] for c in processing][:2] == ["queued", None]
             assert {c["stage"] for c in processing} >= {"delegated", "finalizing"}
@@ -391,40 +415,67 @@ def test_a_large_message_is_read_and_the_answer_bounded(settings: Settings) -> N
     done = asyncio.run(scenario())
     assert done.state == "completed", done
     assert done.result == "A" * (settings.max_task_result_chars - 1) + "…"
-    assert done.progress is not None and len(done.progress["detail"]) <= 160
+    assert done.progress == {"phrase": "organizing result"}
 
 
-def test_progress_is_redacted(settings: Settings) -> None:
-    async def scenario() -> None:
+def test_the_card_shows_phrases_and_the_agent_s_words_go_to_the_log_redacted(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> tuple[TaskRecord, list[dict[str, Any]]]:
         async with running(settings) as manager:
-            details: list[str] = []
-            manager.subscribe("alice", lambda r: details.append(json.dumps(r.card().data())))
-            done = await run_one(manager, "alice", "leak secrets please")
-            assert done.state == "completed", done
-            shown = "\n".join(details)
-            assert FAKE_KEY not in shown and "hunter2" not in shown
-            # The first update is shown at once, the rest coalesced with it.
-            assert f"OPENAI_API_KEY={REDACTED}" in shown  # the tool call's title
-            # The answer is the agent's own words: redacted too before it is spoken.
-            assert done.result is not None and FAKE_KEY not in done.result
+            cards: list[dict[str, Any]] = []
+            manager.subscribe("alice", lambda r: cards.append(r.card().data()))
+            return await run_one(manager, "alice", "leak secrets please"), cards
 
-    asyncio.run(scenario())
+    with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_progress"):
+        done, cards = asyncio.run(scenario())
+    assert done.state == "completed", done
+    shown = [c["progress"] for c in cards if c["progress"] is not None]
+    # The card: phrases of the vocabulary only, never the agent's words.
+    assert {p["phrase"] for p in shown} <= VOCABULARY and all(len(p) == 1 for p in shown)
+    assert shown[0] == {"phrase": "starting"}
+    assert {"phrase": "running commands"} in shown  # its tool call, of kind execute
+    assert not any("OPENAI" in json.dumps(c) or "hunter2" in json.dumps(c) for c in cards)
+    # The log: the agent's words, redacted.
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert f"agent execute: export OPENAI_API_KEY={REDACTED}" in logged
+    assert FAKE_KEY not in logged and "hunter2" not in logged
+    # The answer is the agent's own words: redacted too, the speech and the
+    # inline part.
+    assert done.result == f"Using Authorization: Bearer {REDACTED} Done."  # "." in a token
+    assert done.inline == f"```\nexport OPENAI_API_KEY={REDACTED}\n```"
 
 
-def test_each_kind_of_progress_is_redacted_and_shown_coalesced() -> None:
-    from acp import plan_entry, start_tool_call, update_agent_message_text, update_plan
+def test_each_kind_of_activity_is_a_phrase_shown_coalesced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from acp import (
+        plan_entry,
+        start_tool_call,
+        update_agent_message_text,
+        update_agent_thought_text,
+        update_plan,
+        update_tool_call,
+    )
 
-    async def scenario() -> list[tuple[str, str, str | None]]:
-        shown: list[tuple[str, str, str | None]] = []
+    async def scenario() -> list[tuple[dict[str, str], str | None]]:
+        shown: list[tuple[dict[str, str], str | None]] = []
 
-        async def progress(tool: str, detail: str, stage: str | None) -> None:
-            shown.append((tool, detail, stage))
+        async def progress(card: dict[str, str], stage: str | None) -> None:
+            shown.append((card, stage))
 
         client = AcpClient(AgentFiles(Path("."), False), PermissionDesk(1.0, None))  # type: ignore[arg-type]
         run = client.runs["s"] = PromptRun("alice", "task_1", progress)
-        updates = [
-            start_tool_call("c1", f"export OPENAI_API_KEY={FAKE_KEY}", kind="execute"),
+        kinds = ["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"]
+        updates: list[Any] = [
+            start_tool_call(f"k{n}", f"{kind} {FAKE_KEY}", kind=kind)  # type: ignore[arg-type]
+            for n, kind in enumerate(kinds)
+        ]
+        updates += [
+            start_tool_call("bare", "a tool call without a kind"),
+            update_tool_call("k0", status="completed"),  # its kind is its start's
             update_plan([plan_entry("clone https://bob:hunter2@git.example.com/r")]),
+            update_agent_thought_text("hmm, the user's files"),
             update_agent_message_text(f"Using Authorization: Bearer {FAKE_KEY}. "),
         ]
         for update in updates:
@@ -433,7 +484,8 @@ def test_each_kind_of_progress_is_redacted_and_shown_coalesced() -> None:
         # A burst: the first shown at once, the latest when its time is up.
         run.shown_at = float("-inf")
         for n in range(1000):
-            await client.session_update("s", start_tool_call(f"c{n}", f"step {n}"))
+            await client.session_update("s", start_tool_call(f"c{n}", f"step {n}", kind="read"))
+        await client.session_update("s", start_tool_call("last", "grep it", kind="search"))
         later = run._later
         assert later is not None
         await later
@@ -441,14 +493,89 @@ def test_each_kind_of_progress_is_redacted_and_shown_coalesced() -> None:
         await client.session_update("s", start_tool_call("late", "after the end"))
         return shown
 
-    shown = asyncio.run(scenario())
-    assert shown == [
-        ("execute", f"export OPENAI_API_KEY={REDACTED}", "delegated"),
-        ("plan", f"clone https://bob:{REDACTED}@git.example.com/r (pending)", "delegated"),
-        ("message", f"Using Authorization: Bearer {REDACTED}", "delegated"),
-        ("tool", "step 0", "delegated"),
-        ("tool", "step 999", "delegated"),
+    with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_progress"):
+        shown = asyncio.run(scenario())
+    phrases = [card["phrase"] for card, stage in shown]
+    assert all(stage == "delegated" and len(card) == 1 for card, stage in shown)
+    assert phrases == [
+        "reading files",
+        "editing files",
+        "deleting files",
+        "moving files",
+        "searching",
+        "running commands",
+        "thinking",
+        "fetching",
+        "working",  # other
+        "working",  # no kind
+        "reading files",  # an update of the read
+        "planning",
+        "thinking",
+        "organizing result",
+        "reading files",  # the burst's first
+        "searching",  # and its latest
     ]
+    logged = [r.getMessage() for r in caplog.records]
+    assert f"task task_1: agent read: read {REDACTED}" in logged
+    assert (
+        f"task task_1: agent plan: clone https://bob:{REDACTED}@git.example.com/r (pending)"
+        in logged
+    )
+    assert f"task task_1: agent message: Using Authorization: Bearer {REDACTED}" in logged
+    assert not any(FAKE_KEY in m or "hunter2" in m for m in logged)
+
+
+def test_a_task_s_inline_part_goes_with_the_answer_telling_it_once_per_connection(
+    settings: Settings,
+) -> None:
+    from audiocore_server.live.outcomes import TaskDelivery
+    from audiocore_server.wire import chunks
+
+    async def scenario() -> tuple[list[str], list[list[chunks.Chunk]], TaskRecord]:
+        async with running(settings) as manager:
+            done = await run_one(manager, "alice", "tidy the notes")
+            handed: list[str] = []
+            attached: list[list[chunks.Chunk]] = []
+            told = asyncio.Event()
+
+            def hand(prompt: str) -> None:
+                handed.append(prompt)
+                told.set()
+
+            delivery = TaskDelivery(
+                manager,
+                "alice",
+                "conn-1",
+                line_free_at=lambda: 0.0,
+                playback_ends_at=lambda: 0.0,
+                hand_to_model=hand,
+                attach=attached.append,
+            )
+            delivered = asyncio.Event()
+            manager.subscribe(
+                "alice", lambda r: delivered.set() if r.delivery == "delivered" else None
+            )
+            runner = asyncio.create_task(delivery.run())
+            try:
+                await told.wait()
+                told.clear()
+                delivery.interrupted()  # a barge-in: told again later…
+                await told.wait()
+                delivery.turn_ended()  # …and heard this time
+                await delivered.wait()
+            finally:
+                runner.cancel()
+                await asyncio.gather(runner, return_exceptions=True)
+            return handed, attached, done
+
+    handed, attached, done = asyncio.run(scenario())
+    assert len(handed) == 2
+    # Told twice, shown once: the part is already on this connection's timeline.
+    assert [[c.to_json() for c in parts] for parts in attached] == [
+        [c.to_json() for c in chunks.markdown_part(done.id, done.inline or "")]
+    ]
+    assert "More is shown on the user's screen" in handed[0]
+    assert "**" not in handed[0]  # the model is given the speech, not the Markdown
 
 
 def test_a_second_task_continues_the_owner_s_session_and_owners_are_apart(
@@ -467,34 +594,48 @@ def test_a_second_task_continues_the_owner_s_session_and_owners_are_apart(
             )
             assert alice.result == "Earlier in this session: paint the fence."
             assert bob.result == "Earlier in this session: wash the car."
-            ids = {(await manager.store.read(o)).acp_session for o in ("alice", "bob")}
+            ids = {await stored_session(manager, o) for o in ("alice", "bob")}
             assert len(ids) == 2 and None not in ids
 
     asyncio.run(scenario())
 
 
-def test_after_a_restart_the_session_is_loaded_or_its_results_recalled(
-    settings: Settings, tmp_path: Path
+def test_after_a_restart_the_session_is_resumed_else_loaded_else_its_results_recalled(
+    settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     state = tmp_path / "agent-state"
     state.mkdir()
-    loading = dataclasses.replace(
-        settings, acp_command=agent_command("--load", "--state", str(state))
-    )
 
     async def twice(settings: Settings) -> tuple[TaskRecord, TaskRecord, str | None, str | None]:
         async with running(settings) as manager:
             first = await run_one(manager, "alice", "paint the fence")
-            before = (await manager.store.read("alice")).acp_session
+            before = await stored_session(manager, "alice")
         async with running(settings) as manager:  # a new server, a new agent process
             second = await run_one(manager, "alice", "what did I ask before")
-            after = (await manager.store.read("alice")).acp_session
+            after = await stored_session(manager, "alice")
         return first, second, before, after
 
-    first, second, before, after = asyncio.run(twice(loading))
-    assert first.state == "completed"
-    assert second.result == "Earlier in this session: paint the fence."
-    assert before == after  # session/load: the same session
+    def asked() -> list[str]:
+        """What the agent was asked to take back, as its stderr says."""
+        lines = [r.getMessage() for r in caplog.records]
+        return [
+            m.split()[2] for m in lines if m.startswith(("ACP agent: resume", "ACP agent: load"))
+        ]
+
+    for how in ("resume", "load"):
+        caplog.clear()
+        (state / "sessions.json").unlink(missing_ok=True)
+        agent = ("--resume", "--load") if how == "resume" else ("--load",)
+        continuing = dataclasses.replace(
+            settings, acp_command=agent_command(*agent, "--state", str(state))
+        )
+        with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_backend"):
+            first, second, before, after = asyncio.run(twice(continuing))
+        assert first.state == "completed"
+        assert second.result == "Earlier in this session: paint the fence."
+        assert before == after  # the same session, taken back…
+        # …with session/resume where the agent has it (else session/load).
+        assert asked() == [f"{how}_session"], asked()
 
     fresh = dataclasses.replace(settings, data_dir=tmp_path / "other")
     first, second, before, after = asyncio.run(twice(fresh))
@@ -506,6 +647,41 @@ def test_after_a_restart_the_session_is_loaded_or_its_results_recalled(
     assert second.state == "completed"
 
 
+def test_switching_the_agent_never_reuses_another_agent_s_session(
+    settings: Settings, tmp_path: Path
+) -> None:
+    # Two agents (two command lines) that could load each other's sessions:
+    # the same program over the same state.
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    first, second = (
+        dataclasses.replace(
+            settings, acp_command=agent_command("--load", "--state", str(state), "--name", name)
+        )
+        for name in ("a", "b")
+    )
+
+    async def once(settings: Settings, objective: str) -> TaskRecord:
+        async with running(settings) as manager:
+            return await run_one(manager, "alice", objective)
+
+    async def scenario() -> list[str | None]:
+        return [
+            (await once(first, "paint the fence")).result,
+            (await once(second, "what did I ask before")).result,
+            (await once(first, "what did I ask before")).result,
+        ]
+
+    painted, on_second, back_on_first = asyncio.run(scenario())
+    assert painted == "Done: paint the fence."
+    # The second agent gets a session of its own, the earlier result recalled…
+    assert on_second == (
+        "Earlier in this session: nothing. Recalled: paint the fence -> Done: paint the fence.."
+    )
+    # …and the first one's session is still the first one's.
+    assert back_on_first == "Earlier in this session: paint the fence."
+
+
 def test_cancel_mid_prompt_waits_for_the_agent_s_cancelled(
     settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -515,10 +691,7 @@ def test_cancel_mid_prompt_waits_for_the_agent_s_cancelled(
             await until(
                 manager,
                 "alice",
-                lambda r: (
-                    r[record.id].stage == "delegated"
-                    and (r[record.id].progress or {}).get("tool") == "execute"
-                ),
+                agent_at_work(record.id),
             )
             cancelled = await manager.cancel("alice", record.id)
             assert cancelled is not None and cancelled.state == "cancelled"
@@ -532,6 +705,98 @@ def test_cancel_mid_prompt_waits_for_the_agent_s_cancelled(
     logged = [r.getMessage() for r in caplog.records]
     assert f"task {task_id}: the ACP prompt stopped (cancelled)" in logged
     assert not any("did not confirm the cancel" in m for m in logged)
+
+
+def test_a_cancel_is_told_to_the_agent_once_also_across_a_restart(settings: Settings) -> None:
+    async def cancel_one(manager: TaskManager) -> str:
+        record = await manager.submit("alice", "wait for cancel")
+        await until(manager, "alice", agent_at_work(record.id))
+        cancelled = await manager.cancel("alice", record.id)
+        assert cancelled is not None and cancelled.state == "cancelled"
+        return record.id
+
+    async def told(manager: TaskManager, owner: str = "alice") -> str | None:
+        return (await run_one(manager, owner, "what was cancelled")).result
+
+    async def scenario() -> None:
+        async with running(settings) as manager:
+            # Cancelled while queued: the agent never saw it, nothing to tell.
+            blocker = await manager.submit("alice", "wait for cancel")
+            queued = await manager.submit("alice", "paint the fence")
+            assert (await manager.cancel("alice", queued.id)).state == "cancelled"  # type: ignore[union-attr]
+            await until(manager, "alice", agent_at_work(blocker.id))
+            await manager.cancel("alice", blocker.id)
+            assert await told(manager) == f"Told cancelled: {blocker.id}."
+            assert await told(manager) == "Told cancelled: none."
+            assert await told(manager, "bob") == "Told cancelled: none."
+            await cancel_one(manager)  # told in the next prompt: the next task's
+            last = await cancel_one(manager)
+        async with running(settings) as manager:  # a new server, a new agent process
+            assert await told(manager) == f"Told cancelled: {last}."
+        async with running(settings) as manager:
+            assert await told(manager) == "Told cancelled: none."
+
+    asyncio.run(scenario())
+
+
+def test_a_running_task_s_status_is_asked_of_the_agent_unseen_redacted_and_bounded(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], int, str | None]:
+        async with running(settings) as manager:
+            status = tool(manager, "get_task_status")
+            record = await manager.submit("alice", "report steps")
+            await until(manager, "alice", agent_at_work(record.id))
+            cards: list[TaskRecord] = []
+            manager.subscribe("alice", cards.append)
+            asked = await status(object(), record.id)
+            changed = len(cards)  # while it was asked
+            await manager.cancel("alice", record.id)
+            after = await status(object(), record.id)
+            history = (await run_one(manager, "alice", "what did I ask before")).result
+            return asked, after, changed, history
+
+    with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_backend"):
+        asked, after, changed, history = asyncio.run(scenario())
+    assert asked["state"] == "running" and asked["progress"] == {"phrase": "running commands"}
+    assert asked["agent"]["progress"] == "read 2 of 3 files."
+    interim = asked["agent"]["interim"]
+    assert interim.startswith(f"the notes mention {REDACTED} and xxx") and FAKE_KEY not in interim
+    assert len(interim) == 300 and interim.endswith("…")
+    # Asked in a fork of the session, closed after: never on the card, and
+    # not in the owner's session (the next prompt there sees the task alone).
+    assert changed == 0
+    assert history == "Earlier in this session: report steps."
+    logged = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("ACP agent: fork_session sess_") for m in logged)
+    assert any(m.startswith("ACP agent: close_session fork_") for m in logged)
+    # A task not running: our record alone.
+    assert after["state"] == "cancelled" and "agent" not in after
+
+
+def test_a_status_the_agent_does_not_give_in_time_or_cannot_falls_back_to_the_record(
+    settings: Settings,
+) -> None:
+    async def asked(settings: Settings, objective: str) -> dict[str, Any]:
+        async with running(settings) as manager:
+            record = await manager.submit("alice", objective)
+            await until(manager, "alice", agent_at_work(record.id))
+            found = await tool(manager, "get_task_status")(object(), record.id)
+            await manager.cancel("alice", record.id)
+            return found
+
+    slow = dataclasses.replace(settings, acp_status_timeout_s=0.5)
+    late = asyncio.run(asked(slow, "report steps, slow status"))
+    assert late["state"] == "running" and late["progress"] == {"phrase": "running commands"}
+    assert late["agent"] == {
+        "unavailable": "the agent did not answer within 0.5 s; the record above is ours"
+    }
+    unforking = dataclasses.replace(settings, acp_command=agent_command("--no-fork"))
+    plain = asyncio.run(asked(unforking, "report steps"))
+    assert plain["agent"] == {
+        "unavailable": "the agent cannot be asked (it does not offer session/fork); "
+        "the record above is ours"
+    }
 
 
 def test_an_agent_that_dies_fails_its_task_and_the_next_gets_a_fresh_one(
@@ -624,7 +889,7 @@ def test_an_agent_s_unusable_session_id_fails_the_task_and_is_not_kept(
             assert done.error == (
                 "the ACP agent gave a session id of 100000 characters (expected 1 to 256)"
             )
-            assert (await manager.store.read("alice")).acp_session is None
+            assert await stored_session(manager, "alice") is None
 
     asyncio.run(scenario())
 
@@ -720,7 +985,10 @@ def ask(ws: Any, text: str) -> list[dict[str, Any]]:
 
 
 def said(turn: list[dict[str, Any]]) -> str:
-    return "".join(m["delta"] for m in turn if m["type"] == "text-delta")
+    """The model's words of a turn (not a task's inline part)."""
+    return "".join(
+        m["delta"] for m in turn if m["type"] == "text-delta" and not m["id"].startswith("inline_")
+    )
 
 
 def next_turn_saying(ws: Any, words: str) -> list[dict[str, Any]]:
@@ -784,6 +1052,26 @@ def test_by_voice_an_answer_and_a_permission_allowed_always(settings: Settings) 
         _, started = tool_output(ask(ws, "start a task to tidy the notes"), "start_task")
         told_answer = next_turn_saying(ws, f"Your background task {started['taskId']} completed")
         assert "Done: tidy the notes." in said(told_answer)
+        # The inline part: a text part of that answer, marked as Markdown, last.
+        part = f"inline_{started['taskId']}"
+        inline = [m for m in told_answer if m.get("id") == part]
+        assert inline == [
+            {
+                "type": "text-start",
+                "id": part,
+                "providerMetadata": {
+                    "audiocore": {"format": "markdown", "taskId": started["taskId"]}
+                },
+            },
+            {
+                "type": "text-delta",
+                "id": part,
+                "delta": "**tidy the notes**: see [the notes](https://example.com/notes).",
+            },
+            {"type": "text-end", "id": part},
+        ]
+        assert told_answer.index(inline[-1]) == len(told_answer) - 2  # then "finish"
+        assert "**" not in said(told_answer)  # shown, not said
         cards = ws.cards(started["taskId"])
         assert [c["status"] for c in cards][0] == "processing"
         assert "delegated" in [c["stage"] for c in cards]

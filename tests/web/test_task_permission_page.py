@@ -1,4 +1,5 @@
-"""The demo page's task card with a task on an ACP agent, in real Chromium
+"""The demo page's task card with a task on an ACP agent, and its inline
+result on the timeline, in real Chromium
 against the real server (offline model, ``--task-backend acp`` running the
 tests' ACP agent, ``tests/server/acp_agent.py``, as its own process).
 
@@ -100,4 +101,37 @@ def test_the_agent_s_permission_question_on_the_card_answered_by_typing(
     assert text_of(page, f"{card} .task-detail") == done["result"]
     assert states_seen(page, task_id) == ["queued", "running", "completed"]
     assert demo(page, "__demo.serverErrors") == []
+    check_no_page_errors(page)
+
+
+def test_a_task_s_inline_result_on_the_timeline_as_markdown_never_as_html(open_page):
+    page = open_page(PTT)
+    connect(page)
+    say(page, "start a task to answer in markdown")
+    task_id = card_for(page, "answer in markdown")["id"]
+    wait_card(page, task_id, "c.state === 'completed'")
+    entry = "#log .entry.inline[data-final='true']"
+    wait_for(page, f"document.querySelector({entry!r}) !== null", 30)
+    # Markdown made elements: a heading, a list, code, the http(s) link.
+    assert text_of(page, f"{entry} h4") == "Notes"
+    assert page.locator(f"{entry} li").count() == 2
+    assert text_of(page, f"{entry} code") == "notes.txt"
+    link = page.locator(f"{entry} a")
+    assert link.count() == 1
+    assert link.get_attribute("href") == "https://example.com/notes"
+    assert link.get_attribute("rel") == "noopener noreferrer nofollow"
+    # The javascript: link and the tag are the text they are.
+    second = text_of(page, f"{entry} li:nth-child(2)")
+    assert (
+        second
+        == '[bad](javascript:alert(1)) <img id="from-agent-md" src=x onerror="window.pwned=1">'
+    )
+    assert page.locator("#from-agent-md").count() == 0
+    assert demo(page, "window.pwned ?? null") is None
+    # What was said is the speech; the Markdown is shown, not in the agent's words.
+    said = demo(
+        page, "[...document.querySelectorAll('#log .entry.agent')].map((e) => e.textContent)"
+    )
+    assert any("The notes are tidy." in s for s in said)
+    assert not any("##" in s for s in said)
     check_no_page_errors(page)

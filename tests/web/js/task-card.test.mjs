@@ -36,16 +36,16 @@ test("queued and running are one status, processing, with the stage beside it", 
     question: null,
     detail: null,
   });
-  const delegated = card("running", {
-    stage: "delegated",
-    progress: { tool: "run the tests", detail: "in_progress" },
-  });
+  const delegated = card("running", { stage: "delegated", progress: { phrase: "running commands" } });
   assert.deepEqual(taskCardText(delegated), {
     status: "processing",
     stage: "delegated to the agent",
     question: null,
-    detail: "run the tests in_progress",
+    detail: "running commands",
   });
+  // The ADK backend's progress: its tool and arguments.
+  const adk = card("running", { progress: { tool: "wait", detail: "seconds=2" } });
+  assert.equal(taskCardText(adk).detail, "wait seconds=2");
   const finalizing = taskCardText(card("running", { stage: "finalizing" }));
   assert.equal(finalizing.stage, "finalizing");
   // The ADK backend's running task has no stage: nothing beside the status.
