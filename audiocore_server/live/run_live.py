@@ -223,6 +223,7 @@ class AdkEventWire:
     name = "run_live"
     sends_session = False
     binary_audio = False
+    heard = None  # the pacer's clock
 
     def __init__(self, speaker: Speaker) -> None:
         self._speaker = speaker
@@ -252,7 +253,7 @@ class AdkEventWire:
             return [encode_event(event_json(error))]
         return []
 
-    def audio_frame(self, pcm: bytes, sample_rate: int) -> str | bytes:
+    def audio_frames(self, pcm: bytes, sample_rate: int) -> list[str | bytes]:
         data = {
             "content": {
                 "parts": [
@@ -271,7 +272,7 @@ class AdkEventWire:
             "id": str(uuid.uuid4()),
             "timestamp": time.time(),
         }
-        return encode_event(data)
+        return [encode_event(data)]
 
 
 def confirmation_event(
