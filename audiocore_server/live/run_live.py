@@ -322,6 +322,7 @@ def tool_answer_event(call_id: str, answer: chunks.ToolAnswer, speaker: Speaker)
 
 class AdkDialect:
     name = "run_live"
+    error_before_close = True
 
     def __init__(self, query: RunLiveQuery, base_run_config: RunConfig) -> None:
         self.query = query

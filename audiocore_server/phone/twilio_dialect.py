@@ -76,6 +76,7 @@ class TwilioDialect:
     ``phone/stream.py``)."""
 
     name = "phone"
+    error_before_close = False  # the reason is logged (connection.py) and in the close frame
 
     def __init__(
         self, start: twilio.StreamStart, user_id: str, app: str | None, user_key: str | None

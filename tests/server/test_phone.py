@@ -461,3 +461,51 @@ def test_the_auth_token_stays_out_of_logs_and_the_settings_repr(
     assert (from_env.twilio_auth_token, from_env.phone_public_url) == (AUTH_TOKEN, PUBLIC)
     bad = dataclasses.replace(phone_settings, phone_public_url="calls.example.com/x")
     assert any(p.startswith("phone_public_url: expected") for p in bad.problems())
+
+
+def test_a_flooding_stream_is_closed_with_twilios_messages_only(server) -> None:
+    app, address = server
+
+    async def scenario() -> None:
+        url = f"ws://{address}/phone/stream"
+        ws = await websockets.connect(url, additional_headers=signed_headers(url))
+        phone = TwilioCall(ws)
+        await phone.connect()
+        frame = '{"event": "media", "streamSid": "MZ0001", "media": {"payload": ""}}'
+        with contextlib.suppress(websockets.ConnectionClosed):
+            for _ in range(3000):  # past the frame budget's burst and its drops
+                await ws.send(frame)
+        await phone.finish()  # the reader fails on anything that is not Twilio's
+        assert ws.close_code == 1008
+        assert "too many" in (ws.close_reason or "")
+
+    asyncio.run(scenario())
+    wait_until(lambda: not app.state.connections)
+
+
+def test_a_tokens_max_sessions_holds_for_calls(keyed_server) -> None:
+    app, address = keyed_server
+    response = httpx.post(
+        f"http://{address}/tokens",
+        json={"owner": "alice", "limits": {"maxSessions": 1, "surfaces": ["phone"]}},
+        headers={"X-API-Key": "k" * 24},
+    )
+    token = response.json()["token"]
+
+    async def scenario() -> None:
+        async with call(address, {"token": token}) as first:
+            await first.dtmf("1")
+            await first.wait_for(lambda: first.count("media") > 0, what="the first call's answer")
+            url = f"ws://{address}/phone/stream"
+            ws = await websockets.connect(url, additional_headers=signed_headers(url))
+            second = TwilioCall(ws, call_sid="CA0002")
+            await second.connect({"token": token})
+            await second.finish()
+            assert ws.close_code == 1013
+        # The first call's place is free again once it has ended.
+        wait_until(lambda: not app.state.connections)
+        async with call(address, {"token": token}) as third:
+            await third.dtmf("2")
+            await third.wait_for(lambda: third.count("media") > 0, what="a later call's answer")
+
+    asyncio.run(scenario())
