@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import time
 import xml.etree.ElementTree as ET
@@ -353,17 +354,37 @@ def test_malformed_messages_get_a_clear_error_and_the_call_goes_on(
         assert any(expected in line for line in lines), (expected, lines)
 
 
-def test_a_stream_that_does_not_start_is_closed(server) -> None:
+ALAW_START = {
+    "event": "start",
+    "streamSid": "MZ0001",
+    "start": {
+        "callSid": "CA0001",
+        "accountSid": "AC0001",
+        "mediaFormat": {"encoding": "audio/x-alaw", "sampleRate": 8000, "channels": 1},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("first", "reason"),
+    [
+        ({"event": "media", "media": {"payload": ""}}, "expected connected and start first"),
+        (ALAW_START, "start.mediaFormat: expected"),
+    ],
+)
+def test_a_stream_that_does_not_start_as_documented_is_closed(
+    server, first: dict[str, Any], reason: str
+) -> None:
     app, address = server
 
     async def scenario() -> None:
         url = f"ws://{address}/phone/stream"
         ws = await websockets.connect(url, additional_headers=signed_headers(url))
-        await ws.send('{"event": "media", "media": {"payload": ""}}')
+        await ws.send(json.dumps(first))
         with pytest.raises(websockets.ConnectionClosed):
             await ws.recv()
         assert ws.close_code == 1008
-        assert "expected connected and start first" in ws.close_reason
+        assert reason in ws.close_reason
 
     asyncio.run(scenario())
     assert not app.state.connections
