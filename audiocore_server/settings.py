@@ -83,6 +83,9 @@ class Settings:
     # The Twilio account's Auth Token: it verifies X-Twilio-Signature on the
     # phone routes (docs/telephony.md). None: the phone routes are off.
     twilio_auth_token: str | None = None
+    # A secret the Telnyx media stream's URL carries (``?token=``, in the
+    # stream_url the operator gives Telnyx). None: the Telnyx route is off.
+    telnyx_stream_token: str | None = None
     # The server's public base URL as Twilio calls it ("https://host[:port]"),
     # when a proxy in front changes the scheme or host Twilio signed. None:
     # the request's own (Host header; https and wss for http and ws behind
@@ -317,7 +320,10 @@ class Settings:
         shown = []
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if field.name in ("api_key", "twilio_auth_token") and value is not None:
+            if (
+                field.name in ("api_key", "twilio_auth_token", "telnyx_stream_token")
+                and value is not None
+            ):
                 value = "***"
             elif field.name == "token_secrets" and value:
                 value = ("***",) * len(value)
@@ -392,6 +398,8 @@ class Settings:
         minutes = self.live_minutes_per_owner_per_day
         if minutes is not None and not minutes > 0:
             found.append(f"live_minutes_per_owner_per_day: expected more than 0, got {minutes}")
+        if self.telnyx_stream_token is not None and len(self.telnyx_stream_token) < 16:
+            found.append("telnyx_stream_token: expected at least 16 characters")
         public = self.phone_public_url
         if public is not None and not re.fullmatch(r"https?://[^/?#\s]+", public):
             found.append(f"phone_public_url: expected http(s)://host[:port], got {public!r}")

@@ -50,7 +50,7 @@ LIVE_SURFACES = frozenset({"ws", "live", "run_live", "phone"})
 # Twilio's requests carry its signature, not ours: the phone routes check
 # it themselves, and a call's stream its credentials in the ``start``
 # message's custom parameters (``Credentials.check_given``).
-PHONE_PATHS = frozenset({"/phone/incoming", "/phone/stream"})
+PHONE_PATHS = frozenset({"/phone/incoming", "/phone/stream", "/phone/telnyx"})
 _KEY_ONLY = frozenset({"tokens", "metrics"})
 
 

@@ -12,6 +12,7 @@ owner, whom ``user`` must name if given.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -19,7 +20,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ..gate.addressing import api_user_allowed
 from ..gate.credentials import Credentials, Principal, Refused
 from ..storage.users import PHONE_USER_ID
-from ..wire import fields, protocol, twilio
+from ..wire import call_messages, fields, protocol
 
 APP_PARAM = "app"
 USER_PARAM = "user"
@@ -28,7 +29,7 @@ TOKEN_PARAM = "token"
 
 @dataclasses.dataclass(frozen=True)
 class Call:
-    start: twilio.StreamStart
+    start: call_messages.StreamStart
     user_id: str
     app: str | None
     principal: Principal | None  # None: the server takes no credentials
@@ -40,7 +41,11 @@ class Call:
         return self.principal.owner if self.principal is not None else None
 
 
-async def read_start(ws: WebSocket, timeout_s: float) -> twilio.StreamStart:
+async def read_start(
+    ws: WebSocket,
+    timeout_s: float,
+    decode: Callable[[str | bytes], call_messages.CallMessage],
+) -> call_messages.StreamStart:
     """``connected`` (optional), then ``start``, within ``timeout_s``;
     ``ProtocolError`` (close 1008) otherwise, ``WebSocketDisconnect``."""
     with anyio.move_on_after(timeout_s):
@@ -50,22 +55,22 @@ async def read_start(ws: WebSocket, timeout_s: float) -> twilio.StreamStart:
                 raise WebSocketDisconnect(message.get("code", 1000))
             raw = message.get("text")
             try:
-                msg = twilio.decode(raw if raw is not None else message.get("bytes") or b"")
+                msg = decode(raw if raw is not None else message.get("bytes") or b"")
             except fields.InputError as exc:
                 raise protocol.ProtocolError(protocol.CLOSE_POLICY_VIOLATION, str(exc)) from None
-            if isinstance(msg, twilio.StreamStart):
+            if isinstance(msg, call_messages.StreamStart):
                 return msg
-            if not isinstance(msg, twilio.Connected):
+            if not isinstance(msg, call_messages.Connected):
                 raise protocol.ProtocolError(
                     protocol.CLOSE_POLICY_VIOLATION,
-                    f"twilio: expected connected and start first, got {type(msg).__name__}",
+                    f"expected connected and start first, got {type(msg).__name__}",
                 )
     raise protocol.ProtocolError(
-        protocol.CLOSE_POLICY_VIOLATION, f"twilio: no start message within {timeout_s:g} s"
+        protocol.CLOSE_POLICY_VIOLATION, f"no start message within {timeout_s:g} s"
     )
 
 
-def caller(start: twilio.StreamStart, credentials: Credentials | None) -> Call:
+def caller(start: call_messages.StreamStart, credentials: Credentials | None) -> Call:
     """Who the call speaks for; ``Refused`` (no or wrong credentials, a
     user the token does not own, a user no client may name)."""
     params = start.custom_parameters

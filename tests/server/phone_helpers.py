@@ -46,8 +46,17 @@ class TwilioCall:
     replies that fall due together are sent in reverse order (Twilio's
     replies may come in any order)."""
 
-    def __init__(self, ws: Any, *, stream_sid: str = "MZ0001", call_sid: str = "CA0001") -> None:
+    def __init__(
+        self,
+        ws: Any,
+        *,
+        stream_sid: str = "MZ0001",
+        call_sid: str = "CA0001",
+        carrier: str = "twilio",
+    ) -> None:
         self.ws = ws
+        # Telnyx's envelope: snake_case, and what it is sent names no stream.
+        self.telnyx = carrier == "telnyx"
         self.stream_sid = stream_sid
         self.call_sid = call_sid
         self.sequence = 0
@@ -67,13 +76,29 @@ class TwilioCall:
     # ------------------------------------------------------------ Twilio → server
     async def _send(self, event: str, **fields: Any) -> None:
         self.sequence += 1
-        message: dict[str, Any] = {"event": event, "sequenceNumber": str(self.sequence)}
+        sequence, stream = (
+            ("sequence_number", "stream_id") if self.telnyx else ("sequenceNumber", "streamSid")
+        )
+        message: dict[str, Any] = {"event": event, sequence: str(self.sequence)}
         if event != "connected":
-            message["streamSid"] = self.stream_sid
+            message[stream] = self.stream_sid
         message.update(fields)
         await self.ws.send(json.dumps(message))
 
     async def connect(self, parameters: dict[str, str] | None = None) -> None:
+        if self.telnyx:
+            await self.ws.send(json.dumps({"event": "connected", "version": "1.0.0"}))
+            await self._send(
+                "start",
+                start={
+                    "call_control_id": self.call_sid,
+                    "from": "+15550100",
+                    "to": "+15550199",
+                    "custom_parameters": parameters or {},
+                    "media_format": {"encoding": "PCMU", "sample_rate": 8000, "channels": 1},
+                },
+            )
+            return
         connected = {"event": "connected", "protocol": "Call", "version": "1.0.0"}
         await self.ws.send(json.dumps(connected))
         await self._send(
@@ -88,31 +113,43 @@ class TwilioCall:
             },
         )
 
-    async def media(self, codes: bytes) -> None:
-        self.chunk += 1
+    async def media(self, codes: bytes, chunk: int | None = None) -> None:
+        chunk = chunk or self.chunk + 1
+        self.chunk = max(self.chunk, chunk)
         await self._send(
             "media",
             media={
                 "track": "inbound",
-                "chunk": str(self.chunk),
-                "timestamp": str(self.chunk * 20),
+                "chunk": str(chunk),
+                "timestamp": str(chunk * 20),
                 "payload": base64.b64encode(codes).decode(),
             },
         )
 
-    async def speak(self, codes: bytes) -> None:
-        """μ-law codes as 20 ms media messages on a real-time schedule."""
+    async def speak(self, codes: bytes, *, swapped: bool = False) -> None:
+        """μ-law codes as 20 ms media messages on a real-time schedule;
+        ``swapped``: each pair of frames sent the wrong way round (Telnyx's
+        frames may come out of order), counted as they should be."""
+        frames = [codes[i : i + FRAME_CODES] for i in range(0, len(codes), FRAME_CODES)]
+        first = self.chunk + 1
+        order = list(range(len(frames)))
+        if swapped:
+            for k in range(0, len(order) - 1, 2):
+                order[k], order[k + 1] = order[k + 1], order[k]
         t0 = time.monotonic()
-        for k, i in enumerate(range(0, len(codes), FRAME_CODES)):
+        for k, index in enumerate(order):
             delay = t0 + k * FRAME_S - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            await self.media(codes[i : i + FRAME_CODES])
+            await self.media(frames[index], first + index)
 
     async def dtmf(self, digit: str) -> None:
         await self._send("dtmf", dtmf={"track": "inbound_track", "digit": digit})
 
     async def stop(self) -> None:
+        if self.telnyx:
+            await self._send("stop", stop={"call_control_id": self.call_sid})
+            return
         await self._send("stop", stop={"accountSid": "AC0001", "callSid": self.call_sid})
 
     async def raw(self, frame: str | bytes) -> None:
@@ -123,7 +160,10 @@ class TwilioCall:
         with contextlib.suppress(websockets.ConnectionClosed):
             async for frame in self.ws:
                 message = json.loads(frame)
-                assert message.get("streamSid") == self.stream_sid, message
+                if self.telnyx:
+                    assert "streamSid" not in message and "stream_id" not in message, message
+                else:
+                    assert message.get("streamSid") == self.stream_sid, message
                 self.events.append(message)
                 event = message["event"]
                 if event == "media":

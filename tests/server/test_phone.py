@@ -26,8 +26,8 @@ from test_e2e import aligned_correlation
 
 from audiocore_server import Settings, create_app
 from audiocore_server.gate.twilio_signature import signature
+from audiocore_server.phone.call_dialect import DTMF_TURN
 from audiocore_server.phone.marks import HeardMarks
-from audiocore_server.phone.twilio_dialect import DTMF_TURN
 from audiocore_server.wire.fields import InputError
 
 PUBLIC = "https://calls.example.com"
