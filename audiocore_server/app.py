@@ -9,6 +9,9 @@
 | ``WS /ws`` | our live protocol (docs/protocol.md) |
 | ``WS /live`` | the seed project's BIDI dialect of it |
 | ``WS /run_live`` | ADK's live protocol (``live/run_live.py``) |
+| ``POST /phone/incoming`` | a Twilio call's webhook: TwiML (``phone/``; with an auth token only) |
+| ``WS /phone/stream`` | a Twilio call's media stream (``phone/``) |
+| ``WS /phone/telnyx`` | a Telnyx call's media stream (with a Telnyx stream token only) |
 | ``/apps/…``, ``/list-apps`` | ADK's session REST routes (``http/session_rest.py``) |
 | ``POST /api/chat``, ``POST /stream`` | AI SDK's HTTP chat (``http/chat.py``) |
 
@@ -22,6 +25,7 @@ loads.
 from __future__ import annotations
 
 import contextlib
+import hmac
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -34,12 +38,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from .agent.runners import UnknownApp
-from .gate import redaction
-from .gate.credential_guard import CredentialGuard
-from .gate.credentials import Credentials
+from .gate import redaction, twilio_signature
+from .gate.credential_guard import CredentialGuard, live_admission
+from .gate.credentials import SCOPE_KEY, TOKEN_PARAM, Credentials, Refused, client_address
 from .gate.guard import LOCAL_ORIGIN, ConnectionLimits, HttpGuard, origin_allowed
 from .gate.quotas import build_quotas
 from .http.chat import ChatEndpoint
@@ -53,6 +57,9 @@ from .live.dialects import SEED, UI_STREAM, Dialect
 from .live.run_live import AdkDialect, parse_query
 from .live.time_limit import live_time_limit
 from .ops.telemetry import CONTENT_TYPE, Telemetry
+from .phone.call_dialect import TELNYX, TWILIO, CallDialect, Carrier
+from .phone.incoming import incoming_route
+from .phone.stream import caller, read_start
 from .runtime import Runtime
 from .settings import MODEL_KEY_VARIABLES, Settings, redact_url
 from .wire import chunks, protocol
@@ -185,6 +192,69 @@ def create_app(settings: Settings | None = None) -> Starlette:
             return
         await serve(websocket, AdkDialect(query, agents.run_config_for(None)))
 
+    async def twilio_stream(websocket: WebSocket) -> None:
+        """A Twilio call's media stream: Twilio's signature before the
+        handshake (403)."""
+        assert settings.twilio_auth_token is not None
+        if not twilio_signature.verified(
+            websocket.scope, settings.twilio_auth_token, settings.phone_public_url
+        ):
+            await refuse_call(websocket, "twilio_signature", "Twilio signature missing or wrong")
+            return
+        await serve_call(websocket, TWILIO)
+
+    async def telnyx_stream(websocket: WebSocket) -> None:
+        """A Telnyx call's media stream: the stream token in its URL
+        (``?token=``, as the operator's ``stream_url`` names it) before the
+        handshake (403)."""
+        assert settings.telnyx_stream_token is not None
+        given = websocket.query_params.get(TOKEN_PARAM, "")
+        if not hmac.compare_digest(
+            given.encode(errors="replace"), settings.telnyx_stream_token.encode()
+        ):
+            await refuse_call(websocket, "telnyx_token", "Telnyx stream token missing or wrong")
+            return
+        await serve_call(websocket, TELNYX)
+
+    async def refuse_call(websocket: WebSocket, reason: str, why: str) -> None:
+        telemetry.refused.labels(reason).inc()
+        log.warning("refused phone stream from %s: %s", client_address(websocket.scope), why)
+        await websocket.close(protocol.CLOSE_POLICY_VIOLATION, why)
+
+    async def serve_call(websocket: WebSocket, carrier: Carrier) -> None:
+        """A call's stream: its credentials in its ``start`` (close 1008,
+        1013), then the conversation."""
+        await websocket.accept()
+        try:
+            start = await read_start(websocket, settings.hello_timeout_s, carrier.decode)
+            call = caller(start, credentials)
+            if call.principal is None:
+                await serve(websocket, CallDialect(carrier, start, call.user_id, call.app, None))
+                return
+            assert credentials is not None
+            async with live_admission(credentials, quotas, call.principal) as principal:
+                websocket.scope[SCOPE_KEY] = principal
+                dialect = CallDialect(carrier, start, call.user_id, call.app, call.user_key)
+                await serve(websocket, dialect)
+        except protocol.ProtocolError as exc:
+            await _close_quietly(websocket, exc.close_code, exc.reason)
+        except Refused as exc:
+            telemetry.refused.labels(exc.reason).inc()
+            log.warning(
+                "refused phone stream from %s: %s (token %s)",
+                client_address(websocket.scope),
+                exc.text,
+                exc.token_id or "-",
+            )
+            code = (
+                protocol.CLOSE_TRY_AGAIN_LATER
+                if exc.reason in ("over_limit", "over_quota")
+                else protocol.CLOSE_POLICY_VIOLATION
+            )
+            await _close_quietly(websocket, code, exc.text)
+        except WebSocketDisconnect:
+            return
+
     credentials = Credentials(settings) if settings.api_key is not None else None
     redaction.install()
     redaction.protect(
@@ -192,6 +262,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         *settings.token_secrets,
         urlsplit(settings.database_url).password if settings.database_url else None,
         *(os.environ.get(name) for name in MODEL_KEY_VARIABLES),
+        settings.twilio_auth_token,
+        settings.telnyx_stream_token,
     )
     quotas = build_quotas(settings)
     routes = [
@@ -201,6 +273,19 @@ def create_app(settings: Settings | None = None) -> Starlette:
         WebSocketRoute("/ws", live),
         WebSocketRoute("/live", live),
         WebSocketRoute("/run_live", run_live),
+        *(
+            [
+                incoming_route(settings, lambda reason: telemetry.refused.labels(reason).inc()),
+                WebSocketRoute("/phone/stream", twilio_stream),
+            ]
+            if settings.twilio_auth_token is not None
+            else []
+        ),
+        *(
+            [WebSocketRoute("/phone/telnyx", telnyx_stream)]
+            if settings.telnyx_stream_token is not None
+            else []
+        ),
         *rest_routes(
             settings,
             sessions,
@@ -246,3 +331,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
     app.state.runtime = runtime
     app.state.connections = connections
     return app
+
+
+async def _close_quietly(websocket: WebSocket, code: int, reason: str) -> None:
+    with contextlib.suppress(Exception):
+        await websocket.close(code, reason[:120])

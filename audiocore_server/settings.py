@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -79,6 +80,17 @@ class Settings:
     # Secrets that sign and verify tokens (audiocore_server/gate/tokens.py): the first
     # signs, all verify (rotation). Empty: one derived from api_key.
     token_secrets: tuple[str, ...] = ()
+    # The Twilio account's Auth Token: it verifies X-Twilio-Signature on the
+    # phone routes (docs/telephony.md). None: the phone routes are off.
+    twilio_auth_token: str | None = None
+    # A secret the Telnyx media stream's URL carries (``?token=``, in the
+    # stream_url the operator gives Telnyx). None: the Telnyx route is off.
+    telnyx_stream_token: str | None = None
+    # The server's public base URL as Twilio calls it ("https://host[:port]"),
+    # when a proxy in front changes the scheme or host Twilio signed. None:
+    # the request's own (Host header; https and wss for http and ws behind
+    # TLS termination only if the proxy says so in the scope's scheme).
+    phone_public_url: str | None = None
     # Listen beyond localhost without an API key (refused otherwise).
     insecure_no_auth: bool = False
     # The apps served (audiocore_server/agent/apps.py): the agents of a folder
@@ -315,7 +327,10 @@ class Settings:
         shown = []
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if field.name == "api_key" and value is not None:
+            if (
+                field.name in ("api_key", "twilio_auth_token", "telnyx_stream_token")
+                and value is not None
+            ):
                 value = "***"
             elif field.name == "token_secrets" and value:
                 value = ("***",) * len(value)
@@ -392,6 +407,11 @@ class Settings:
         minutes = self.live_minutes_per_owner_per_day
         if minutes is not None and not minutes > 0:
             found.append(f"live_minutes_per_owner_per_day: expected more than 0, got {minutes}")
+        if self.telnyx_stream_token is not None and len(self.telnyx_stream_token) < 16:
+            found.append("telnyx_stream_token: expected at least 16 characters")
+        public = self.phone_public_url
+        if public is not None and not re.fullmatch(r"https?://[^/?#\s]+", public):
+            found.append(f"phone_public_url: expected http(s)://host[:port], got {public!r}")
         if any(len(secret) < 32 for secret in self.token_secrets):
             found.append("token_secrets: expected at least 32 characters each")
         if self.api_key is None and not self.insecure_no_auth and not is_local_host(self.host):

@@ -11,9 +11,10 @@ or the token.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import anyio
 from starlette.datastructures import Headers
@@ -27,6 +28,7 @@ from .credentials import (
     SCOPE_KEY,
     SUBPROTOCOL,
     Credentials,
+    Principal,
     Refused,
     client_address,
     offered_subprotocols,
@@ -62,7 +64,7 @@ class CredentialGuard:
             await self.app(scope, receive, send)
             return
         surface = surface_of(scope, self.web_dir)
-        if surface is None:
+        if surface is None or surface == "phone":  # phone: see credentials.PHONE_PATHS
             await self.app(scope, receive, send)
             return
         try:
@@ -77,35 +79,17 @@ class CredentialGuard:
         if surface not in LIVE_SURFACES:
             await self.app(scope, receive, _accepting_offered(scope, send))
             return
-        if not credentials.admit(principal):
-            over = Refused(
-                "over_limit", "too many live sessions for this token", principal.token_id
-            )
-            await self._refuse(scope, receive, send, surface, over)
-            return
-        ticket = None
+        admission = live_admission(credentials, self.quotas, principal)
         try:
-            if self.quotas is not None and principal.owner is not None:
-                try:
-                    ticket = await self.quotas.admit(principal.owner)
-                except QuotaExceeded as exc:
-                    quota = Refused("over_quota", str(exc), principal.token_id)
-                    await self._refuse(scope, receive, send, surface, quota)
-                    return
-                except Exception:  # the store is away: closed, not open
-                    log.warning("quota store failed; socket refused", exc_info=True)
-                    away = Refused("over_quota", "quotas unavailable", principal.token_id)
-                    await self._refuse(scope, receive, send, surface, away)
-                    return
-                scope[SCOPE_KEY] = dataclasses.replace(principal, quota_seconds=ticket.seconds_left)
+            principal = await admission.__aenter__()
+        except Refused as exc:
+            await self._refuse(scope, receive, send, surface, exc)
+            return
+        try:
+            scope[SCOPE_KEY] = principal
             await self.app(scope, receive, _accepting_offered(scope, send))
         finally:
-            credentials.release(principal)
-            if ticket is not None and self.quotas is not None:
-                # Even when the socket's task is cancelled: a row left behind
-                # would count against the owner until it expires.
-                with anyio.CancelScope(shield=True):
-                    await self.quotas.release(ticket)
+            await admission.__aexit__(None, None, None)
 
     async def _refuse(
         self, scope: Scope, receive: Receive, send: Send, surface: str, refused: Refused
@@ -128,6 +112,36 @@ class CredentialGuard:
             return
         status = 429 if refused.reason == "over_limit" else 401
         await PlainTextResponse(f"Unauthorized: {refused.text}", status)(scope, receive, send)
+
+
+@contextlib.asynccontextmanager
+async def live_admission(
+    credentials: Credentials, quotas: OwnerQuotas | None, principal: Principal
+) -> AsyncIterator[Principal]:
+    """Hold a live socket for ``principal`` while the body runs: a place
+    under its token's ``maxSessions`` and its owner's quota (the principal
+    given back carries what the quota leaves); ``Refused`` if there is none."""
+    if not credentials.admit(principal):
+        raise Refused("over_limit", "too many live sessions for this token", principal.token_id)
+    ticket = None
+    try:
+        if quotas is not None and principal.owner is not None:
+            try:
+                ticket = await quotas.admit(principal.owner)
+            except QuotaExceeded as exc:
+                raise Refused("over_quota", str(exc), principal.token_id) from None
+            except Exception:  # the store is away: closed, not open
+                log.warning("quota store failed; socket refused", exc_info=True)
+                raise Refused("over_quota", "quotas unavailable", principal.token_id) from None
+            principal = dataclasses.replace(principal, quota_seconds=ticket.seconds_left)
+        yield principal
+    finally:
+        credentials.release(principal)
+        if ticket is not None and quotas is not None:
+            # Even when the socket's task is cancelled: a row left behind
+            # would count against the owner until it expires.
+            with anyio.CancelScope(shield=True):
+                await quotas.release(ticket)
 
 
 def _accepting_offered(scope: Scope, send: Send) -> Send:

@@ -46,7 +46,11 @@ SUBPROTOCOL_PREFIX = "audiocore.token."
 # Offered beside the token entry, it is the one the server accepts (so the
 # token is not echoed in the response).
 SUBPROTOCOL = "audiocore"
-LIVE_SURFACES = frozenset({"ws", "live", "run_live"})
+LIVE_SURFACES = frozenset({"ws", "live", "run_live", "phone"})
+# Twilio's requests carry its signature, not ours: the phone routes check
+# it themselves, and a call's stream its credentials in the ``start``
+# message's custom parameters (``Credentials.check_given``).
+PHONE_PATHS = frozenset({"/phone/incoming", "/phone/stream", "/phone/telnyx"})
 _KEY_ONLY = frozenset({"tokens", "metrics"})
 
 
@@ -95,6 +99,8 @@ def surface_of(scope: Scope, web_dir: Path) -> str | None:
     """Which surface a request or socket is, for credentials and a token's
     ``surfaces``; None for what stays open."""
     path = route_path(scope)
+    if path in PHONE_PATHS:
+        return "phone"
     if scope["type"] == "websocket":
         return {"/ws": "ws", "/live": "live", "/run_live": "run_live"}.get(path, "api")
     if scope["method"] == "OPTIONS" or path == "/healthz":
@@ -150,6 +156,18 @@ class Credentials:
             token = _socket_token(scope, headers)
         if key is None and token is not None and ("." not in token or self._is_key(token)):
             key, token = token, None  # a Bearer that is no token: the key
+        return self._principal(key, token, surface, _users_named(scope, surface))
+
+    def check_given(self, credential: str | None, surface: str, user: str | None) -> Principal:
+        """The principal of a credential given in a message (a phone call's
+        ``token`` parameter: the key or a token) for ``user``; ``Refused``."""
+        if credential is not None and ("." not in credential or self._is_key(credential)):
+            return self._principal(credential, None, surface, [])
+        return self._principal(None, credential, surface, [user] if user is not None else [])
+
+    def _principal(
+        self, key: str | None, token: str | None, surface: str, users: list[str]
+    ) -> Principal:
         if key is not None:
             if not self._is_key(key):
                 raise Refused("bad_key", "wrong API key")
@@ -165,7 +183,7 @@ class Credentials:
         allowed = claims.limits.surfaces
         if allowed is not None and surface not in allowed:
             raise Refused("token_surface", f"token not valid for {surface}", claims.token_id)
-        if any(user != claims.owner for user in _users_named(scope, surface)):
+        if any(user != claims.owner for user in users):
             raise Refused("wrong_owner", "user is not the token's owner", claims.token_id)
         return Principal(claims.owner, claims)
 

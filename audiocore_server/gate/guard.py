@@ -60,6 +60,8 @@ def host_allowed(host: str | None, settings: Settings) -> bool:
     allowed.update(
         urlsplit(origin).hostname or "" for origin in settings.allowed_origins if origin != "*"
     )
+    if settings.phone_public_url is not None:  # the name Twilio calls this server by
+        allowed.add(urlsplit(settings.phone_public_url).hostname or "")
     return name in allowed
 
 

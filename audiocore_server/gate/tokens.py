@@ -42,7 +42,7 @@ DEFAULT_TTL_S = 600
 MAX_TTL_S = 24 * 3600
 # What a token may be limited to (``limits.surfaces``): audiocore_server/gate/credentials.py
 # names every guarded path's surface.
-SURFACES = ("ws", "live", "run_live", "rest", "chat", "tasks", "api")
+SURFACES = ("ws", "live", "run_live", "phone", "rest", "chat", "tasks", "api")
 MAX_SESSIONS = 1000
 MAX_LIVE_MINUTES = 24 * 60.0
 _DERIVE_LABEL = b"audiocore token secret v1"

@@ -247,7 +247,7 @@ class LiveConnection:
             return  # the server drops the TCP connection once this returns
         # A client that stops reading just now must not hold the close either.
         with anyio.move_on_after(self.settings.send_timeout_s), contextlib.suppress(Exception):
-            if stop.error:
+            if stop.error and self.dialect.error_before_close:
                 await self.ws.send_text(chunks.encode(chunks.Error(stop.error)))
             await self.ws.close(stop.code, stop.reason[:120])
 

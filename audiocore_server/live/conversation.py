@@ -231,6 +231,7 @@ def assemble(
         on_turn_end=turn_ended,
         on_barge_in=barged_in,
         timer=timer,
+        heard=wire.heard,
     )
     queue.confirmation_hook = playout.confirmation_requested
     link = DelegationLink(

@@ -34,6 +34,9 @@ from .opening import Opening
 
 class Dialect(Protocol):
     name: str
+    # Whether the reason a connection ends goes out as an ``error`` chunk
+    # before the close frame (not to a phone: Twilio takes only its own).
+    error_before_close: bool
 
     async def open(self, ws: WebSocket, timeout_s: float, limits: fields.Limits) -> Opening: ...
 
@@ -58,6 +61,7 @@ def decode_frame(
 
 class UiStreamDialect:
     name = "ws"
+    error_before_close = True
 
     async def open(self, ws: WebSocket, timeout_s: float, limits: fields.Limits) -> Opening:
         hello = await read_hello(ws, timeout_s, limits)

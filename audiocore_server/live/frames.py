@@ -18,6 +18,7 @@ chunks, paced PCM16 audio frames, and two internal markers
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from ..wire import chunks
@@ -30,14 +31,20 @@ class Wire(Protocol):
     sends_session: bool  # a data-session chunk opens the conversation
     binary_audio: bool
 
+    @property
+    def heard(self) -> Callable[[], float] | None:
+        """Seconds of the model's current turn the client has played, where
+        the client says so (a phone call's marks); None: the pacer's clock."""
+
     def chunk_frames(self, chunk: chunks.Chunk) -> list[str]: ...
 
-    def audio_frame(self, pcm: bytes, sample_rate: int) -> str | bytes: ...
+    def audio_frames(self, pcm: bytes, sample_rate: int) -> list[str | bytes]: ...
 
 
 class UiStreamWire:
     name = "ws"
     sends_session = True
+    heard = None
 
     def __init__(self, binary_audio: bool = False) -> None:
         self.binary_audio = binary_audio
@@ -47,16 +54,17 @@ class UiStreamWire:
             return []
         return [chunks.encode(chunk)]
 
-    def audio_frame(self, pcm: bytes, sample_rate: int) -> str | bytes:
+    def audio_frames(self, pcm: bytes, sample_rate: int) -> list[str | bytes]:
         if self.binary_audio:
-            return pcm
-        return chunks.encode_pcm(pcm, sample_rate)
+            return [pcm]
+        return [chunks.encode_pcm(pcm, sample_rate)]
 
 
 class SseOverWebSocketWire:
     name = "live"
     sends_session = False
     binary_audio = False  # its client fails on binary frames
+    heard = None
 
     def __init__(self) -> None:
         # Its client closes a stream by itself at the finish-step that follows
@@ -86,5 +94,5 @@ class SseOverWebSocketWire:
             frames.append(_DONE)
         return frames
 
-    def audio_frame(self, pcm: bytes, sample_rate: int) -> str | bytes:
-        return f"data: {chunks.encode_pcm(pcm, sample_rate)}\n\n"
+    def audio_frames(self, pcm: bytes, sample_rate: int) -> list[str | bytes]:
+        return [f"data: {chunks.encode_pcm(pcm, sample_rate)}\n\n"]

@@ -46,6 +46,7 @@ class Playout:
         on_turn_end: Callable[[], None],
         on_barge_in: Callable[[], None],
         timer: TurnTimer,
+        heard: Callable[[], float] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._translator = translator
@@ -57,7 +58,9 @@ class Playout:
         self._on_barge_in = on_barge_in
         self._timer = timer
         self._clock = clock
-        self.played = PlayoutPosition(pacer.played_seconds)  # for the model's connection
+        # For the model's connection: what the client says it played (a
+        # phone call's marks), else what the pacer has sent, less its lead.
+        self.played = PlayoutPosition(heard or pacer.played_seconds)
 
     async def on_event(self, event: Event) -> None:
         received = self._clock()

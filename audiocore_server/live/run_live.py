@@ -226,6 +226,7 @@ class AdkEventWire:
     name = "run_live"
     sends_session = False
     binary_audio = False
+    heard = None  # the pacer's clock
 
     def __init__(self, speaker: Speaker) -> None:
         self._speaker = speaker
@@ -255,7 +256,7 @@ class AdkEventWire:
             return [encode_event(event_json(error))]
         return []
 
-    def audio_frame(self, pcm: bytes, sample_rate: int) -> str | bytes:
+    def audio_frames(self, pcm: bytes, sample_rate: int) -> list[str | bytes]:
         data = {
             "content": {
                 "parts": [
@@ -274,7 +275,7 @@ class AdkEventWire:
             "id": str(uuid.uuid4()),
             "timestamp": time.time(),
         }
-        return encode_event(data)
+        return [encode_event(data)]
 
 
 def confirmation_event(
@@ -324,6 +325,7 @@ def tool_answer_event(call_id: str, answer: chunks.ToolAnswer, speaker: Speaker)
 
 class AdkDialect:
     name = "run_live"
+    error_before_close = True
 
     def __init__(self, query: RunLiveQuery, base_run_config: RunConfig) -> None:
         self.query = query

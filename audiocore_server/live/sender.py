@@ -107,11 +107,11 @@ class Sender:
             # asyncio's timeout, not anyio's scope: once per frame sent.
             async with deadline:
                 if isinstance(item, AudioFrame):
-                    frame = wire.audio_frame(item.pcm, self._rate)
-                    if isinstance(frame, bytes):
-                        await ws.send_bytes(frame)
-                    else:
-                        await ws.send_text(frame)
+                    for frame in wire.audio_frames(item.pcm, self._rate):
+                        if isinstance(frame, bytes):
+                            await ws.send_bytes(frame)
+                        else:
+                            await ws.send_text(frame)
                     self._audio_sent.sent(len(item.pcm))
                 else:
                     if isinstance(item, chunks.Finish):

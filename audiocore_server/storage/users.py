@@ -18,8 +18,10 @@ WEB_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{20,100}")
 API_SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 API_USER_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
 CHAT_USER_ID = "chat"  # the HTTP chat endpoint's sessions (audiocore_server/http/chat.py)
+# Phone calls that name no user (audiocore_server/phone/): a new session each call.
+PHONE_USER_ID = "phone"
 # Users whose session ids are capabilities: not reachable through ADK's API.
-RESERVED_USERS = frozenset({USER_ID, CHAT_USER_ID})
+RESERVED_USERS = frozenset({USER_ID, CHAT_USER_ID, PHONE_USER_ID})
 
 
 def new_session_id() -> str:

@@ -38,7 +38,7 @@ CLOSE_INTERNAL_ERROR = 1011
 CLOSE_TRY_AGAIN_LATER = 1013
 
 INPUT_FORMATS = ("s16", "f32")
-SAMPLE_BYTES = {"s16": 2, "f32": 4}
+SAMPLE_BYTES = {"s16": 2, "f32": 4, "ulaw": 1}  # μ-law: a phone call's (wire/twilio.py)
 # Who ends the user's turns: the model's voice activity detection ("server"),
 # or the client's activity_start/activity_end alone ("manual", push-to-talk).
 TURN_DETECTION = ("server", "manual")
@@ -68,7 +68,7 @@ class NotAnObject(InputError):
 @dataclasses.dataclass(frozen=True)
 class InputFormat:
     sample_rate: int = 16_000
-    format: Literal["s16", "f32"] = "s16"
+    format: Literal["s16", "f32", "ulaw"] = "s16"
     channels: int = 1
 
     @property
