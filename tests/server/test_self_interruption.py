@@ -54,6 +54,9 @@ class RoomClient:
         self.ws = ws
         self.room = room
         self.messages: list[dict[str, Any]] = []
+        self.at: list[int] = []  # the tick each message came in
+        self.late_s = 0.0  # how far behind its clock the microphone fell at worst
+        self.ran_dry: list[int] = []  # ticks where playback ran out mid-answer
         self.tick = 0
         self.played_samples = 0  # of the agent's audio, not the silence between
         self.utterances = 0  # the user's, said or being said
@@ -77,6 +80,7 @@ class RoomClient:
                     continue
                 message = json.loads(frame)
                 self.messages.append(message)
+                self.at.append(self.tick)
                 if message["type"] == "data-interrupted":
                     self._playback.clear()
         except websockets.ConnectionClosed:
@@ -115,11 +119,14 @@ class RoomClient:
             )
             due = self._started + self.tick * TICK_S
             ahead = due - time.monotonic()
+            self.late_s = max(self.late_s, -ahead)
             if ahead > 0:
                 await asyncio.sleep(ahead)  # the microphone's clock, not a wait for the server
             self._window_ends = due + TICK_S
             played = bytes(self._playback[:PLAY_FRAME_BYTES])
             del self._playback[:PLAY_FRAME_BYTES]
+            if played and not self._playback and self.count("finish") < self.utterances:
+                self.ran_dry.append(self.tick)  # the answer's next audio is not here yet
             self.played_samples += len(played) // 2
             mic = self.room.echo(played.ljust(PLAY_FRAME_BYTES, b"\0"))
             user, self._user = self._user[:MIC_FRAME], self._user[MIC_FRAME:]
@@ -141,6 +148,19 @@ class RoomClient:
 
     def kinds(self) -> list[str]:
         return [m["type"] for m in self.messages]
+
+    def story(self) -> str:
+        """What a failure shows: the turn edges heard, at which tick, and how
+        late the microphone ran."""
+        edges = [
+            f"{tick}:{m['type']}{m.get('data', {}).get('state', '')}"
+            for tick, m in zip(self.at, self.messages, strict=True)
+            if m["type"] in ("data-speech", "data-interrupted", "finish")
+        ]
+        return (
+            f"mic at worst {self.late_s * 1000:.0f} ms late; playback ran dry mid-answer at "
+            f"ticks {self.ran_dry}; {' '.join(edges)}"
+        )
 
 
 def speech_16k(speech_48k: np.ndarray) -> np.ndarray:
@@ -182,11 +202,11 @@ def test_the_agent_does_not_interrupt_itself_over_many_answers(
         )
     print(f"seed {seed}")
     assert client.messages[0]["data"]["echoCancellation"] == "server"
-    assert client.count("data-interrupted") == 0, client.kinds()
+    assert client.count("data-interrupted") == 0, client.story()
     # Every onset the agent heard was the user's: its own answers never
     # started a turn, even after they had ended.
-    assert client.count("data-speech", state="started") == rounds
-    assert client.count("finish") == rounds
+    assert client.count("data-speech", state="started") == rounds, client.story()
+    assert client.count("finish") == rounds, client.story()
 
 
 def test_without_the_canceller_the_same_room_makes_the_agent_interrupt_itself(
