@@ -9,6 +9,7 @@ production model path side by side, in the same run.
     python benchmarks/bench_server.py --sessions 1,10,25,50 --models offline,gemini,openai
     python benchmarks/bench_server.py --trees ../before,.  # two checkouts' servers in turn
     python benchmarks/bench_server.py --sessions 100 --idle 10  # the input path alone
+    python benchmarks/bench_server.py --echo-cancellation client,server  # the server's AEC off, on
 
 Models: "offline" is the embedded offline model; "gemini" is the production
 path — ADK's Gemini model and google-genai's live client over TLS, JSON and
@@ -75,6 +76,7 @@ from bench_server_client import (
     our_session,
     paced_frames,
     percentile,
+    push_to_talk_start,
     py_spy,
     run_clients,
     speech_48k,
@@ -82,11 +84,11 @@ from bench_server_client import (
 )
 
 
-async def _run_sessions(url: str, speech, n: int, turns: int, stagger_s: float):
+async def _run_sessions(url: str, speech, n: int, turns: int, stagger_s: float, start: str):
     async def one(k: int):
         await asyncio.sleep(stagger_s * k / max(1, n))
         try:
-            return await our_session(url, speech, turns)
+            return await our_session(url, speech, turns, start=start)
         except (RuntimeError, OSError, websockets.ConnectionClosed) as exc:
             # An overloaded server: a turn that never finished, a socket
             # closed. Counted as a failed session, not the end of the run.
@@ -115,13 +117,14 @@ def run(
     endpoint_pid: int | None = None,
     profile: Path | None = None,
     tree: Path = REPO,
+    start: str = PUSH_TO_TALK_START,
 ) -> dict:
     stats_path = Path(tempfile.mkdtemp()) / "stats.json"
     env = {"AUDIOCORE_WORKERS": str(workers), **(model_env or {})}
     with our_server(stats_path, tree, **env) as (url, proc), py_spy(proc.pid, profile):
         cpu0, t0, me0 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
         far0 = cpu_seconds(endpoint_pid) if endpoint_pid else 0.0
-        sessions = run_clients(_run_sessions(url, speech, n, turns, stagger_s))
+        sessions = run_clients(_run_sessions(url, speech, n, turns, stagger_s, start))
         cpu1, t1, me1 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
         far1 = cpu_seconds(endpoint_pid) if endpoint_pid else 0.0
     server = _server_stats(stats_path)
@@ -297,6 +300,12 @@ def main() -> None:
         "CPU per client frame over SECONDS (the input path alone; offline model)",
     )
     parser.add_argument(
+        "--echo-cancellation",
+        default="client",
+        help="comma-separated: client (none on the server), server (start.echoCancellation "
+        '"server": the echo canceller on every session\'s microphone), each N in turn',
+    )
+    parser.add_argument(
         "--py-spy",
         type=Path,
         metavar="DIR",
@@ -307,6 +316,11 @@ def main() -> None:
     if not models or not set(models) <= {"offline", "gemini", "openai"}:
         parser.error(f"--models: expected some of offline, gemini, openai, got {args.models!r}")
     trees = [Path(t).resolve() for t in args.trees.split(",") if t.strip()]
+    cancellers = [c.strip() for c in args.echo_cancellation.split(",") if c.strip()]
+    if not cancellers or not set(cancellers) <= {"client", "server"}:
+        parser.error(
+            f"--echo-cancellation: expected client, server, got {args.echo_cancellation!r}"
+        )
     if args.idle:
         for n in (int(v) for v in args.sessions.split(",")):
             for tree in trees:
@@ -339,9 +353,10 @@ def main() -> None:
         )
         print(header)
         for n in (int(v) for v in args.sessions.split(",")):
-            for model, tree in ((m, t) for m in models for t in trees):
+            for model, tree, aec in ((m, t, c) for m in models for t in trees for c in cancellers):
                 pid = endpoints.get(model)
                 name = f"{tree.name}-{model}-{n}" if len(trees) > 1 else f"{model}-{n}"
+                name += "-aec" if aec == "server" else ""
                 profile = args.py_spy / f"{name}.txt" if args.py_spy else None
                 r = run(
                     n,
@@ -353,9 +368,11 @@ def main() -> None:
                     pid,
                     profile,
                     tree,
+                    push_to_talk_start(aec),
                 )
                 print(
-                    f"{tree.name:>{width}} {n:>4} {model:>7} {r['server_cpu_pct']:>6.1f} "
+                    f"{tree.name:>{width}} {n:>4} {model + ('+aec' if aec == 'server' else ''):>7} "
+                    f"{r['server_cpu_pct']:>6.1f} "
                     f"{r['server_cpu_ms_per_session']:>6.0f} "
                     f"{r['client_cpu_pct']:>7.1f} "
                     f"{r['endpoint_cpu_pct']:>6.1f} "

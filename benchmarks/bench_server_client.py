@@ -48,6 +48,15 @@ PUSH_TO_TALK_START = json.dumps(
 OUT_FRAME = OUT_RATE * 40 // 1000  # the server's default output frame
 
 
+def push_to_talk_start(echo_cancellation: str = "client") -> str:
+    """``PUSH_TO_TALK_START``, with the server's echo canceller on the
+    microphone when ``echo_cancellation`` is "server"."""
+    start = json.loads(PUSH_TO_TALK_START)
+    if echo_cancellation != "client":
+        start["echoCancellation"] = echo_cancellation
+    return json.dumps(start)
+
+
 def speech_48k() -> np.ndarray:
     """The tests' speech (espeak-ng) as 48 kHz float32, trimmed to a
     multiple of 6 samples (whole frames at 48 and 16 kHz)."""
@@ -389,7 +398,12 @@ def split(x: np.ndarray, rate: int) -> list[np.ndarray]:
 
 
 async def our_session(
-    url: str, speech: np.ndarray, turns: int, prebuffer_s: float = 0.1, counter: dict | None = None
+    url: str,
+    speech: np.ndarray,
+    turns: int,
+    prebuffer_s: float = 0.1,
+    counter: dict | None = None,
+    start: str = PUSH_TO_TALK_START,
 ):
     """Push-to-talk turns of 48 kHz f32 speech in binary frames, echo back as
     binary 24 kHz PCM16; silence keeps streaming while the echo plays."""
@@ -399,7 +413,7 @@ async def our_session(
     quiet = np.zeros(int(IN_RATE * FRAME_S), np.float32).tobytes()
     gap = int((len(speech) / IN_RATE + 0.6) / FRAME_S)
     async with websockets.connect(url, max_size=None, compression=None) as ws:
-        await ws.send(PUSH_TO_TALK_START)
+        await ws.send(start)
         arrivals: list[tuple[float, int]] = []
         received: list[bytes] = []
         finished = asyncio.Queue()

@@ -75,7 +75,8 @@ SMOKE = {
     "bench_server.py": Smoke(
         # The local Gemini endpoint's start is bench_gemini_send.py's smoke;
         # the OpenAI one's is here (the last line: its barge-in).
-        ["--sessions", "1", "--turns", "1", "--barge-ins", "1", "--models", "offline,openai"],
+        ["--sessions", "1", "--turns", "1", "--barge-ins", "1", "--models", "offline,openai"]
+        + ["--echo-cancellation", "client,server"],
         "barge-in, openai",
         [*SERVER, "openai"],
         SPEECH,

@@ -61,6 +61,7 @@ const ui = {
   prebuffer: $("prebuffer"),
   binary: $("binary"),
   localBargeIn: $("local-barge-in"),
+  serverAec: $("server-aec"),
   forget: $("forget"),
   approval: $("approval"),
   approvalTool: $("approval-tool"),
@@ -79,6 +80,7 @@ const UNMUTE_AFTER_MS = 2000; // give up waiting for the server's data-interrupt
 const params = new URLSearchParams(location.search);
 if (params.has("prebuffer")) ui.prebuffer.value = params.get("prebuffer");
 if (params.has("binary")) ui.binary.checked = params.get("binary") !== "0";
+if (params.has("aec")) ui.serverAec.checked = params.get("aec") === "server";
 if (params.get("mode") === "push-to-talk") {
   document.querySelector('input[name="mode"][value="push-to-talk"]').checked = true;
 }
@@ -145,6 +147,7 @@ function readSettings() {
     prebufferMs: Number(ui.prebuffer.value) || 0,
     binary: ui.binary.checked,
     localBargeIn: ui.localBargeIn.checked,
+    serverEchoCancellation: ui.serverAec.checked,
   };
 }
 
@@ -174,6 +177,7 @@ async function newSession(engine) {
     binary: state.settings.binary,
     sessionId: state.resumeId ?? undefined,
     turnDetection: turnDetectionFor(state.mode),
+    echoCancellation: state.settings.serverEchoCancellation ? "server" : undefined,
     userKey: tokens ? undefined : userKey(), // a token's owner is the user
     timeZone: localTimeZone(),
     // The app to talk to, when the server has several: the page's ?app=.
@@ -208,7 +212,12 @@ const connection = new PageConnection({
   reconnects: new ReconnectPolicy({ now: () => performance.now() }),
   secure: window.isSecureContext,
   newEngine: () =>
-    new AudioEngine({ onCaptureFrame, onPlaybackEvent, prebufferMs: state.settings.prebufferMs }),
+    new AudioEngine({
+      onCaptureFrame,
+      onPlaybackEvent,
+      prebufferMs: state.settings.prebufferMs,
+      serverEchoCancellation: state.settings.serverEchoCancellation,
+    }),
   newMusic: (context) => new BackgroundMusic(context),
   newSession,
   on: {
@@ -481,7 +490,7 @@ document.addEventListener("keyup", (event) => {
 });
 window.addEventListener("blur", pttUp); // a key released elsewhere never reaches us
 
-for (const control of [ui.prebuffer, ui.binary, ui.localBargeIn]) {
+for (const control of [ui.prebuffer, ui.binary, ui.localBargeIn, ui.serverAec]) {
   control.addEventListener("change", () => state.settingsChanged(readSettings()));
 }
 ui.prebuffer.addEventListener("change", () => {

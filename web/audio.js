@@ -18,6 +18,23 @@ export const MIC_CONSTRAINTS = {
   },
 };
 
+/**
+ * The microphone's constraints. With the server cancelling the echo
+ * (start.echoCancellation "server") the browser's own is off: two cancellers
+ * in a row would have the server's take the browser's leftovers for the
+ * room, and its gain control would change the echo path under it.
+ */
+export function micConstraints({ serverEchoCancellation = false } = {}) {
+  if (!serverEchoCancellation) return MIC_CONSTRAINTS;
+  return {
+    audio: {
+      ...MIC_CONSTRAINTS.audio,
+      echoCancellation: false,
+      autoGainControl: false,
+    },
+  };
+}
+
 /** A getUserMedia failure, in words for the user. */
 export function describeMicError(error) {
   switch (error?.name) {
@@ -47,7 +64,7 @@ export class AudioEngine {
    * @param {(msg: object) => void} options.onCaptureFrame  {frame, rms, peak, seq, time}
    * @param {(msg: object) => void} options.onPlaybackEvent worklet messages
    */
-  constructor({ onCaptureFrame, onPlaybackEvent, prebufferMs = 60 }) {
+  constructor({ onCaptureFrame, onPlaybackEvent, prebufferMs = 60, serverEchoCancellation = false }) {
     let context = new AudioContext({ latencyHint: "interactive" });
     if (!SUPPORTED_RATES.includes(context.sampleRate)) {
       // A 88.2/96 kHz device: the server does not take that rate, so ask for
@@ -60,6 +77,7 @@ export class AudioEngine {
     this.onCaptureFrame = onCaptureFrame;
     this.onPlaybackEvent = onPlaybackEvent;
     this.prebufferMs = prebufferMs;
+    this.serverEchoCancellation = serverEchoCancellation;
     this.stream = null;
     this.source = null;
     this.captureNode = null;
@@ -95,7 +113,9 @@ export class AudioEngine {
       error.name = "NoMicApi";
       throw error;
     }
-    this.stream = await navigator.mediaDevices.getUserMedia(MIC_CONSTRAINTS);
+    this.stream = await navigator.mediaDevices.getUserMedia(
+      micConstraints({ serverEchoCancellation: this.serverEchoCancellation }),
+    );
     if (this.context.state === "closed") {
       this.#stopTracks(); // disconnected while the permission prompt was up
       return;

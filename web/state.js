@@ -43,7 +43,8 @@ export class PageState {
   /**
    * @param {object} initial
    * @param {"hands-free"|"push-to-talk"} initial.mode
-   * @param {{prebufferMs: number, binary: boolean, localBargeIn: boolean}} initial.settings
+   * @param {{prebufferMs: number, binary: boolean, localBargeIn: boolean,
+   *   serverEchoCancellation?: boolean}} initial.settings
    * @param {string|null} [initial.resumeId] the stored session the next Connect resumes
    */
   constructor({ mode, settings, resumeId = null }) {
@@ -237,6 +238,9 @@ export class PageState {
     return (
       handsFree &&
       this.settings.localBargeIn &&
+      // The page's own detector hears the raw microphone: with the browser's
+      // echo cancellation off it would take the agent's voice for the user.
+      !this.settings.serverEchoCancellation &&
       this.voicedRun === BARGE_IN_FRAMES &&
       this.agentAudible
     );

@@ -25,7 +25,7 @@ import dataclasses
 import time
 from collections import deque
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, Protocol
 
 import audiocore
 
@@ -37,6 +37,15 @@ _LATE_TOLERANCE_S = 0.005
 # timer that would wake up to 1 ms late. Against a lead of ~150 ms, being up
 # to 2 ms early is harmless.
 _TIMER_SLACK_S = 0.002
+
+
+class PlaybackListener(Protocol):
+    """Told what the client plays and when, on the pacer's clock (the echo
+    canceller's reference: audiocore_server/audio/echo.py)."""
+
+    def played(self, pcm: bytes, starts_at: float) -> None: ...
+
+    def dropped(self, at: float) -> None: ...
 
 
 def _resolve(waiter: asyncio.Future[None]) -> None:
@@ -110,6 +119,12 @@ class OutputPacer:
         # this is the delay the server added beyond the intended pacing.
         self.last_due = 0.0
         self.stats = PacerStats()
+        self._listener: PlaybackListener | None = None
+
+    def listen(self, listener: PlaybackListener) -> None:
+        """Tell ``listener`` each frame released, with when the client
+        starts playing it, and each flush, with when the client stopped."""
+        self._listener = listener
 
     # ------------------------------------------------------------ producers
     @property
@@ -192,6 +207,8 @@ class OutputPacer:
         if notice is not None:
             self._messages.appendleft((0, notice))
         self._play_end = self._clock()
+        if self._listener is not None:
+            self._listener.dropped(self._play_end)
         self.stats.flushes += 1
         self.stats.flushed_samples += dropped
         self._wake()
@@ -292,7 +309,10 @@ class OutputPacer:
         else:
             self.stats.concealed_frames += 1
         self.last_due = max(queued_at, self._play_end - self._lead)
-        self._play_end = max(self._play_end, now) + self._frame_s
+        starts = max(self._play_end, now)
+        if self._listener is not None:
+            self._listener.played(pcm, starts)
+        self._play_end = starts + self._frame_s
         self.stats.frames += 1
         self._room.set()
         return AudioFrame(pcm, self._frame_s, queued_at, concealed=not real)

@@ -21,6 +21,7 @@ from opentelemetry import trace
 from starlette.websockets import WebSocket
 
 from ..agent.runners import Agents, AppRunners
+from ..audio.echo import MicEcho
 from ..audio.pacer import OutputPacer
 from ..gate.owners import key_owner, session_owner
 from ..ops.metrics import ConnectionMetrics
@@ -176,11 +177,16 @@ def assemble(
         if state == "stopped":
             timer.user_done("client")
 
+    echo = None
+    if start.echo_cancellation == "server":
+        echo = MicEcho(settings.model_audio_rate, played_rate=rate)
+        pacer.listen(echo)
     mic = MicPath(
         queue,
         model_rate=settings.model_audio_rate,
         chunk_ms=settings.model_input_chunk_ms,
         report=report,
+        echo=echo,
     )
     line = LinePolicy(mic, pacer, translator, lambda: delegations.pending)
     uplink = Uplink(
@@ -280,6 +286,7 @@ async def welcome(
                 history=session_history(session) if opened.resumed else [],
                 turn_detection=turn_detection,
                 tools=app.describe_tools(),
+                echo_cancellation=start.echo_cancellation,
             )
         )
     if opened.notice:

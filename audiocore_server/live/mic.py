@@ -2,7 +2,8 @@
 the model's request queue.
 
 ``MicPath`` owns the input converter (``audiocore_server/audio/conversion.py``: one fused
-audiocore pass, re-framed into steady chunks), the voice check on what it
+audiocore pass, re-framed into steady chunks), the echo canceller when the
+client has none (``audiocore_server/audio/echo.py``), the voice check on what it
 hands over (``voice_until``: when the user's voice, with its hangover, ends),
 and the offers to the queue's realtime room: past the room's bound a chunk
 is dropped, with one error per overload episode, not one per chunk.
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from google.genai import types
 
 from ..audio.conversion import InputAudio
+from ..audio.echo import MicEcho
 from ..audio.voice import LINE_HANGOVER_S, voiced
 from ..wire.protocol import Audio
 from .request_queue import BoundedLiveRequestQueue
@@ -32,6 +34,7 @@ class MicPath:
         model_rate: int,
         chunk_ms: int,
         report: Callable[[str], None],
+        echo: MicEcho | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._queue = queue
@@ -39,6 +42,7 @@ class MicPath:
         self._chunk_ms = chunk_ms
         self._mime = MODEL_AUDIO_MIME.format(rate=model_rate)
         self._report = report
+        self._echo = echo  # at ``model_rate``: it cleans the converted chunks
         self._clock = clock
         self._converter: InputAudio | None = None
         self._overloaded = False
@@ -70,6 +74,8 @@ class MicPath:
         self.sent = bool(chunks)
         if not chunks:
             return  # most client frames: less than a chunk so far
+        if self._echo is not None:
+            chunks = [self._echo.cancel(chunk) for chunk in chunks]
         if voiced(chunks[-1]):
             self.voice_until = self._clock() + LINE_HANGOVER_S
         mime, queue = self._mime, self._queue

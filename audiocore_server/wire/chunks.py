@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from . import strict_json
-from .protocol import InputFormat, OutputFormat, TurnDetection
+from .protocol import EchoCancellation, InputFormat, OutputFormat, TurnDetection
 
 JsonObject = dict[str, Any]
 FinishReason = Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
@@ -62,6 +62,7 @@ class SessionInfo(Chunk):
     history: Sequence[Mapping[str, str]] = ()
     turn_detection: TurnDetection = "server"
     tools: Sequence[Mapping[str, Any]] = ()
+    echo_cancellation: EchoCancellation = "client"
 
     def to_json(self) -> JsonObject:
         inp, out = self.input, self.output
@@ -72,6 +73,7 @@ class SessionInfo(Chunk):
                 "resumed": self.resumed,
                 "model": self.model,
                 "turnDetection": self.turn_detection,
+                "echoCancellation": self.echo_cancellation,
                 "input": {
                     "sampleRate": inp.sample_rate,
                     "format": inp.format,

@@ -43,6 +43,11 @@ SAMPLE_BYTES = {"s16": 2, "f32": 4, "ulaw": 1}  # μ-law: a phone call's (wire/t
 # or the client's activity_start/activity_end alone ("manual", push-to-talk).
 TURN_DETECTION = ("server", "manual")
 TurnDetection = Literal["server", "manual"]
+# Who cancels the echo of the agent's voice in the microphone: the client
+# (a browser's own echo cancellation, a headset: the server does nothing), or
+# the server, from what it played (audiocore_server/audio/echo.py).
+ECHO_CANCELLATION = ("client", "server")
+EchoCancellation = Literal["client", "server"]
 
 
 class ProtocolError(Exception):
@@ -95,6 +100,7 @@ class Start:
     time_zone: str | None = None
     # The app to talk to (the server's apps: /list-apps); None: the only one.
     app: str | None = None
+    echo_cancellation: EchoCancellation = "client"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -301,6 +307,11 @@ def _decode_start(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Star
         raise InputError(
             f"turnDetection: expected one of {list(TURN_DETECTION)}, got {turn_detection!r}"
         )
+    echo = obj.get("echoCancellation")
+    if echo is not None and echo not in ECHO_CANCELLATION:
+        raise InputError(
+            f"echoCancellation: expected one of {list(ECHO_CANCELLATION)}, got {echo!r}"
+        )
     zone = obj.get("timeZone")
     app = obj.get("app")
     return Start(
@@ -311,6 +322,7 @@ def _decode_start(obj: dict[str, Any], fmt: InputFormat, limits: Limits) -> Star
         user_key,
         None if zone is None else fields.time_zone(zone, "timeZone"),
         None if app is None else fields.app_name(app, "app"),
+        echo or "client",  # absent or null, as the other fields: the default
     )
 
 

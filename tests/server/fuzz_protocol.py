@@ -41,7 +41,7 @@ _KEYS = [
     "channels", "chunk", "data", "errorText", "format", "mediaType", "output", "input",
     "reason", "sampleRate", "sessionId", "state", "taskId", "text", "timestamp", "toolCallId",
     "turnDetection", "url", "userKey", "messages", "parts", "role", "id", "result", "toolName",
-    "filename", "providerMetadata", "bogus",
+    "filename", "providerMetadata", "echoCancellation", "bogus",
 ]  # fmt: skip
 _TYPES = [
     "start", "audio_chunk", "text", "activity_start", "activity_end", "interrupt", "image",

@@ -22,6 +22,10 @@ from audiocore_server.settings import Settings
 from tests.server.server_helpers import uvicorn_thread
 
 START = json.dumps({"type": "start", "turnDetection": "manual"})
+# The server's echo canceller on the microphone, the pacer telling it what plays.
+START_SERVER_AEC = json.dumps(
+    {"type": "start", "turnDetection": "manual", "echoCancellation": "server"}
+)
 
 
 @pytest.fixture
@@ -62,6 +66,7 @@ PER_CONNECTION = (
     "audiocore_server.live.outcomes.",
     "audiocore_server.live.model_events.",
     "audiocore_server.audio.voice.",
+    "audiocore_server.audio.echo.",
     "google.adk.agents.invocation_context.",
     "google.adk.sessions.session.",
 )
@@ -112,10 +117,13 @@ def _gone_mid_turn(ws) -> None:
     ws.socket.close()  # no close frame: the client just vanishes
 
 
+@pytest.mark.parametrize("start", [START, START_SERVER_AEC], ids=["default", "server-aec"])
 @pytest.mark.parametrize(
     "how", [_text_turn, _closed_by_flood, _gone_mid_turn], ids=lambda f: f.__name__
 )
-def test_a_finished_connection_is_freed_without_the_collector(tmp_path, without_collector, how):
+def test_a_finished_connection_is_freed_without_the_collector(
+    tmp_path, without_collector, how, start
+):
     settings = Settings(data_dir=tmp_path, allowed_hosts=("127.0.0.1",))
     with uvicorn_thread(create_app(settings), log_level="warning", ws=BoundedSendWebSockets) as (
         host,
@@ -123,7 +131,7 @@ def test_a_finished_connection_is_freed_without_the_collector(tmp_path, without_
     ):
         for _ in range(2):  # the first also loads what every later one shares
             with websockets.sync.client.connect(f"ws://{host}:{port}/ws") as ws:
-                ws.send(START)
+                ws.send(start)
                 assert json.loads(ws.recv(timeout=30))["type"] == "data-session"
                 how(ws)
         made = without_collector

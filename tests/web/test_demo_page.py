@@ -60,6 +60,23 @@ def test_connects_at_the_native_rate_both_ways(open_page):
     settings = demo(page, "__demo.micSettings()")
     assert settings["echoCancellation"] and settings["noiseSuppression"]
     assert settings["autoGainControl"]
+    assert info["echoCancellation"] == "client"  # the browser's own, the default
+    check_no_page_errors(page)
+
+
+def test_echo_cancellation_in_the_server_turns_the_browsers_off(open_page):
+    """The setting for a loudspeaker the browser's canceller does not
+    handle: the microphone raw (no echo cancellation, no gain control), and
+    the server asked to cancel (docs/audio.md, "In the server")."""
+    page = open_page()
+    page.click("footer details summary")  # the settings, folded
+    page.check("#server-aec")
+    info = connect(page)
+    assert info["echoCancellation"] == "server"
+    settings = demo(page, "__demo.micSettings()")
+    assert settings["echoCancellation"] is False
+    assert settings["autoGainControl"] is False
+    assert settings["noiseSuppression"]
     check_no_page_errors(page)
 
 

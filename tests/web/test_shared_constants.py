@@ -55,6 +55,7 @@ for (const mode of ["hands-free", "push-to-talk"]) {
     const live = new LiveSession("ws://x/ws", {
       inputRate: 48000, inputFormat, outputRate: 48000, sessionId: "s1",
       turnDetection: turnDetectionFor(mode), userKey: "k".repeat(32), timeZone: "Europe/Paris",
+      echoCancellation: mode === "hands-free" ? "server" : undefined,
       WebSocketImpl: class extends FakeSocket { constructor() { super(); socket = this; } },
     });
     live.open();
@@ -183,6 +184,10 @@ def test_every_message_the_page_sends_decodes_on_the_server() -> None:
         assert isinstance(start, protocol.Start)
         assert start.input == protocol.InputFormat(48_000, session["inputFormat"], 1)
         assert start.turn_detection == ("manual" if session["mode"] == "push-to-talk" else "server")
+        # The page's setting "echo cancellation in the server", on in one mode here.
+        assert start.echo_cancellation == (
+            "server" if session["mode"] == "hands-free" else "client"
+        )
         decoded: list[object] = [start]
         for frame in frames[1:]:
             if "binary" in frame:

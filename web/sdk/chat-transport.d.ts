@@ -28,6 +28,8 @@ export interface LiveOptions {
   binary?: boolean;
   /** Omitted: a typed chat. */
   turnDetection?: "server" | "manual" | string;
+  /** "server": the client has no echo cancellation of its own (docs/protocol.md). */
+  echoCancellation?: "client" | "server" | string;
   timeZone?: string;
 }
 

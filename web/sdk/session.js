@@ -42,6 +42,7 @@ export function startMessage({
   userKey,
   timeZone,
   app,
+  echoCancellation,
 }) {
   const message = { type: "start" };
   if (inputRate) message.input = { sampleRate: inputRate, format: inputFormat, channels: 1 };
@@ -50,6 +51,10 @@ export function startMessage({
   // "server": the model's voice detection ends turns; "manual": only
   // activity_start/activity_end do (push-to-talk). Omitted: the server's default.
   if (turnDetection) message.turnDetection = turnDetection;
+  // "server": this client has no echo cancellation of its own (a loudspeaker
+  // with the browser's off); the server cancels what it played. Omitted:
+  // "client", the microphone is left as it comes.
+  if (echoCancellation) message.echoCancellation = echoCancellation;
   // The user's background tasks are theirs in every session that sends it.
   if (userKey) message.userKey = userKey;
   // The tools tell the time in it (get_current_time); omitted: UTC.
@@ -118,6 +123,7 @@ export class LiveSession extends EventTarget {
    * @param {boolean} [options.binary=true] ask for audio as binary frames
    * @param {string} [options.sessionId]  resume this session
    * @param {"server"|"manual"} [options.turnDetection] who ends the user's turns
+   * @param {"client"|"server"} [options.echoCancellation] who keeps the agent's voice out of the mic
    * @param {string} [options.userKey] whose background tasks this socket sees (newUserKey)
    * @param {typeof WebSocket} [options.WebSocketImpl]
    */

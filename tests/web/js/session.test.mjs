@@ -91,6 +91,11 @@ test("a user key is random, and what the server takes (server/wire/protocol.py U
   assert.equal("userKey" in startMessage({}), false);
 });
 
+test("echoCancellation goes in start when the server is to cancel (docs/protocol.md)", () => {
+  assert.equal(startMessage({ echoCancellation: "server" }).echoCancellation, "server");
+  assert.equal("echoCancellation" in startMessage({}), false);
+});
+
 test("the app goes in start when one is named (docs/agents.md, selecting the app)", () => {
   assert.equal(startMessage({ app: "support_desk" }).app, "support_desk");
   assert.equal("app" in startMessage({}), false);

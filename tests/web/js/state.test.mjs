@@ -17,8 +17,11 @@ const RUN_NOW = { audiocore: { clientExecutes: true } };
 const LOUD = VOICE_RMS * 2;
 const QUIET = VOICE_RMS / 2;
 
-function make({ mode = "hands-free", localBargeIn = false } = {}) {
-  return new PageState({ mode, settings: { prebufferMs: 60, binary: true, localBargeIn } });
+function make({ mode = "hands-free", localBargeIn = false, serverEchoCancellation = false } = {}) {
+  return new PageState({
+    mode,
+    settings: { prebufferMs: 60, binary: true, localBargeIn, serverEchoCancellation },
+  });
 }
 
 /** Connected, as app.js leaves it: 1 kHz so 1 sample == 1 ms. */
@@ -166,6 +169,11 @@ test("no local barge-in when it is off, the agent is silent, or in push-to-talk"
   agentPlaying(ptt);
   ptt.pttPressed();
   assert.equal(run(ptt), false);
+  // The browser's echo cancellation off (the server's on): the raw
+  // microphone hears the agent, so the page does not judge barge-in.
+  const raw = connected({ localBargeIn: true, serverEchoCancellation: true });
+  agentPlaying(raw);
+  assert.equal(run(raw), false);
 });
 
 test("hands-free, the user's turn ends at the last voiced frame", () => {

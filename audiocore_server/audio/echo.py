@@ -1,0 +1,193 @@
+"""Echo cancellation on the server's own reference: the microphone's audio
+with the echo of what the client played taken out, for a client that has no
+echo cancellation of its own (``start.echoCancellation: "server"``;
+docs/audio.md, "Echo cancellation").
+
+``MicEcho`` is the pacer's playback listener (``OutputPacer.listen``): it
+places every frame the pacer releases on the pacer's timeline where the
+client plays it (frames back to back from their release: the pacer's model),
+resampled to the microphone's rate, and drops what a barge-in took from the
+client before it was played. That timeline is the far end; where nothing
+plays it is silence. ``cancel`` pairs each microphone chunk sample for
+sample with it in an ``audiocore.EchoCanceller``.
+
+Pairing. A chunk is paired with the reference over the span that ends when
+it reached the server. It was captured before that, so its echo lags the
+reference by the capture path's latency plus the room's delay: a delay the
+canceller finds (up to its ``max_delay``). After the first chunk the
+reference is read on in step with the microphone's samples, not the clock,
+so the pairing does not jitter with arrival times; only when the two part by
+more than ``RESYNC_S`` (the microphone paused, or a burst after a stall) is
+the reading set to the clock again.
+
+Learning. Until the canceller has found the echo's delay, its output still
+holds most of the echo (it finds it within about 0.3–0.5 s of the first
+answer's echo): the microphone is muted then, for at most ``LEARN_S`` of
+the reference from its first voiced chunk — half duplex while it learns the
+room, as speakerphones do, so that the agent's first answer does not
+interrupt itself. A client with no echo at all (a headset) loses barge-in
+only over that first second.
+
+Barge-in. The canceller's state is kept: it models the room, which a
+barge-in does not change, and a reset would let the next answer's first
+seconds through while it converges again — the self-interruption this is
+for. Only the audio the client dropped unplayed leaves the reference.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import audiocore
+
+from .voice import voiced
+
+# The microphone and the reference parted by more than this: read the
+# reference at the clock again. Above a chunk's arrival jitter (client
+# frames of 20 ms, the network), below the canceller's 0.5 s of delay search.
+RESYNC_S = 0.25
+# Reference held behind the newest frame for a microphone that sends
+# nothing: more than any in-step reading is behind (RESYNC_S plus a chunk).
+HISTORY_S = 1.0
+# The longest the microphone is muted while the canceller looks for the
+# echo's delay, counted in reference samples from the first voiced one.
+LEARN_S = 1.0
+
+
+class MicEcho:
+    """The far end at ``rate`` on the pacer's clock, and the microphone's
+    chunks (PCM16 at ``rate``) cleaned of its echo."""
+
+    def __init__(
+        self,
+        rate: int,
+        *,
+        played_rate: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.rate = rate
+        self._played_rate = played_rate
+        self._canceller: Any = audiocore.EchoCanceller(rate, input="s16", output="s16")
+        self._resampler: Any = (
+            audiocore.Resampler(played_rate, rate, input="s16", output="s16")
+            if played_rate != rate
+            else None
+        )
+        self._clock = clock
+        # The reference from the next sample to read (index 0, played at
+        # ``_start``) on: int16 samples, zeros where nothing plays.
+        self._ahead = np.zeros(0, np.int16)
+        self._start: float | None = None  # None until the first chunk or frame
+        # Where the last frame ended (index into ``_ahead``) and when: a
+        # frame that starts then is placed there exactly, not by the clock.
+        self._end = 0
+        self._end_at: float | None = None
+        self._learning = round(LEARN_S * rate)  # samples still muted while learning
+        self._heard_far = False  # a voiced reference reached the canceller
+
+    @property
+    def canceller(self) -> Any:
+        """The ``audiocore.EchoCanceller`` (its ``echo_delay``, for tests)."""
+        return self._canceller
+
+    # ------------------------------------------------ the pacer's listener
+    def played(self, pcm: bytes, starts_at: float) -> None:
+        """A frame (PCM16 at the client's rate) the client plays from ``starts_at``."""
+        if self._end_at is not None and abs(starts_at - self._end_at) < 0.5 / self.rate:
+            at = self._end
+        else:
+            # After a gap (between turns, a stall) the resampled run starts
+            # afresh: the last one's tail closes it where it ended.
+            self._put(self._end, self._tail())
+            if self._start is None:
+                self._start = starts_at
+            at = round((starts_at - self._start) * self.rate)
+        samples = self._resampled(pcm)
+        self._put(at, samples)
+        self._end = at + len(samples)
+        self._end_at = starts_at + len(pcm) / 2 / self._played_rate
+        if self._start is not None and self._start < starts_at - HISTORY_S:
+            self._move_to(starts_at - HISTORY_S)
+
+    def dropped(self, at: float) -> None:
+        """Barge-in: the client dropped everything it had not played by ``at``."""
+        if self._start is not None:
+            cut = max(0, round((at - self._start) * self.rate))
+            self._ahead = self._ahead[:cut]
+            self._end = min(self._end, cut)
+        if self._resampler is not None:
+            self._resampler.reset()  # its tail is of the dropped audio
+        self._end_at = None
+
+    # ------------------------------------------------ the microphone
+    def cancel(self, pcm: bytes) -> bytes:
+        """A chunk of the microphone (PCM16 at ``rate``), echo removed: as
+        many samples, ``canceller.latency`` samples later in the stream."""
+        n = len(pcm) // 2
+        begins = self._clock() - n / self.rate
+        if self._start is None or abs(begins - self._start) > RESYNC_S:
+            self._move_to(begins)
+        far = self._ahead[:n]
+        if len(far) < n:
+            far = np.concatenate((far, np.zeros(n - len(far), np.int16)))
+        self._ahead = self._ahead[n:]
+        self._end = max(0, self._end - n)
+        assert self._start is not None
+        self._start += n / self.rate
+        cleaned = bytes(self._canceller.process(far, pcm))
+        if self._learning > 0 and self._mute_while_learning(far):
+            return bytes(len(cleaned))
+        return cleaned
+
+    def _mute_while_learning(self, far: np.ndarray) -> bool:
+        if self._canceller.echo_delay is not None:
+            self._learning = 0
+            return False
+        if not self._heard_far:
+            if not voiced(far.tobytes()):
+                return False
+            self._heard_far = True
+        self._learning -= len(far)
+        return True
+
+    # ------------------------------------------------ the timeline
+    def _move_to(self, start: float) -> None:
+        """Index 0 is now the sample played at ``start``; what was written
+        keeps its time."""
+        if self._start is not None:
+            shift = round((start - self._start) * self.rate)
+            if shift > 0:
+                self._ahead = self._ahead[shift:]
+            elif shift < 0:
+                self._ahead = np.concatenate((np.zeros(-shift, np.int16), self._ahead))
+            self._end = max(0, self._end - shift)
+        self._start = start
+
+    def _put(self, at: int, samples: np.ndarray) -> None:
+        if at < 0:  # its start is already past the reading
+            samples = samples[-at:]
+            at = 0
+        if not len(samples):
+            return
+        end = at + len(samples)
+        if end > len(self._ahead):
+            grown = np.zeros(end, np.int16)
+            grown[: len(self._ahead)] = self._ahead
+            self._ahead = grown
+        self._ahead[at:end] = samples
+
+    def _resampled(self, pcm: bytes) -> np.ndarray:
+        if self._resampler is None:
+            return np.frombuffer(pcm, np.int16)
+        return np.frombuffer(self._resampler.process(pcm), np.int16)
+
+    def _tail(self) -> np.ndarray:
+        if self._resampler is None:
+            return np.zeros(0, np.int16)
+        tail = np.frombuffer(self._resampler.flush(), np.int16)
+        self._resampler.reset()
+        return tail

@@ -1,0 +1,331 @@
+"""The server's echo canceller (audiocore_server/audio/echo.py) on a fake
+clock: which reference each microphone chunk is paired with (known answers,
+through a canceller that hands back its far end), what a barge-in, a pause
+of the microphone and a long silence do to the pairing, the mute while it
+learns, the pacer telling it what plays; and the ``start`` field that turns
+it on (docs/protocol.md), validated, and changing nothing when absent. End
+to end through a simulated room: test_self_interruption.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from server_helpers import receive_until, start
+from starlette.testclient import TestClient
+
+import audiocore
+from audiocore_server.audio import echo as echo_module
+from audiocore_server.audio.echo import HISTORY_S, LEARN_S, MicEcho
+from audiocore_server.audio.pacer import OutputPacer
+from audiocore_server.wire import chunks, fields, protocol
+
+RATE = 16_000
+FRAME = 640  # the pacer's 40 ms frames at 16 kHz
+CHUNK = 800  # the microphone's 50 ms chunks
+
+
+class FakeClock:
+    def __init__(self, now: float = 10.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FarEnd:
+    """A canceller that returns the far end it was paired with."""
+
+    latency = 0
+    echo_delay = 0
+
+    def __init__(self, rate: int, **_: Any) -> None:
+        self.rate = rate
+
+    def process(self, far: Any, near: Any) -> bytes:
+        assert len(far) == len(near) // 2
+        return np.asarray(far, np.int16).tobytes()
+
+
+@pytest.fixture
+def pairing(monkeypatch: pytest.MonkeyPatch) -> tuple[MicEcho, FakeClock]:
+    monkeypatch.setattr(echo_module.audiocore, "EchoCanceller", FarEnd)
+    clock = FakeClock()
+    return MicEcho(RATE, played_rate=RATE, clock=clock), clock
+
+
+def ramp(n: int, first: int = 1) -> np.ndarray:
+    return np.arange(first, first + n, dtype=np.int16)
+
+
+def far_of(echo: MicEcho, clock: FakeClock, arrives: float, n: int = CHUNK) -> np.ndarray:
+    """The reference paired with a chunk of ``n`` samples arriving at ``arrives``."""
+    clock.now = arrives
+    return np.frombuffer(echo.cancel(bytes(2 * n)), np.int16)
+
+
+def test_a_chunk_is_paired_with_what_played_while_it_came(pairing) -> None:
+    echo, clock = pairing
+    frames = [ramp(FRAME, 1 + k * FRAME) for k in range(3)]
+    for k, frame in enumerate(frames):
+        echo.played(frame.tobytes(), 10.0 + k * 0.04)  # back to back from 10.0
+    played = np.concatenate(frames)
+    got = np.concatenate([far_of(echo, clock, 10.05 + k * 0.05) for k in range(4)])
+    expected = np.zeros(4 * CHUNK, np.int16)
+    expected[: len(played)] = played  # then silence: nothing more plays
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_the_reference_is_silence_when_nothing_plays(pairing) -> None:
+    echo, clock = pairing
+    assert not far_of(echo, clock, 10.05).any()
+    echo.played(ramp(FRAME).tobytes(), 10.30)  # a turn starts 0.25 s later
+    got = np.concatenate([far_of(echo, clock, 10.10 + k * 0.05) for k in range(6)])
+    start_at = round(0.25 * RATE)  # 10.30 on the reading, in step from 10.05
+    assert not got[:start_at].any()
+    np.testing.assert_array_equal(got[start_at : start_at + FRAME], ramp(FRAME))
+
+
+def test_the_reading_keeps_step_with_the_microphone_not_its_arrivals(pairing) -> None:
+    echo, clock = pairing
+    frames = [ramp(FRAME, 1 + k * FRAME) for k in range(10)]
+    for k, frame in enumerate(frames):
+        echo.played(frame.tobytes(), 10.0 + k * 0.04)
+    jitter = [0.0, 0.018, -0.004, 0.02, 0.001, -0.01, 0.015]  # client frames of 20 ms, the network
+    got = np.concatenate([far_of(echo, clock, 10.05 + k * 0.05 + j) for k, j in enumerate(jitter)])
+    np.testing.assert_array_equal(got, np.concatenate(frames)[: len(got)])
+
+
+def test_a_barge_in_takes_what_the_client_dropped_from_the_reference(pairing) -> None:
+    echo, clock = pairing
+    frames = [ramp(FRAME, 1 + k * FRAME) for k in range(5)]  # 10.0 to 10.2, released ahead
+    for k, frame in enumerate(frames):
+        echo.played(frame.tobytes(), 10.0 + k * 0.04)
+    echo.dropped(10.07)  # the client stopped 70 ms in
+    got = np.concatenate([far_of(echo, clock, 10.05 + k * 0.05) for k in range(5)])
+    heard = round(0.07 * RATE)
+    np.testing.assert_array_equal(got[:heard], np.concatenate(frames)[:heard])
+    assert not got[heard:].any()
+    # The next turn is placed by its own start, not after the dropped audio.
+    echo.played(ramp(FRAME, 5000).tobytes(), 10.30)
+    got = np.concatenate([far_of(echo, clock, 10.30 + k * 0.05) for k in range(2)])
+    np.testing.assert_array_equal(got[: round(0.05 * RATE)], 0)
+    np.testing.assert_array_equal(got[round(0.05 * RATE) :][:FRAME], ramp(FRAME, 5000))
+
+
+def test_a_microphone_back_from_a_pause_is_paired_at_the_clock_again(pairing) -> None:
+    echo, clock = pairing
+    far_of(echo, clock, 10.05)
+    # Two seconds without audio (the microphone off), then a turn and audio.
+    echo.played(ramp(FRAME).tobytes(), 12.0)
+    got = np.concatenate([far_of(echo, clock, 12.05 + k * 0.05) for k in range(2)])
+    np.testing.assert_array_equal(got[:FRAME], ramp(FRAME))
+
+
+def test_the_reference_held_for_a_silent_microphone_is_bounded(pairing) -> None:
+    echo, _ = pairing
+    for k in range(2500):  # 100 s of answers, no microphone
+        echo.played(ramp(FRAME).tobytes(), 10.0 + k * 0.04)
+    assert len(echo._ahead) <= (HISTORY_S + 0.04) * RATE
+
+
+def test_the_played_audio_is_resampled_to_the_microphones_rate(monkeypatch) -> None:
+    monkeypatch.setattr(echo_module.audiocore, "EchoCanceller", FarEnd)
+    clock = FakeClock()
+    echo = MicEcho(RATE, played_rate=24_000, clock=clock)
+    t = np.arange(24_000) / 24_000
+    tone = np.rint(8000 * np.sin(2 * np.pi * 440 * t)).astype(np.int16)
+    for k in range(25):
+        echo.played(tone[k * 960 : (k + 1) * 960].tobytes(), 10.0 + k * 0.04)
+    got = np.concatenate([far_of(echo, clock, 10.05 + k * 0.05) for k in range(20)])
+    expected = np.frombuffer(audiocore.resample(tone, 24_000, RATE, input="s16"), np.int16)
+    n = len(got) - 400  # the resampler's delay at the end of what was given
+    assert np.max(np.abs(got[:n].astype(int) - expected[:n])) <= 2
+
+
+# ---------------------------------------------------------------- the real canceller
+
+
+def test_echo_through_the_pacer_is_removed_and_the_near_end_kept() -> None:
+    """A pure delay and gain on a fake clock: the pacer tells what plays,
+    the microphone hears it 60 ms later at half level, then the near end
+    alone."""
+    clock = FakeClock()
+    pacer = OutputPacer(
+        sample_rate=RATE, frame_ms=40, lead_s=0.15, max_audio_s=30, max_messages=10, clock=clock
+    )
+    echo = MicEcho(RATE, played_rate=RATE, clock=clock)
+    pacer.listen(echo)
+    rng = np.random.default_rng(38)
+    far = np.rint(rng.standard_normal(8 * RATE) * 3000).astype(np.int16)
+    near = np.rint(rng.standard_normal(2 * RATE) * 1000).astype(np.int16)
+
+    async def drive() -> tuple[np.ndarray, np.ndarray]:
+        await pacer.put_audio(far.tobytes(), turn=1)
+        pacer.end_turn()
+        room = np.zeros(10 * RATE + RATE, np.int16)
+        mic_in, out = [], []
+        at = 0  # the client plays the frames back to back from the first
+        for k in range(10 * RATE // CHUNK):
+            clock.now = 10.0 + k * CHUNK / RATE
+            while (item := pacer.get_nowait()) is not None:
+                if hasattr(item, "pcm"):
+                    frame = np.frombuffer(item.pcm, np.int16) // 2
+                    room[at + 960 : at + 960 + len(frame)] += frame  # 60 ms, half level
+                    at += len(frame)
+            span = slice(k * CHUNK, (k + 1) * CHUNK)
+            mic = room[span].copy()
+            if k * CHUNK >= 8 * RATE:
+                mic += near[k * CHUNK - 8 * RATE :][:CHUNK]
+            clock.now += CHUNK / RATE  # the chunk arrives as it ends
+            mic_in.append(mic)
+            out.append(np.frombuffer(echo.cancel(mic.tobytes()), np.int16))
+        return np.concatenate(mic_in), np.concatenate(out)
+
+    mic, out = asyncio.run(drive())
+    late = slice(4 * RATE, 8 * RATE)  # far end alone, converged
+    residual = np.mean(out[late].astype(float) ** 2) + 1.0  # one LSB²: the suppressor may leave 0
+    erle = 10 * np.log10(np.mean(mic[late].astype(float) ** 2) / residual)
+    assert erle >= 30, f"{erle:.1f} dB"
+    latency = echo.canceller.latency
+    tail = out[8 * RATE + latency + RATE // 2 :]  # the near end, the echo's tail gone
+    kept = near[RATE // 2 : RATE // 2 + len(tail)]
+    np.testing.assert_array_equal(tail, kept)  # passed unchanged, ``latency`` later
+
+
+def test_the_microphone_is_muted_while_the_canceller_learns_at_most_learn_s(monkeypatch) -> None:
+    clock = FakeClock()
+    echo = MicEcho(RATE, played_rate=RATE, clock=clock)
+    rng = np.random.default_rng(1)
+    # A voiced far end that never reaches the microphone (a headset): no
+    # delay is ever found, so the mute ends after LEARN_S.
+    far = np.rint(rng.standard_normal(4 * RATE) * 3000).astype(np.int16)
+    near = np.rint(rng.standard_normal(CHUNK) * 2000).astype(np.int16).tobytes()
+    released, muted = 0, []
+    for k in range(3 * RATE // CHUNK):
+        while released * 0.04 <= k * 0.05 + 0.15:  # the pacer's lead
+            frame = far[released * FRAME : (released + 1) * FRAME]
+            echo.played(frame.tobytes(), 10.0 + released * 0.04)
+            released += 1
+        clock.now = 10.0 + (k + 1) * CHUNK / RATE
+        muted.append(not np.frombuffer(echo.cancel(near), np.int16).any())
+    assert echo.canceller.echo_delay is None
+    learn_chunks = round(LEARN_S * RATE / CHUNK)
+    assert muted == [True] * learn_chunks + [False] * (len(muted) - learn_chunks)
+
+
+def test_the_pacer_tells_when_each_frame_plays_and_when_the_client_stopped() -> None:
+    clock = FakeClock(100.0)
+    pacer = OutputPacer(
+        sample_rate=24_000, frame_ms=20, lead_s=0.1, max_audio_s=5, max_messages=10, clock=clock
+    )
+    heard: list[tuple[str, float]] = []
+
+    class Listener:
+        def played(self, pcm: bytes, starts_at: float) -> None:
+            assert len(pcm) == 960
+            heard.append(("played", starts_at))
+
+        def dropped(self, at: float) -> None:
+            heard.append(("dropped", at))
+
+    pacer.listen(Listener())
+
+    async def drive() -> None:
+        await pacer.put_audio(bytes(960 * 10), turn=1)
+        while pacer.get_nowait() is not None:  # the lead leaves at once
+            pass
+        clock.now = 100.05
+        pacer.flush()
+
+    asyncio.run(drive())
+    starts = [t for what, t in heard if what == "played"]
+    assert starts == pytest.approx([100.0 + 0.02 * k for k in range(len(starts))])
+    assert len(starts) == 6  # the first frame and 100 ms of lead
+    assert heard[-1] == ("dropped", 100.05)
+
+
+# ---------------------------------------------------------------- the start field
+
+
+def decode(**field: Any) -> protocol.Start:
+    msg = protocol.decode_text(
+        json.dumps({"type": "start", **field}), protocol.InputFormat(), fields.Limits()
+    )
+    assert isinstance(msg, protocol.Start)
+    return msg
+
+
+def test_echo_cancellation_is_decoded_strictly() -> None:
+    assert decode().echo_cancellation == "client"
+    assert decode(echoCancellation=None).echo_cancellation == "client"
+    assert decode(echoCancellation="client").echo_cancellation == "client"
+    assert decode(echoCancellation="server").echo_cancellation == "server"
+    for bad in ("SERVER", "browser", "", True, False, 1, [], {}):
+        with pytest.raises(
+            fields.InputError,
+            match=r"^echoCancellation: expected one of \['client', 'server'\], got ",
+        ):
+            decode(echoCancellation=bad)
+
+
+def test_the_session_chunk_says_who_cancels_the_echo() -> None:
+    chunk = chunks.SessionInfo(
+        "id", protocol.InputFormat(), protocol.OutputFormat(), model="offline", resumed=False
+    )
+    assert chunk.to_json()["data"]["echoCancellation"] == "client"
+    server = chunks.SessionInfo(
+        "id",
+        protocol.InputFormat(),
+        protocol.OutputFormat(),
+        model="offline",
+        resumed=False,
+        echo_cancellation="server",
+    )
+    assert server.to_json()["data"]["echoCancellation"] == "server"
+
+
+def test_a_bad_echo_cancellation_is_an_error_and_the_start_is_not_taken(
+    client: TestClient,
+) -> None:
+    with client.websocket_connect("/ws") as ws:
+        ws.send_text(json.dumps({"type": "start", "echoCancellation": 1}))
+        seen = receive_until(ws, "error")
+        session = next(m for m in seen if m["type"] == "data-session")
+        assert session["data"]["echoCancellation"] == "client"
+        assert seen[-1]["errorText"] == (
+            "echoCancellation: expected one of ['client', 'server'], got 1"
+        )
+
+
+@pytest.mark.parametrize("field", [{}, {"echoCancellation": "client"}])
+def test_without_server_cancellation_the_microphone_is_untouched(
+    client: TestClient, field: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No canceller is built; the offline model echoes exactly what was
+    sent (test_e2e holds the echo exact to the sample)."""
+    built: list[MicEcho] = []
+    monkeypatch.setattr(echo_module.MicEcho, "__init__", lambda *a, **k: built.append(a[0]))
+    with client.websocket_connect("/ws") as ws:
+        assert start(ws, **field)["data"]["echoCancellation"] == "client"
+    assert built == []
+
+
+def test_server_cancellation_builds_one_canceller_at_the_models_rate(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[tuple[int, int]] = []
+    init = MicEcho.__init__
+
+    def spy(self: MicEcho, rate: int, *, played_rate: int, **kw: Any) -> None:
+        built.append((rate, played_rate))
+        init(self, rate, played_rate=played_rate, **kw)
+
+    monkeypatch.setattr(echo_module.MicEcho, "__init__", spy)
+    with client.websocket_connect("/ws") as ws:
+        session = start(ws, echoCancellation="server", output={"sampleRate": 48000})
+        assert session["data"]["echoCancellation"] == "server"
+    assert built == [(16_000, 48_000)]
