@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -108,6 +109,7 @@ class _ResumableConnection(BaseLlmConnection):
         self._go_away: LlmResponse | None = None  # held back until the turn is over
         self._issued: set[str | None] = set()  # the calls this connection's model made
         self._answering = False  # the model's output of this turn has begun
+        self._awaiting_calls = False  # its last output called tools
         # Only a session that can be resumed is given up on a stall.
         self._stalled = link.opened() if link is not None and resumption else None
         self._watch = (
@@ -130,40 +132,49 @@ class _ResumableConnection(BaseLlmConnection):
         await self._inner.send_history(history)
 
     async def send_content(self, content: types.Content) -> None:
-        known = self._known_calls_only(content)
-        if known is None:
-            return
-        await self._inner.send_content(known)
-        if self._link is not None:
-            self._link.sent(known)
+        for part in self._for_this_session(content):
+            await self._inner.send_content(part)
+            if self._link is not None:
+                self._link.sent(part)
 
     async def _send_content(self, content: types.Content, *, partial: bool = False) -> None:
         # What ADK's live flow calls for content (send_content is the public form).
-        known = self._known_calls_only(content)
-        if known is None:
-            return
-        await self._inner._send_content(known, partial=partial)
-        if self._link is not None:
-            self._link.sent(known)
+        for part in self._for_this_session(content):
+            await self._inner._send_content(part, partial=partial)
+            if self._link is not None:
+                self._link.sent(part)
 
-    def _known_calls_only(self, content: types.Content) -> types.Content | None:
-        """``content`` without the answers to calls this connection never
-        issued (None: nothing left). A call pending when the last connection
-        died is unknown here: the service hands out no handle while a call
-        is pending, so the resumed session is from before it; it refuses an
-        answer to it (1008 "Requested entity was not found"), ending the run.
-        The cut turn's call was withdrawn for the client; its answer (the
-        withdrawal) has nowhere to go."""
+    def _for_this_session(self, content: types.Content) -> list[types.Content]:
+        """``content`` as this session can take it. A call pending when the
+        last connection died is unknown here: the service hands out no
+        handle while a call is pending, so the resumed session is from
+        before it, and it refuses an answer to it (1008 "Requested entity
+        was not found", ending the run). Such an answer (the tool ran once,
+        or the user answered its approval, after the loss) is told as a
+        turn of words instead, which the model answers."""
         parts = content.parts or []
-        kept = [
-            p
+        unknown = [
+            p.function_response
             for p in parts
-            if p.function_response is None or p.function_response.id in self._issued
+            if p.function_response is not None and p.function_response.id not in self._issued
         ]
-        if len(kept) == len(parts):
-            return content
-        log.info("answers to calls of a lost connection not sent: %d", len(parts) - len(kept))
-        return content.model_copy(update={"parts": kept}) if kept else None
+        if not unknown:
+            return [content]
+        kept = [
+            p for p in parts if p.function_response is None or p.function_response not in unknown
+        ]
+        log.info("answers to %d call(s) of a lost connection told as words", len(unknown))
+        told = types.Content(
+            role="user",
+            parts=[
+                types.Part(
+                    text=f"[The result of {r.name}, which you called before the connection "
+                    f"to you was lost: {json.dumps(r.response or {}, default=str)}]"
+                )
+                for r in unknown
+            ],
+        )
+        return ([content.model_copy(update={"parts": kept})] if kept else []) + [told]
 
     async def send_realtime(self, blob: RealtimeInput) -> None:
         # The base class says Blob; ADK's flow passes every RealtimeInput.
@@ -207,9 +218,11 @@ class _ResumableConnection(BaseLlmConnection):
                         yield go_away
                         return
         except (errors.APIError, ConnectionClosed):
-            if self._in_turn:
-                # The connection died mid-turn: end the turn for the client;
-                # ADK then reconnects (with a handle) or fails the run.
+            if self._in_turn and not self._awaiting_calls:
+                # The connection died mid-answer: end the turn for the
+                # client; ADK then reconnects (with a handle) or fails the
+                # run. (A turn that waits on its calls stays: their answers
+                # reach the resumed session, ``_for_this_session``.)
                 self._in_turn = False
                 yield LlmResponse(interrupted=True)
             if link is not None:
@@ -227,8 +240,10 @@ class _ResumableConnection(BaseLlmConnection):
 
     def _track_turn(self, response: LlmResponse) -> None:
         self._answering = _answers(response) or self._answering
+        if _answers(response):
+            self._awaiting_calls = _calls_a_tool(response)
         if response.turn_complete or response.interrupted:
-            self._answering = False
+            self._answering = self._awaiting_calls = False
             self._in_turn = False
             self._handle_stale = self._resumption
         elif response.content or response.output_transcription or response.input_transcription:
