@@ -225,16 +225,22 @@ def create_app(settings: Settings | None = None) -> Starlette:
         """A call's stream: its credentials in its ``start`` (close 1008,
         1013), then the conversation."""
         await websocket.accept()
+        echo = settings.phone_echo_cancellation
         try:
             start = await read_start(websocket, settings.hello_timeout_s, carrier.decode)
             call = caller(start, credentials)
             if call.principal is None:
-                await serve(websocket, CallDialect(carrier, start, call.user_id, call.app, None))
+                dialect = CallDialect(
+                    carrier, start, call.user_id, call.app, None, echo_cancellation=echo
+                )
+                await serve(websocket, dialect)
                 return
             assert credentials is not None
             async with live_admission(credentials, quotas, call.principal) as principal:
                 websocket.scope[SCOPE_KEY] = principal
-                dialect = CallDialect(carrier, start, call.user_id, call.app, call.user_key)
+                dialect = CallDialect(
+                    carrier, start, call.user_id, call.app, call.user_key, echo_cancellation=echo
+                )
                 await serve(websocket, dialect)
         except protocol.ProtocolError as exc:
             await _close_quietly(websocket, exc.close_code, exc.reason)

@@ -91,6 +91,11 @@ class Settings:
     # the request's own (Host header; https and wss for http and ws behind
     # TLS termination only if the proxy says so in the scope's scheme).
     phone_public_url: str | None = None
+    # Cancel the caller's echo of the agent in the server on every call
+    # (docs/audio.md, "In the server"): a phone line returns the answer from
+    # the handset's loudspeaker or the line's hybrid, and no browser cancels
+    # it. Off by default for now: docs/telephony.md, "The caller's echo".
+    phone_echo_cancellation: bool = False
     # Listen beyond localhost without an API key (refused otherwise).
     insecure_no_auth: bool = False
     # The apps served (audiocore_server/agent/apps.py): the agents of a folder

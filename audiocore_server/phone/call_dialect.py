@@ -137,8 +137,11 @@ class CallDialect:
         user_id: str,
         app: str | None,
         user_key: str | None,
+        *,
+        echo_cancellation: bool = False,
     ) -> None:
         self.carrier = carrier
+        self._echo: protocol.EchoCancellation = "server" if echo_cancellation else "client"
         self.start = start
         self._in_order = InOrder()
         self._user_id = user_id
@@ -148,7 +151,12 @@ class CallDialect:
 
     async def open(self, ws: WebSocket, timeout_s: float, limits: fields.Limits) -> Opening:
         start = protocol.Start(
-            PHONE_INPUT, PHONE_OUTPUT, None, user_key=self._user_key, app=self._app
+            PHONE_INPUT,
+            PHONE_OUTPUT,
+            None,
+            user_key=self._user_key,
+            app=self._app,
+            echo_cancellation=self._echo,
         )
         return Opening(start, user_id=self._user_id)
 

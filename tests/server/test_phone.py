@@ -531,3 +531,23 @@ def test_a_tokens_max_sessions_holds_for_calls(keyed_server) -> None:
             await third.wait_for(lambda: third.count("media") > 0, what="a later call's answer")
 
     asyncio.run(scenario())
+
+
+def test_the_phone_echo_canceller_is_a_setting_off_by_default() -> None:
+    """``phone_echo_cancellation`` opens every call's conversation with
+    ``echoCancellation: "server"`` (the canceller built on its mic path,
+    tested in test_mic_echo.py); off by default (docs/telephony.md, "The
+    caller's echo")."""
+    from audiocore_server.phone.call_dialect import TWILIO, CallDialect
+    from audiocore_server.wire import call_messages, fields
+
+    start = call_messages.StreamStart("MZ1", "CA1", "AC1", {})
+
+    async def opened(**options: Any) -> str:
+        dialect = CallDialect(TWILIO, start, "caller", None, None, **options)
+        opening = await dialect.open(None, 1.0, fields.Limits())  # type: ignore[arg-type]
+        return opening.start.echo_cancellation
+
+    assert asyncio.run(opened(echo_cancellation=True)) == "server"
+    assert asyncio.run(opened()) == "client"
+    assert Settings().phone_echo_cancellation is False

@@ -100,7 +100,10 @@ def test_deny_with_escape_and_with_the_button(open_page):
         {"toolName": "process_payment", "approved": False},
         {"toolName": "process_payment", "approved": False},
     ]
-    # The server never ran the tool: no output, only the two denials.
+    # The server never ran the tool: no output, only the two denials. (The
+    # page marks the entry denied when the user decides; the server's chunk
+    # follows.)
+    wait_for(page, "(__demo.received.chunks['tool-output-denied'] ?? 0) >= 2")
     assert chunk_count(page, "tool-output-denied") == 2
     assert chunk_count(page, "tool-output-available") == 0
     check_no_page_errors(page)
