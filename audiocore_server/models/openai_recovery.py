@@ -86,7 +86,7 @@ class RecoveringConnection(BaseLlmConnection):
         self._recoveries = 0  # since the last answer
         self._answering = False  # the model's output of this answer has begun
         self._watches: list[asyncio.Task[None]] = []
-        self._watch(first)
+        self._watch()
 
     # ------------------------------------------------------------ inputs
     async def send_history(self, history: list[types.Content]) -> None:
@@ -215,7 +215,7 @@ class RecoveringConnection(BaseLlmConnection):
         self._session = session
         self._given_up = None
         self._renew_due = False
-        self._watch(session)
+        self._watch()
 
     async def _reopen(self, error: SessionLost | None) -> Session:
         last: BaseException | None = None
@@ -232,7 +232,7 @@ class RecoveringConnection(BaseLlmConnection):
         raise _exhausted(error, f"{len(self._backoff_s)} attempts failed: {last}") from last
 
     # ------------------------------------------------------------ watches
-    def _watch(self, session: Session) -> None:
+    def _watch(self) -> None:
         stalled = self._link.opened()
         self._watches = [
             asyncio.ensure_future(self._on_stall(stalled)),

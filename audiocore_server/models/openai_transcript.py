@@ -28,6 +28,13 @@ from google.genai import types
 
 Item = dict[str, Any]
 
+# What a rebuild carries at most: the latest answered items (an hour of
+# conversation is a few hundred), and so much of each item's text or tool
+# output. Kept whole, a long session's transcript would grow without bound
+# and be sent again whole on every new session.
+MAX_ITEMS = 200
+MAX_ITEM_CHARS = 8_000
+
 
 def history_items(history: list[types.Content]) -> list[Item]:
     """The session's earlier turns as text messages (tool calls and answers
@@ -74,11 +81,18 @@ class Transcript:
             )
 
     def tool_output(self, call_id: str, output: str) -> None:
-        self._items.append({"type": "function_call_output", "call_id": call_id, "output": output})
+        item = {"type": "function_call_output", "call_id": call_id, "output": _bounded(output)}
+        self._items.append(item)
         self._outputs_after += 1
 
     def answered(self) -> None:
-        """A response ended: everything before it has had its answer."""
+        """A response ended: everything before it has had its answer. The
+        oldest items go past ``MAX_ITEMS``, never leaving an output whose
+        call went first."""
+        drop = max(0, len(self._items) - MAX_ITEMS)
+        while drop < len(self._items) and self._items[drop]["type"] == "function_call_output":
+            drop += 1
+        del self._items[:drop]
         self._answered = len(self._items)
         self._outputs_after = 0
 
@@ -96,4 +110,8 @@ class Transcript:
 
 def _message(role: str, text: str) -> Item:
     kind = "output_text" if role == "assistant" else "input_text"
-    return {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}
+    return {"type": "message", "role": role, "content": [{"type": kind, "text": _bounded(text)}]}
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= MAX_ITEM_CHARS else text[: MAX_ITEM_CHARS - 1] + "…"

@@ -27,7 +27,7 @@ from server_helpers import Collector, check_padded, serve_ws
 from test_e2e import RATE
 from test_run_live import APP, create_session, live_url, read_turn, texts
 
-from audiocore_server.models.openai_transcript import Transcript
+from audiocore_server.models.openai_transcript import MAX_ITEM_CHARS, MAX_ITEMS, Transcript
 from tests.openai_realtime import LocalOpenAIRealtime
 
 
@@ -364,3 +364,27 @@ def test_outputs_after_the_last_answer_are_kept_and_owed() -> None:
     assert owed
     transcript.answered()  # the new session answered
     assert transcript.rebuild()[1] is False
+
+
+def test_the_rebuild_is_bounded_and_never_starts_with_an_orphan_output() -> None:
+    """A long session keeps the latest ``MAX_ITEMS`` answered items, each
+    text or output cut at ``MAX_ITEM_CHARS``; empty words add nothing; an
+    output whose call went past the bound goes with it."""
+    transcript = Transcript()
+    transcript.user_text("")
+    transcript.model_words("")
+    assert transcript.rebuild() == ([], False)
+    transcript.model_calls([_call("c1")])
+    transcript.tool_output("c1", "x" * (10 * MAX_ITEM_CHARS))
+    transcript.answered()
+    (_, output), _ = transcript.rebuild()
+    assert len(output["output"]) == MAX_ITEM_CHARS and output["output"].endswith("…")
+    for i in range(MAX_ITEMS - 2):
+        transcript.user_text(f"turn {i}")
+    transcript.user_text("y" * (10 * MAX_ITEM_CHARS))  # one past the bound
+    transcript.answered()
+    items, owed = transcript.rebuild()
+    # The call went past the bound, and its output with it: not left first.
+    assert not owed and len(items) == MAX_ITEMS - 1
+    assert items[0] == message("user", "turn 0")
+    assert len(items[-1]["content"][0]["text"]) == MAX_ITEM_CHARS
