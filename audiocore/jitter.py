@@ -1,9 +1,9 @@
 """Jitter and playout buffering (docs/audio.md): `JitterBuffer`.
 
 One compiled core (`_jitter`: ring buffer, framing, concealment, time-scaling,
-flush, and the arrival-delay estimator) configured per source profile here.
-Everything per frame runs in C; this layer validates arguments, keeps track of
-turns (played position, flushed turn ids) and owns the defaults.
+flush, and the arrival-delay estimator), configured per source profile by
+`_jitter_profiles`.  Everything per frame runs in C; this layer validates
+arguments and keeps track of turns (played position, flushed turn ids).
 """
 
 from __future__ import annotations
@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING
 
 from audiocore import _jitter
 from audiocore._convert import MAX_CHANNELS
-from audiocore._jitter import JitterCore
+from audiocore._jitter_profiles import (
+    HIGH_WATER_MS,
+    PROFILES,
+    UNUSED,
+    Shape,
+    generator_core,
+    packet_core,
+    reliable_core,
+)
 from audiocore._validate import (
     check_channels,
     check_choice,
@@ -32,7 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PROFILES", "JitterBuffer"]
 
-PROFILES = ("generator", "reliable", "packet")
 # The concealment's pitch search (2.5 to 15 ms lags) needs this many samples
 # a second; the C core refuses less.
 MIN_SAMPLE_RATE = 1000
@@ -43,16 +50,6 @@ MAX_BUFFER_MS = 600_000  # ten minutes: an upper bound on any capacity
 _TURN_ROOM = 2
 # How many flushed turn ids are remembered for rejecting their late chunks.
 _FLUSHED_TURNS = 256
-
-# Packet profile: the NetEq-like estimator's defaults.  The 90th percentile
-# of the delay relative to the fastest packet in the last 2 s, forgetting at
-# 0.995 per packet (~200 packets, 4 s at 20 ms): a delay spike every few
-# seconds then does not lift the target (a buffer sized for spikes pays
-# their delay all the time), while packets a little later than the target
-# are still played: the buffer stalls for them and compresses the extra
-# delay away.  Chosen on the traces of benchmarks/jitter_sim.py.
-_QUANTILE = 0.90
-_FORGET = 0.995
 
 
 class JitterBuffer:
@@ -189,11 +186,6 @@ class JitterBuffer:
         hi = ms("max_ms", max_ms, 0, MAX_BUFFER_MS)
         capacity = ms("capacity_ms", capacity_ms, 4 * frame_ms, MAX_BUFFER_MS)
         high_water = ms("high_water_ms", high_water_ms, 0, MAX_BUFFER_MS)
-        unused = {
-            "generator": ("target_ms", "min_ms", "max_ms"),
-            "reliable": ("preroll_ms", "min_ms", "high_water_ms"),
-            "packet": ("preroll_ms", "high_water_ms"),
-        }[profile]
         given = {
             "preroll_ms": preroll,
             "target_ms": target,
@@ -201,7 +193,7 @@ class JitterBuffer:
             "max_ms": hi,
             "high_water_ms": high_water,
         }
-        for name in unused:
+        for name in UNUSED[profile]:
             if given[name] is not None:
                 raise ValueError(f"{name}: not used by the {profile!r} profile")
 
@@ -211,14 +203,14 @@ class JitterBuffer:
         self._frame_ms = frame_ms
         self._profile = profile
         self._high_water: int | None = None
+        shape = Shape(rate, channels, frame, frame_ms)
         if profile == "generator":
-            self._high_water = self._samples(10_000 if high_water is None else high_water)
-            core = self._generator_core(preroll, capacity)
+            self._high_water = shape.samples(HIGH_WATER_MS if high_water is None else high_water)
+            self._core = generator_core(shape, preroll, capacity)
         elif profile == "reliable":
-            core = self._reliable_core(target, hi, capacity)
+            self._core = reliable_core(shape, target, hi, capacity)
         else:
-            core = self._packet_core(target, lo, hi, capacity)
-        self._core = core
+            self._core = packet_core(shape, target, lo, hi, capacity)
         self._lock = threading.Lock()
         # Turns: (id, first source position) of turns not yet known to be
         # over, oldest first; ids of flushed turns.
@@ -233,89 +225,6 @@ class JitterBuffer:
         self._rejected_packets = 0
         self._rejected_samples = 0
         self._frame_bytes = frame * channels * 2
-
-    # -- profiles ------------------------------------------------------------
-
-    def _samples(self, value_ms: float) -> int:
-        return round(value_ms * self._rate / 1000)
-
-    def _generator_core(self, preroll: float | None, capacity: float | None) -> JitterCore:
-        start = self._samples(self._frame_ms if preroll is None else preroll)
-        return JitterCore(
-            self._rate,
-            self._channels,
-            self._frame,
-            _jitter.STREAM,
-            self._samples(60_000 if capacity is None else capacity),
-            start,
-            max(start, 1),  # after an underrun, resume once the pre-roll is back
-            False,  # never drop: a push that does not fit is refused
-        )
-
-    def _reliable_core(
-        self, target: float | None, hi: float | None, capacity: float | None
-    ) -> JitterCore:
-        frame = self._frame
-        if hi is not None and target is None:
-            raise ValueError("max_ms: caps the latency of target_ms; give target_ms too")
-        if target is not None:
-            hi = target + 100 if hi is None else hi
-            if hi < target:
-                raise ValueError(f"max_ms: expected at least target_ms ({target:g}), got {hi:g}")
-        capacity = max(10_000, 2 * (hi or 0)) if capacity is None else capacity
-        start = frame if target is None else max(frame, self._samples(target))
-        core = JitterCore(
-            self._rate,
-            self._channels,
-            frame,
-            _jitter.STREAM,
-            self._samples(capacity),
-            start,
-            frame,
-            True,  # bounded latency: past the capacity the oldest audio goes
-        )
-        if target is not None and hi is not None:
-            # Levels count the frame about to play.  Compress above the cap,
-            # down to the target plus half a frame.
-            core.set_timescale(
-                self._samples(hi) + frame, self._samples(target) + frame + frame // 2, -1, -1
-            )
-        return core
-
-    def _packet_core(
-        self, target: float | None, lo: float | None, hi: float | None, capacity: float | None
-    ) -> JitterCore:
-        frame, frame_ms = self._frame, self._frame_ms
-        lo = frame_ms if lo is None else lo
-        hi = 1000 if hi is None else hi
-        if hi < lo:
-            raise ValueError(f"max_ms: expected at least min_ms ({lo:g}), got {hi:g}")
-        if target is not None and not lo <= target <= hi:
-            raise ValueError(f"target_ms: expected {lo:g} to {hi:g} ms, got {target:g}")
-        capacity = max(2000, 2 * hi + 1000) if capacity is None else capacity
-        if capacity < hi + 2 * frame_ms:
-            raise ValueError(
-                f"capacity_ms: expected at least max_ms + two frames ({hi + 2 * frame_ms:g})"
-            )
-        core = JitterCore(
-            self._rate,
-            self._channels,
-            frame,
-            _jitter.TIMELINE,
-            self._samples(capacity),
-            frame,
-            frame,
-            False,
-        )
-
-        # Levels count the frame about to play: never below one frame.
-        def level(value_ms: float) -> int:
-            return max(frame, self._samples(value_ms))
-
-        quantile = 0.0 if target is not None else _QUANTILE
-        initial = level(2 * frame_ms if target is None else target)
-        core.set_adaptive(quantile, _FORGET, level(lo), level(hi), initial)
-        return core
 
     # -- configuration -------------------------------------------------
 
