@@ -56,7 +56,7 @@ class MicPath:
         self._clock = clock
         self._playback_ends_at = playback_ends_at  # the answer's audio, on ``clock``
         self._on_voice = on_voice
-        self._cut = self._voice_over_answer if echo is None else None
+        self._voice_cuts = echo is None  # (a flag: a bound method kept here is a cycle)
         self._converter: InputAudio | None = None
         self._overloaded = False
         self.voice_until = 0.0  # on ``clock``: the user's voice, with its hangover
@@ -75,7 +75,8 @@ class MicPath:
                 audio.format, out_rate=self._model_rate, chunk_ms=self._chunk_ms
             )
             self._offer(tail)
-        self._offer(converter.process(audio.data, self._cut))
+        cut = self._voice_over_answer if self._voice_cuts else None
+        self._offer(converter.process(audio.data, cut))
 
     def _voice_over_answer(self, pcm: bytes) -> bool:
         """The user's voice begins while an answer plays: told, and sent now."""
