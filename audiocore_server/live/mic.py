@@ -12,9 +12,13 @@ Barge-in: while an answer plays and the user is silent, each client frame
 is checked for voice as it comes (a few µs); the first voiced one is told
 (``on_voice``: the turn timer's barge-in latency starts there) and goes to
 the model at once with what was waiting, instead of when its chunk fills:
-the model's voice detection hears it up to a chunk (50 ms) sooner. Not
-with the server's echo canceller, whose input is the chunks: there the
-answer's own echo would pass for the user's voice before it is removed.
+the model's voice detection hears it up to a chunk (50 ms) sooner. The
+price: a voiced 20 ms blip over an answer (a click, a burst of residual
+echo) reaches the model alone, where its 50 ms chunk would have averaged
+it down; a detector on chunks, like the offline model's, then takes it for
+speech. Not with the server's echo canceller, whose input is the chunks:
+there the answer's own echo would pass for the user's voice before it is
+removed.
 """
 
 from __future__ import annotations
