@@ -79,6 +79,7 @@ from bench_server_client import (
     push_to_talk_start,
     py_spy,
     run_clients,
+    server_stats,
     speech_48k,
     split,
 )
@@ -95,16 +96,6 @@ async def _run_sessions(url: str, speech, n: int, turns: int, stagger_s: float, 
             return exc
 
     return await asyncio.gather(*(one(k) for k in range(n)))
-
-
-def _server_stats(stats_path: Path) -> dict:
-    """The server's totals; with several workers, each wrote its own file."""
-    files = [stats_path] if stats_path.exists() else sorted(stats_path.parent.glob("stats.json.*"))
-    merged: dict = {}
-    for part in (json.loads(f.read_text()) for f in files):
-        for key, value in part.items():
-            merged[key] = merged.get(key, type(value)()) + value
-    return merged
 
 
 def run(
@@ -127,7 +118,7 @@ def run(
         sessions = run_clients(_run_sessions(url, speech, n, turns, stagger_s, start))
         cpu1, t1, me1 = cpu_seconds(proc.pid), time.monotonic(), time.process_time()
         far1 = cpu_seconds(endpoint_pid) if endpoint_pid else 0.0
-    server = _server_stats(stats_path)
+    server = server_stats(stats_path)
     finished = [s for s in sessions if not isinstance(s, BaseException)]
     turns_all = [t for s in finished for t in s]
     first = [t.first_audio_s for t in turns_all]
@@ -260,7 +251,7 @@ def barge_in(
     env = {"AUDIOCORE_WORKERS": str(workers), **(model_env or {})}
     with our_server(stats_path, **env) as (url, _):
         client = run_clients(_barge_ins(url, speech, count))
-    server = _server_stats(stats_path)
+    server = server_stats(stats_path)
     return {
         "notice_ms": [1e3 * a for a, _ in client],
         "last_audio_ms": [1e3 * b for _, b in client],

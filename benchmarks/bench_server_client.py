@@ -243,6 +243,16 @@ def our_server(
         shutil.rmtree(data, ignore_errors=True)
 
 
+def server_stats(stats_path: Path) -> dict:
+    """The server's totals; with several workers, each wrote its own file."""
+    files = [stats_path] if stats_path.exists() else sorted(stats_path.parent.glob("stats.json.*"))
+    merged: dict = {}
+    for part in (json.loads(f.read_text()) for f in files):
+        for key, value in part.items():
+            merged[key] = merged.get(key, type(value)()) + value
+    return merged
+
+
 @dataclasses.dataclass
 class TurnResult:
     first_audio_s: float  # end of speech (activity_end sent) → first audio frame received

@@ -87,6 +87,8 @@ SMOKE = {
         SERVER,
         SPEECH,
     ),
+    # One call: its barge-in's clear, timed by the client and the server.
+    "bench_phone.py": Smoke(["--smoke"], "\n| 1 | ", SERVER, SPEECH),
     "bench_recovery.py": Smoke(["--smoke"], "| openai | refused | 2/2 |", [*SERVER, "openai"]),
     "bench_acp_floods.py": Smoke(["--smoke"], "| endless-line 40 |", [*SERVER, "acp"]),
     "bench_hostile.py": Smoke(

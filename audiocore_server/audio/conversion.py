@@ -7,6 +7,7 @@ steady chunks for the model (one fused audiocore pass: resample and convert).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import audiocore
@@ -35,11 +36,22 @@ class InputAudio:
         else:
             self._convert = _identity
 
-    def process(self, data: bytes) -> list[bytes]:
-        """Converted audio, as whole chunks; the remainder waits for more."""
+    def process(self, data: bytes, cut: Callable[[bytes], bool] | None = None) -> list[bytes]:
+        """Converted audio, as whole chunks; the remainder waits for more.
+        ``cut`` is asked about this call's audio alone, converted: when it
+        says so, nothing waits — the remainder goes as a short chunk, then
+        this audio as one (the chunks after count from there)."""
         pending = self._pending
-        pending += self._convert(data)
-        return self._take_chunks() if len(pending) >= self._chunk_bytes else []
+        if cut is None:
+            pending += self._convert(data)
+            return self._take_chunks() if len(pending) >= self._chunk_bytes else []
+        converted = bytes(self._convert(data))
+        if not (converted and cut(converted)):
+            pending += converted
+            return self._take_chunks() if len(pending) >= self._chunk_bytes else []
+        chunks = [bytes(pending)] if pending else []
+        pending.clear()
+        return [*chunks, converted]
 
     def flush(self) -> list[bytes]:
         """End of a turn: the resampler's tail and any short remainder."""

@@ -187,6 +187,8 @@ def assemble(
         chunk_ms=settings.model_input_chunk_ms,
         report=report,
         echo=echo,
+        playback_ends_at=lambda: pacer.playback_ends_at,
+        on_voice=timer.user_voice,
     )
     line = LinePolicy(mic, pacer, translator, lambda: delegations.pending)
     uplink = Uplink(

@@ -133,6 +133,10 @@ class Sender:
             self._timer.client_audio()
         elif isinstance(item, _TOOL_CHUNKS):
             self._timer.tool_chunk(item)
+        elif isinstance(item, chunks.Interrupted) and item.source == "model":
+            seconds = self._timer.barge_in_told()
+            if seconds is not None:
+                self._metrics.bargein_latency(seconds)
         flushed_at = self._flushed_at
         if flushed_at is not None and (audio or isinstance(item, chunks.Interrupted)):
             # Barge-in: how long after the flush the last stale frame left

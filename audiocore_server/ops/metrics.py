@@ -24,6 +24,9 @@ class ConnectionMetrics:
     dropped_input_chunks: int = 0
     # Per barge-in: flush → last stale audio frame sent (0 when none was on its way).
     bargein_last_frame_s: list[float] = dataclasses.field(default_factory=list)
+    # Per barge-in of the model's: the user's first voiced frame read →
+    # the barge-in told to the client (when timings are collected).
+    bargein_latency_s: list[float] = dataclasses.field(default_factory=list)
     # Server-added latency, seconds: client frame received → its audio handed
     # to the model; model audio received → frame sent (beyond the pacing).
     latency_in: list[float] = dataclasses.field(default_factory=list)
@@ -36,6 +39,10 @@ class ConnectionMetrics:
     def output_latency(self, seconds: float) -> None:
         if self.collect_timings:
             self.latency_out.append(seconds)
+
+    def bargein_latency(self, seconds: float) -> None:
+        if self.collect_timings:
+            self.bargein_latency_s.append(seconds)
 
 
 @dataclasses.dataclass
@@ -52,6 +59,7 @@ class MetricsTotals(ConnectionMetrics):
         self.made_up_samples += metrics.made_up_samples
         self.dropped_input_chunks += metrics.dropped_input_chunks
         self.bargein_last_frame_s += metrics.bargein_last_frame_s
+        self.bargein_latency_s += metrics.bargein_latency_s
         self.latency_in += metrics.latency_in
         self.latency_out += metrics.latency_out
 

@@ -10,6 +10,9 @@ happens, each as it happens:
   first audio frame leaving for the client (``client_audio``);
 * the turn's end (``turn_end``), a barge-in (``barge_in``) and the silence
   after it (``silence``: the last stale frame out, 0 when none was);
+* the user's voice beginning over an answer (``user_voice``: when the
+  frame that carries it was read) and the model's barge-in told to the
+  client (``barge_in_told``: ``clear`` on a phone, ``data-interrupted``);
 * each tool call's chunks as they leave for the client (``tool_chunk``):
   its input, an approval request, its output.
 
@@ -25,6 +28,9 @@ happens, each as it happens:
   ``approval``: the user was asked first);
 * ``audiocore_bargein_silence_seconds``: from a barge-in's flush to the
   last stale audio frame out;
+* ``audiocore_bargein_latency_seconds``: from the first voiced frame of the
+  user's words over an answer, as the server read it, to the model's
+  barge-in told to the client;
 * ``audiocore_model_recoveries_total{cause}``: model sessions lost and
   recovered on the same socket (``recovered``; an event on the turn's span).
 
@@ -55,6 +61,7 @@ ToolKind = Literal["server", "browser", "approval"]
 _LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0)
 _TOOL_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 _SILENCE_BUCKETS = (0.0, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64)
+_BARGEIN_BUCKETS = (0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
 
 class TurnMetrics:
@@ -80,6 +87,13 @@ class TurnMetrics:
             "audiocore_bargein_silence_seconds",
             "from a barge-in's flush to the last stale audio frame sent",
             buckets=_SILENCE_BUCKETS,
+            registry=registry,
+        )
+        self.bargein_latency = Histogram(
+            "audiocore_bargein_latency_seconds",
+            "from the user's first voiced frame over an answer, as read, to the model's "
+            "barge-in told to the client",
+            buckets=_BARGEIN_BUCKETS,
             registry=registry,
         )
         self.recoveries = Counter(
@@ -134,6 +148,8 @@ class TurnTimer:
         self._unsent: _Turn | None = None
         self._calls: dict[str, _Call] = {}
         self._bargein: trace.Span | None = None
+        self._voice_at: float | None = None  # the user's voice began over an answer
+        self._bargein_voice_at: float | None = None  # that voice, for the barge-in it made
         self._span = (
             tracer.start_span("audiocore.connection", attributes=attributes or {})
             if tracer is not None
@@ -182,6 +198,8 @@ class TurnTimer:
     def turn_end(self, *, interrupted: bool = False) -> None:
         """The model ended its turn (or it was cut)."""
         turn, self._turn = self._turn, None
+        if not interrupted:
+            self._voice_at = None  # the answer ended: no barge-in of it to come
         if turn is None:
             return
         if turn.span is not None:
@@ -192,7 +210,13 @@ class TurnTimer:
         else:
             _end(turn)
 
+    def user_voice(self, at: float) -> None:
+        """The user's voice began over an answer: its first voiced frame was
+        read at ``at``."""
+        self._voice_at = at
+
     def barge_in(self) -> None:
+        self._bargein_voice_at, self._voice_at = self._voice_at, None
         self._drop_unsent()  # flushed: never heard
         if self._bargein is None:
             self._bargein = self._start("audiocore.barge_in", parent=self._turn_span())
@@ -204,6 +228,18 @@ class TurnTimer:
         if span is not None:
             span.set_attribute("audiocore.silence_s", seconds)
             span.end()
+
+    def barge_in_told(self) -> float | None:
+        """The model's barge-in left for the client: the seconds since the
+        user's voice that made it (None: no voice was seen before it)."""
+        at, self._bargein_voice_at = self._bargein_voice_at, None
+        if at is None:
+            return None
+        seconds = self._clock() - at
+        self._metrics.bargein_latency.observe(seconds)
+        if self._bargein is not None:
+            self._bargein.set_attribute("audiocore.latency_s", seconds)
+        return seconds
 
     def recovered(self, cause: str) -> None:
         """The model's session was lost (``cause``: drop, stall, limit) and

@@ -247,6 +247,10 @@ def test_speech_over_a_long_answer_clears_it_and_marks_say_what_was_heard(
             heard_names = list(phone.replied)
             await phone.speak(mulaw(speech[: RATE // 2]))  # the caller talks over it
             await phone.wait_for(lambda: phone.count("clear") == 1, what="clear")
+            # The server timed it: the caller's first voiced frame → clear sent.
+            async with httpx.AsyncClient() as client:
+                metrics = (await client.get(f"http://{address}/metrics")).text
+            assert "audiocore_bargein_latency_seconds_count 1.0" in metrics
             heard = the_call(app).dialect.marks.played_seconds()
             received_at_clear = len(phone.audio)
             mark_at = phone.mark_at

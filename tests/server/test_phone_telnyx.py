@@ -7,8 +7,10 @@ model; ``phone_helpers.TwilioCall`` speaking Telnyx's envelope."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
+import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -164,3 +166,39 @@ def test_the_start_names_its_format() -> None:
         telnyx.decode(start)
     ok = start.replace("PCMA", "PCMU")
     assert telnyx.decode(ok) == telnyx.StreamStart("s", "v3:c", "", {})
+
+
+@pytest.mark.parametrize("encoding", ["PCMU", "audio/x-mulaw"])
+def test_the_start_as_telnyx_documents_it(encoding: str) -> None:
+    """Telnyx's documented start: no custom_parameters, the call's
+    client_state (base64) beside its ids; μ-law spelled either way."""
+    state = base64.b64encode(json.dumps({"app": "desk", "user": "alice"}).encode()).decode()
+    documented = {
+        "event": "start",
+        "sequence_number": "1",
+        "start": {
+            "user_id": "3E6F995F-85F7-4705-9741-53B116D28237",
+            "call_control_id": "v2:T02llQxIyaRkhfRKxgAP8nY511EhFLizdvdUKJiSw8d6A9BborherQ",
+            "call_session_id": "ff55a038-6f5d-11ef-9692-02420aeffb1f",
+            "from": "+13122010094",
+            "to": "+13122123456",
+            "tags": ["TAG1", "TAG2"],
+            "client_state": state,
+            "media_format": {"encoding": encoding, "sample_rate": 8000, "channels": 1},
+        },
+        "stream_id": "32DE0DEA-53CB-4B21-89A4-9E1819C043BC",
+    }
+    start = telnyx.decode(json.dumps(documented))
+    assert isinstance(start, telnyx.StreamStart)
+    assert start.stream_sid == "32DE0DEA-53CB-4B21-89A4-9E1819C043BC"
+    assert start.call_sid.startswith("v2:T02ll")
+    assert start.custom_parameters == {"app": "desk", "user": "alice"}
+    # A client_state of the application's own is no parameters, not an error.
+    documented["start"]["client_state"] = "aGF2ZSBhIG5pY2UgZGF5ID1d"
+    assert telnyx.decode(json.dumps(documented)).custom_parameters == {}
+    # custom_parameters win, in either shape Call Control takes.
+    documented["start"]["custom_parameters"] = [{"name": "app", "value": "kiosk"}]
+    assert telnyx.decode(json.dumps(documented)).custom_parameters == {"app": "kiosk"}
+    documented["start"]["custom_parameters"] = [{"name": "app"}]
+    with pytest.raises(InputError, match="start.custom_parameters: expected"):
+        telnyx.decode(json.dumps(documented))

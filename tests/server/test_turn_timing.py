@@ -100,6 +100,38 @@ def test_the_histograms_of_a_turn() -> None:
     assert sample(registry, "audiocore_bargein_silence_seconds_sum") == pytest.approx(0.012)
 
 
+def test_the_barge_in_latency_runs_from_the_users_voice_to_the_notice() -> None:
+    registry, exporter = CollectorRegistry(), InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    clock = Clock()
+    timer = TurnTimer(TurnMetrics(registry), tracer=provider.get_tracer("test"), clock=clock)
+    latency = "audiocore_bargein_latency_seconds"
+    timer.user_done("model")
+    timer.model_audio()
+    timer.user_voice(clock.now)  # the caller speaks over the answer
+    clock.now += 0.003
+    timer.barge_in()  # the model's interruption flushes the pacer
+    timer.turn_end(interrupted=True)
+    clock.now += 0.001
+    assert timer.barge_in_told() == pytest.approx(0.004)
+    timer.silence(0.0)
+    assert sample(registry, f"{latency}_count") == 1
+    assert sample(registry, f"{latency}_sum") == pytest.approx(0.004)
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "audiocore.barge_in"]
+    assert (span.attributes or {})["audiocore.latency_s"] == pytest.approx(0.004)
+    # Told twice, or with no voice before it: nothing observed.
+    assert timer.barge_in_told() is None
+    timer.user_done("model")
+    timer.model_audio()
+    timer.user_voice(clock.now)  # voice over an answer that then ends by itself
+    timer.turn_end()
+    clock.now += 5.0
+    timer.barge_in()  # a later barge-in is not timed from that voice
+    assert timer.barge_in_told() is None
+    assert sample(registry, f"{latency}_count") == 1
+
+
 def test_the_spans_of_a_turn_their_parents_and_order() -> None:
     _, spans = timed_turn()
     by_name: dict[str, list[ReadableSpan]] = {}

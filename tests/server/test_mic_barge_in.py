@@ -1,0 +1,102 @@
+"""The microphone's path on a barge-in (``live/mic.py``): the user's voice
+over an answer reaches the model at once, and the turn timer hears of it;
+and what the server's barge-in latency metric reads (``ops/turn_timing.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_parts import S16_16K, Clock, _drain, _sine
+
+from audiocore_server.live.mic import MicPath
+from audiocore_server.live.request_queue import BoundedLiveRequestQueue
+from audiocore_server.wire import protocol
+
+
+def test_mic_path_sends_the_users_voice_over_an_answer_at_once() -> None:
+    """Barge-in: the first voiced frame while an answer plays goes to the
+    model with what was waiting, not when its 50 ms chunk fills; it is told
+    once, and the stream is the same audio, cut otherwise."""
+    clock, queue, heard = Clock(), BoundedLiveRequestQueue(100), []
+    ends_at = [clock.now + 5.0]  # an answer plays for 5 s
+    mic = MicPath(
+        queue,
+        model_rate=16_000,
+        chunk_ms=50,
+        report=print,
+        playback_ends_at=lambda: ends_at[0],
+        on_voice=heard.append,
+        clock=clock,
+    )
+    quiet = bytes(640)  # 20 ms of 16 kHz silence
+    loud = (_sine(0.02, 16_000, 0.3) * 32767).astype("<i2").tobytes()
+    stream = [quiet, quiet, quiet, quiet, loud, loud, loud, quiet]
+    sizes = []
+    for frame in stream:
+        mic.audio(protocol.Audio(frame, S16_16K))
+        sizes.append([len(r.blob.data) for r in _drain(queue)])
+        clock.now += 0.02
+    # Frames wait for a chunk (1600 bytes); the voice cuts: the 30 ms
+    # waiting, then the voiced frame alone.
+    assert sizes[:5] == [[], [], [1600], [], [960, 640]]
+    assert heard == [pytest.approx(100.0 + 4 * 0.02)]
+    # The voice goes on: whole chunks again, counted from the cut.
+    assert sizes[5:] == [[], [], [1600]]
+    assert len(heard) == 1
+
+    # Voice with no answer playing: chunks as ever, nothing told.
+    ends_at[0] = 0.0
+    clock.now += 2.0  # the user's voice is over
+    for frame in (quiet, loud):
+        mic.audio(protocol.Audio(frame, S16_16K))
+    assert [len(r.blob.data) for r in _drain(queue)] == [1600]
+    assert len(heard) == 1
+
+
+def test_mic_path_with_the_echo_canceller_waits_for_whole_chunks() -> None:
+    """The canceller cleans chunks: before it the answer's echo would pass
+    for the user's voice."""
+    clock, queue, heard = Clock(), BoundedLiveRequestQueue(100), []
+
+    class Echo:
+        def cancel(self, pcm: bytes) -> bytes:
+            return pcm
+
+    mic = MicPath(
+        queue,
+        model_rate=16_000,
+        chunk_ms=50,
+        report=print,
+        echo=Echo(),  # type: ignore[arg-type]
+        playback_ends_at=lambda: clock.now + 5.0,
+        on_voice=heard.append,
+        clock=clock,
+    )
+    loud = (_sine(0.02, 16_000, 0.3) * 32767).astype("<i2").tobytes()
+    mic.audio(protocol.Audio(loud, S16_16K))
+    assert queue.pending == 0 and heard == []
+
+
+def test_a_cut_stream_is_the_same_audio() -> None:
+    """The cut changes where chunks end, never the audio: 8 kHz μ-law in,
+    as a phone call's, with and without an answer playing."""
+    rng = np.random.default_rng(37)
+    codes = [bytes(rng.integers(0, 256, 160, dtype=np.uint8)) for _ in range(6)]
+    quiet = b"\xff" * 160
+    frames = [quiet, quiet, quiet, *codes, quiet, quiet]
+    ulaw = protocol.InputFormat(8000, "ulaw", 1)
+    streams = []
+    for ends_at in (0.0, 1e9):
+        clock, queue = Clock(), BoundedLiveRequestQueue(100)
+        mic = MicPath(
+            queue, model_rate=16_000, chunk_ms=50, report=print,
+            playback_ends_at=lambda e=ends_at: e, clock=clock,
+        )  # fmt: skip
+        for frame in frames:
+            mic.audio(protocol.Audio(frame, ulaw))
+            clock.now += 0.02
+        mic.flush()
+        streams.append([r.blob.data for r in _drain(queue)])
+    whole, cut = streams
+    assert len(cut) > len(whole)
+    assert b"".join(cut) == b"".join(whole)
