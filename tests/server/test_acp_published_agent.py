@@ -19,6 +19,7 @@ with ``AUDIOCORE_REQUIRE_ACP_AGENT=1`` (CI sets it) they fail instead.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import shlex
@@ -211,6 +212,31 @@ def test_cancel_while_the_agent_asks_and_the_session_goes_on(
     )
 
 
+def test_owners_in_parallel_on_the_one_agent_process_keep_their_sessions_apart(
+    settings: Settings,
+) -> None:
+    """Our server sends several owners' prompts to the one agent process at
+    once; the adapter keeps one agent object and rebuilds it when the
+    session changes, and each session's history stays its own."""
+
+    async def scenario() -> list[TaskRecord]:
+        async with running(settings) as manager:
+            await asyncio.gather(
+                run_one(manager, "alice", "paint the fence"),
+                run_one(manager, "bob", "wash the car"),
+            )
+            return list(
+                await asyncio.gather(
+                    run_one(manager, "alice", "what did I ask before"),
+                    run_one(manager, "bob", "what did I ask before"),
+                )
+            )
+
+    alice, bob = asyncio.run(scenario())
+    assert alice.result == "Earlier in this session: paint the fence."
+    assert bob.result == "Earlier in this session: wash the car."
+
+
 def test_a_restarted_server_makes_a_new_session_recalling_the_results(
     settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -236,6 +262,39 @@ def test_a_restarted_server_makes_a_new_session_recalling_the_results(
     )
     started = [r.getMessage() for r in caplog.records if "ACP agent started" in r.getMessage()]
     assert len(started) == 2 and all("loadSession False" in m for m in started), started
+
+
+def test_with_its_sessions_on_disk_a_restarted_server_loads_the_session(
+    settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Launched with a durable checkpointer the adapter advertises
+    ``loadSession``: a new server (and agent process) takes the owner's
+    session back with ``session/load``, the agent replaying its history
+    (which is not progress), and the next task continues it."""
+    durable = dataclasses.replace(
+        settings,
+        acp_command=shlex.join(
+            [*shlex.split(settings.acp_command or ""), "--sessions", str(tmp_path / "sessions.db")]
+        ),
+    )
+
+    async def scenario() -> tuple[str | None, TaskRecord, str | None]:
+        async with running(durable) as manager:
+            await run_one(manager, "alice", "paint the fence")
+            before = await stored_session(manager, "alice")
+        async with running(durable) as manager:
+            second = await run_one(manager, "alice", "what did I ask before")
+            after = await stored_session(manager, "alice")
+        return before, second, after
+
+    with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_backend"):
+        before, second, after = asyncio.run(scenario())
+    started = [r.getMessage() for r in caplog.records if "ACP agent started" in r.getMessage()]
+    assert len(started) == 2 and all("loadSession True" in m for m in started), started
+    assert before is not None and before == after
+    # The agent's own history, taken back; its replay of "Done: paint the
+    # fence." (before session/load answers) is not in the new task's answer.
+    assert second.result == "Earlier in this session: paint the fence."
 
 
 def test_an_agent_without_mcp_over_http_gets_no_coordination_tools(

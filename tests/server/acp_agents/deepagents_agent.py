@@ -7,7 +7,8 @@ packages' — ``deepagents_acp.server.AgentServerACP`` (the adapter),
 ``deepagents.create_deep_agent`` (the agent: its middleware, its file
 tools on a ``FilesystemBackend`` rooted in the session's ``cwd``, its
 human-in-the-loop interrupts) and LangGraph's checkpointer — assembled as
-the package's README shows ("Launch a custom Deep Agent with ACP"). The
+the package's README shows ("Launch a custom Deep Agent with ACP"; with
+``--sessions FILE``, "Persist and load sessions"). The
 only part of ours is the chat model, which stands in for a network one: it
 answers from the conversation the agent hands it, so what the agent does
 with its answers (tool calls run, permissions asked, history kept) is the
@@ -28,6 +29,7 @@ The model's cues, in the objective of the task (the envelope's line after
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import re
@@ -44,6 +46,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langgraph.checkpoint.memory import MemorySaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 _OBJECTIVE = re.compile(r"^Objective:\n(.*)$", re.M)
 _TASK = re.compile(r"^Task (task_\w+) ")
@@ -128,8 +131,8 @@ def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "args": args, "id": f"call_{uuid4().hex[:12]}"}
 
 
-def main() -> None:
-    checkpointer = MemorySaver()
+def agent_factory(checkpointer: Any) -> Any:
+    """The adapter's agent factory: a Deep Agent per session, in its ``cwd``."""
 
     def build_agent(context: AgentSessionContext) -> Any:
         return create_deep_agent(
@@ -139,7 +142,24 @@ def main() -> None:
             interrupt_on={"write_file": True},
         )
 
-    asyncio.run(run_agent(AgentServerACP(agent=build_agent)))
+    return build_agent
+
+
+async def serve(sessions: str | None) -> None:
+    """Serve ACP on stdio; with ``sessions`` (a SQLite file) the agent's
+    checkpointer outlives the process and the adapter offers
+    ``session/load`` (``load_sessions``, as its README says)."""
+    if sessions is None:
+        await run_agent(AgentServerACP(agent=agent_factory(MemorySaver())))
+        return
+    async with AsyncSqliteSaver.from_conn_string(sessions) as saver:
+        await run_agent(AgentServerACP(agent=agent_factory(saver), load_sessions=True))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sessions", help="a SQLite file for the sessions (session/load)")
+    asyncio.run(serve(parser.parse_args().sessions))
 
 
 if __name__ == "__main__":
