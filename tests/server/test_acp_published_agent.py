@@ -44,7 +44,11 @@ INSTALL = (
     "python3 -m venv .venv-acp-agents && "
     ".venv-acp-agents/bin/pip install -r tests/server/acp_agents/requirements.txt"
 )
-VERSIONS = {"deepagents-acp": "0.0.13", "deepagents": "0.7.32"}
+VERSIONS = {
+    "deepagents-acp": "0.0.13",
+    "deepagents": "0.7.32",
+    "langgraph-checkpoint-sqlite": "3.1.2",
+}
 
 
 def _installed() -> str | None:
@@ -210,6 +214,36 @@ def test_cancel_while_the_agent_asks_and_the_session_goes_on(
     assert history.result == (
         "Earlier in this session: write the file cancelled.md; paint the fence."
     )
+
+
+def test_a_cancel_the_agent_confirms_late_holds_the_session_until_it_did(
+    settings: Settings, work: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """deepagents-acp looks for a cancel only between the chunks its model
+    streams, and forgets one when the session's next prompt begins. A model
+    slower than the server waits for the confirmation: the task is
+    cancelled for the user at once, but the session's next prompt waits
+    for the agent's ``cancelled`` — sent at once, the next prompt would
+    clear the cancel and the cancelled work would go on (here, an edit of
+    the readme) beside it."""
+    impatient = dataclasses.replace(settings, task_cancel_grace_s=1.0)
+
+    async def scenario() -> TaskRecord:
+        async with running(impatient) as manager:
+            record = await manager.submit("alice", "slowly edit the readme")
+            await until(
+                manager, "alice", lambda r: r[record.id].progress == {"phrase": "organizing result"}
+            )
+            cancelled = await manager.cancel("alice", record.id)
+            assert cancelled is not None and cancelled.state == "cancelled"
+            return await run_one(manager, "alice", "slowly answer")
+
+    with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_backend"):
+        after = asyncio.run(scenario())
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("did not confirm the cancel" in m for m in logged), logged
+    assert (work / "readme.txt").read_text() == "the project's readme\n"
+    assert after.state == "completed" and after.result == "One moment. Done: answer."
 
 
 def test_owners_in_parallel_on_the_one_agent_process_keep_their_sessions_apart(

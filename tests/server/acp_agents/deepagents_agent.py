@@ -20,11 +20,15 @@ The model's cues, in the objective of the task (the envelope's line after
 - ``write the file NAME``: calls ``write_file`` (``/NAME``, its content
   naming the task), which the agent stops on for permission
   (``interrupt_on``); then says what the tool answered.
+- ``edit the readme``: calls ``edit_file`` on ``/readme.txt`` (never
+  asked: only ``write_file`` is); then says what the tool answered.
 - ``list the files``: calls ``ls`` on ``/``; then says what it listed.
 - ``what did I ask before``: names the objectives of the earlier prompts
   the agent's checkpointer kept in this session, and the earlier results
   the envelope recalls, if any.
 - anything else: ``Done: OBJECTIVE.`` and an ``Inline:`` part.
+- ``slowly`` before any of these: the model streams "One moment. " at
+  once and the rest ``SLOW_S`` later, as a slow network model would.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import argparse
 import asyncio
 import json
 import re
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 from uuid import uuid4
@@ -48,6 +53,10 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langgraph.checkpoint.memory import MemorySaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+SLOWLY = "slowly "
+# How long "slowly" takes: longer than the tests' server waits for an agent
+# to confirm a cancel (half of task_cancel_grace_s).
+SLOW_S = 2.0
 _OBJECTIVE = re.compile(r"^Objective:\n(.*)$", re.M)
 _TASK = re.compile(r"^Task (task_\w+) ")
 _RECALLED = re.compile(r"^Earlier tasks of this user[^\n]*\n((?:- [^\n]*\n?)+)", re.M)
@@ -78,7 +87,7 @@ class ScriptedChatModel(BaseChatModel):
     def _reply(self, messages: list[BaseMessage]) -> AIMessage:
         prompts = [m for m in messages if isinstance(m, HumanMessage)]
         asked = prompts[-1]
-        objective = _objective(asked)
+        objective = _objective(asked).removeprefix(SLOWLY)
         task = _TASK.match(_text(asked))
         last = messages[-1]
         if last.type == "tool":  # the tool the script called has answered
@@ -87,6 +96,10 @@ class ScriptedChatModel(BaseChatModel):
             content = f"written for {task.group(1) if task else 'no task'}\n"
             call = {"file_path": f"/{wanted.group(1)}", "content": content}
             return AIMessage(content="", tool_calls=[_call("write_file", call)])
+        if objective.startswith("edit the readme"):
+            done = f"readme, edited for {task.group(1) if task else 'no task'}"
+            call = {"file_path": "/readme.txt", "old_string": "readme", "new_string": done}
+            return AIMessage(content="", tool_calls=[_call("edit_file", call)])
         if objective.startswith("list the files"):
             return AIMessage(content="", tool_calls=[_call("ls", {"path": "/"})])
         if objective.startswith("what did I ask before"):
@@ -117,6 +130,16 @@ class ScriptedChatModel(BaseChatModel):
         # Streamed as a network model streams: the adapter reports tool calls
         # from the chunks' tool_call_chunks and the text from their content.
         reply = self._reply(messages)
+        asked = [m for m in messages if isinstance(m, HumanMessage)][-1]
+        if messages[-1].type != "tool" and _objective(asked).startswith(SLOWLY):
+            # A model that takes its time: a word at once, then the rest.
+            first = AIMessageChunk(content="One moment. ")
+            if run_manager is not None:
+                run_manager.on_llm_new_token(
+                    "One moment. ", chunk=ChatGenerationChunk(message=first)
+                )
+            yield ChatGenerationChunk(message=first)
+            time.sleep(SLOW_S)
         chunks = [
             {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
             for i, c in enumerate(reply.tool_calls)
