@@ -166,7 +166,9 @@ def test_by_voice_an_answer_a_write_allowed_always_and_the_session_continued(
         ws.ws.close()
 
 
-def test_by_voice_a_write_rejected_is_not_done(settings: Settings, work: Path) -> None:
+def test_by_voice_a_write_rejected_and_one_cancelled_are_not_done(
+    settings: Settings, work: Path
+) -> None:
     with serve_ws(settings) as url:
         ws = Socket(url)
         start(ws, userKey="n" * 24, turnDetection="manual")
@@ -176,6 +178,15 @@ def test_by_voice_a_write_rejected_is_not_done(settings: Settings, work: Path) -
         assert args == {"decision": "reject"} and answered["decision"] == "reject"
         outcome = next_turn_saying(ws, f"Your background task {asked['taskId']} completed")
         assert "User rejected the tool call for `write_file`" in said(outcome)
+        assert not (work / "notes.md").exists()
+
+        # Cancelled by voice while the agent asks again.
+        _, again = tool_output(ask(ws, "start a task to write the file notes.md"), "start_task")
+        next_turn_saying(ws, "asks permission to Write `/notes.md`")
+        cancel = ask(ws, f"cancel my task {again['taskId']}")
+        args, cancelled = tool_output(cancel, "cancel_task")
+        assert args == {"task_id": again["taskId"]} and cancelled["state"] == "cancelled"
+        assert ws.cards(again["taskId"])[-1]["permission"] is None
         assert not (work / "notes.md").exists()
         ws.ws.close()
 
