@@ -196,7 +196,8 @@ def test_cancel_while_the_agent_asks_and_the_session_goes_on(
 ) -> None:
     """A cancel while the agent waits on its permission question: the
     question is answered ``cancelled``, the agent stops its prompt with
-    ``cancelled``, nothing is written, and the session takes the next task.
+    ``cancelled``, nothing is written, and the session takes the next task,
+    whose prompt tells the agent, once, that the task was cancelled.
     Its status meanwhile is our record alone: the agent offers no fork."""
 
     async def scenario() -> tuple[dict[str, Any], TaskRecord, TaskRecord]:
@@ -207,6 +208,8 @@ def test_cancel_while_the_agent_asks_and_the_session_goes_on(
             cancelled = await manager.cancel("alice", record.id)
             assert cancelled is not None and cancelled.state == "cancelled"
             assert manager.permissions.pending("alice") == []
+            told = await run_one(manager, "alice", "what was cancelled")
+            assert told.result == f"Told cancelled: {record.id}."
             after = await run_one(manager, "alice", "paint the fence")
             history = await run_one(manager, "alice", "what did I ask before")
             return status, after, history
@@ -223,7 +226,7 @@ def test_cancel_while_the_agent_asks_and_the_session_goes_on(
     }
     assert after.state == "completed" and after.result == "Done: paint the fence."
     assert history.result == (
-        "Earlier in this session: write the file cancelled.md; paint the fence."
+        "Earlier in this session: write the file cancelled.md; what was cancelled; paint the fence."
     )
 
 

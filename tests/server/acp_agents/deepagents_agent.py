@@ -26,6 +26,8 @@ The model's cues, in the objective of the task (the envelope's line after
 - ``what did I ask before``: names the objectives of the earlier prompts
   the agent's checkpointer kept in this session, and the earlier results
   the envelope recalls, if any.
+- ``what was cancelled``: the task ids the envelope says were stopped by
+  the user (or none).
 - anything else: ``Done: OBJECTIVE.`` and an ``Inline:`` part.
 - ``slowly`` before any of these: the model streams "One moment. " at
   once and the rest ``SLOW_S`` later, as a slow network model would.
@@ -59,6 +61,7 @@ SLOWLY = "slowly "
 SLOW_S = 2.0
 _OBJECTIVE = re.compile(r"^Objective:\n(.*)$", re.M)
 _TASK = re.compile(r"^Task (task_\w+) ")
+_CANCELLED = re.compile(r"^Stopped by the user[^\n]*\n((?:- [^\n]*\n?)+)", re.M)
 _RECALLED = re.compile(r"^Earlier tasks of this user[^\n]*\n((?:- [^\n]*\n?)+)", re.M)
 
 
@@ -102,6 +105,10 @@ class ScriptedChatModel(BaseChatModel):
             return AIMessage(content="", tool_calls=[_call("edit_file", call)])
         if objective.startswith("list the files"):
             return AIMessage(content="", tool_calls=[_call("ls", {"path": "/"})])
+        if objective.startswith("what was cancelled"):
+            told = _CANCELLED.search(_text(asked))
+            ids = [line[2:].split(":", 1)[0] for line in told.group(1).splitlines()] if told else []
+            return AIMessage(content=f"Told cancelled: {', '.join(ids) or 'none'}.")
         if objective.startswith("what did I ask before"):
             earlier = [_objective(m) for m in prompts[:-1]]
             said = f"Earlier in this session: {'; '.join(earlier) or 'nothing'}."
