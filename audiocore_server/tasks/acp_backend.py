@@ -17,7 +17,8 @@ session's first prompt recalls the earlier results. Every session is
 offered the coordination tools over MCP (``coordination.py``), served
 from the first task of an agent that takes MCP over HTTP. The manager's FIFO already sends one
 prompt at a time per owner. A cancel sends ``session/cancel`` and waits
-(bounded) for the ``cancelled`` stop reason; a prompt with no answer within
+(bounded) for the ``cancelled`` stop reason; one that comes later holds the
+session's next prompt until it has come (``_settled``); a prompt with no answer within
 ``acp_prompt_timeout_s`` fails its task; an agent that dies fails the task
 it was working on.
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shlex
@@ -284,6 +286,9 @@ class AcpBackend:
         self.coordination = CoordinationServer(self.sessions.sessions, self._asking)
         self.coordination.coordinator = coordinator
         self.prompting: dict[Binding, str] = {}
+        # Session id -> a cancelled prompt the agent has not yet ended: the
+        # session takes no other prompt until it has (``_settled``).
+        self.unsettled: dict[str, asyncio.Task[Any]] = {}
 
     def _offer(self, owner: str, project: str | None) -> list[HttpMcpServer]:
         return self.coordination.offer(owner, project)
@@ -320,6 +325,8 @@ class AcpBackend:
         except (ConnectionError, RequestError, pydantic.ValidationError) as exc:
             return BackendOutcome(None, await self._lost(exc, "opening its session"))
         session_id = opened.session_id
+        if not await self._settled(session_id, record, abort):
+            return BackendOutcome(None, None)  # cancelled before it reached the agent
         run = PromptRun(record.owner, record.id, on_progress)
         self.client.runs[session_id] = run
         if cwd != self.cwd:
@@ -392,8 +399,13 @@ class AcpBackend:
             await conn.cancel(session_id=session_id)
         await asyncio.wait({prompt}, timeout=self.cancel_wait_s)
         if not prompt.done():
-            prompt.cancel()
-            log.warning("task %s: the ACP agent did not confirm the cancel", record.id)
+            # The task is stopped for the user now; the agent's prompt may
+            # still run (an agent that looks for a cancel only between steps,
+            # and forgets it when the session's next prompt begins): the
+            # session waits for its end before it takes another.
+            log.warning("task %s: the ACP agent did not confirm the cancel (yet)", record.id)
+            self.unsettled[session_id] = prompt
+            prompt.add_done_callback(functools.partial(self._confirmed_late, session_id, record.id))
         elif not prompt.cancelled() and prompt.exception() is None:
             log.info("task %s: the ACP prompt stopped (%s)", record.id, prompt.result().stop_reason)
         # Stopped before it finished: the agent is told not to take it up again.
@@ -455,7 +467,43 @@ class AcpBackend:
         log.error("the ACP backend failed", exc_info=error)
         return f"the ACP backend failed ({type(error).__name__})"
 
+    async def _settled(self, session_id: str, record: TaskRecord, abort: asyncio.Event) -> bool:
+        """Wait (at most the prompt timeout) for a cancelled prompt of the
+        session the agent has not ended; False if ``record`` is cancelled
+        meanwhile. Past the timeout that prompt is given up (not waited for
+        again) and the session goes on."""
+        pending = self.unsettled.get(session_id)
+        if pending is None:
+            return True
+        log.info("task %s waits for the agent to end the session's cancelled prompt", record.id)
+        aborted = asyncio.create_task(abort.wait())
+        try:
+            await asyncio.wait(
+                {pending, aborted},
+                timeout=self.prompt_timeout_s,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            aborted.cancel()
+        if abort.is_set():
+            return False
+        if not pending.done():
+            log.warning("the ACP agent never ended a cancelled prompt of a session; given up")
+            pending.cancel()
+        return True
+
+    def _confirmed_late(self, session_id: str, task_id: str, prompt: asyncio.Task[Any]) -> None:
+        if self.unsettled.get(session_id) is prompt:
+            del self.unsettled[session_id]
+        if prompt.cancelled():
+            return
+        error = prompt.exception()
+        ended = f"failed ({type(error).__name__})" if error else prompt.result().stop_reason
+        log.info("task %s: the ACP prompt stopped late (%s)", task_id, ended)
+
     async def close(self) -> None:
+        for prompt in list(self.unsettled.values()):
+            prompt.cancel()
         await self.process.close()
         await self.coordination.close()
 
