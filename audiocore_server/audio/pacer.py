@@ -281,13 +281,12 @@ class OutputPacer:
         if self._jb.frames_ready or self._fade_owed:
             wait = self._play_end - self._lead - now
         else:
-            # A stall mid-turn: conceal only while the client is still
-            # playing this turn and about to run dry (never before its first
-            # frame), so the lead stays the jitter allowance.
-            stalled = self._jb.turn_played > 0
-            if not (stalled and self._play_end >= now):
-                until_dry = self._play_end - now - _TIMER_SLACK_S
-                return False, until_dry if stalled and until_dry > 0 else None
+            # A stall mid-turn: conceal once the client is about to run dry
+            # (never before the turn's first frame), so the lead stays the
+            # jitter allowance — or at once when a busy loop woke us after
+            # it ran dry: the turn's last samples are in that frame.
+            if not self._jb.turn_played:
+                return False, None
             wait = self._play_end - now
         if wait > _TIMER_SLACK_S:
             return False, wait - _TIMER_SLACK_S

@@ -166,6 +166,25 @@ def test_pacer_conceals_a_stall_only_when_the_client_runs_dry() -> None:
     asyncio.run(scenario())
 
 
+def test_pacer_conceals_a_stall_it_woke_to_late() -> None:
+    # A busy event loop wakes the pacer after the client ran dry: the frame
+    # it owes (the turn's last samples and their concealment) still goes,
+    # at once, and concealment goes on from there as if it had been on time.
+    async def scenario() -> None:
+        clock = FakeClock()
+        pacer = _pacer(clock)
+        await pacer.put_audio(b"\1\0" * 600, turn=0)  # one frame and 120 samples
+        assert len(await _drain_due(pacer)) == 1
+        clock.now += 0.5  # the client ran dry 480 ms ago
+        (filler,) = await _drain_due(pacer)
+        assert filler.concealed and filler.pcm[:240] == b"\1\0" * 120
+        clock.now += 0.019
+        (again,) = await _drain_due(pacer)
+        assert again.concealed and pacer.stats.concealed_frames == 2
+
+    asyncio.run(scenario())
+
+
 def test_pacer_plays_the_next_turn_after_one_that_ended_in_a_stall() -> None:
     # The model's turn_complete comes after the client ran dry (a loaded
     # server): the jitter buffer still fades the concealment out, a frame
