@@ -23,6 +23,7 @@ import asyncio
 import logging
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 from server_helpers import serve_ws, start
@@ -177,3 +178,40 @@ def test_by_voice_a_task_answered_and_a_delegation_s_result_told(settings: Setti
         assert '"result": "Done: wash the car."' in said(told)
         assert '"correlationId": "corr_' in said(told)
         ws.ws.close()
+
+
+def test_a_delegation_cancelled_at_the_agent_answers_its_asker_cancelled(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The delegation's prompt is cancelled at isaac once its model thinks
+    (``session/cancel``, seen between the events its model streams, and
+    ended ``cancelled``),
+    the asker's tool call answers ``cancelled``, and the project's session
+    takes the next task."""
+
+    def streaming_child(asker_id: str) -> Any:
+        return lambda r: any(
+            t.parent == asker_id and t.progress == {"phrase": "thinking"} for t in r.values()
+        )
+
+    async def scenario() -> tuple[TaskRecord, TaskRecord, TaskRecord]:
+        async with running(settings) as manager:
+            asker = await manager.submit(
+                "alice", "coordinate: delegate at length wash the car to alpha"
+            )
+            records = await until(manager, "alice", streaming_child(asker.id))
+            child = next(t for t in records.values() if t.parent == asker.id)
+            cancelled = await manager.cancel("alice", child.id)
+            assert cancelled is not None and cancelled.state == "cancelled"
+            done = (await until(manager, "alice", finished(asker.id)))[asker.id]
+            after = await manager.submit("alice", "paint the fence", project="alpha")
+            return done, child, (await until(manager, "alice", finished(after.id)))[after.id]
+
+    with caplog.at_level(logging.INFO, logger="audiocore_server.tasks.acp_backend"):
+        asker, child, after = asyncio.run(scenario())
+    logged = [r.getMessage() for r in caplog.records]
+    assert any(m.endswith("the ACP prompt stopped (cancelled)") for m in logged), logged
+    assert not any("did not confirm the cancel" in m for m in logged)
+    found = answer(asker, "delegate")
+    assert found["taskId"] == child.id and found["state"] == "cancelled"
+    assert after.state == "completed" and after.result == "Done: paint the fence."

@@ -29,6 +29,9 @@ prefix), never isaac's own:
 - after a tool call: ``MCP NAME: `` and what the tool answered (JSON, or
   its error as pydantic-ai's MCP client words it).
 - anything else: ``Done: OBJECTIVE.`` and an ``Inline:`` part.
+- ``at length `` before any of these: the model streams a thought and
+  "One moment. " at once, then a dot every ``DOT_S`` for ``AT_LENGTH_S``, then the rest, as
+  a long answer from a network model would.
 
 isaac keeps its configuration, state and logs under the XDG directories
 (``platformdirs``), and writes each session's ``mcpServers`` — a bearer
@@ -48,6 +51,11 @@ import tempfile
 from collections.abc import AsyncIterator
 from typing import Any
 
+AT_LENGTH = "at length "
+# How long "at length" streams dots before its answer, a dot every DOT_S:
+# far longer than a test waits for the cancel it is there to receive.
+AT_LENGTH_S = 60.0
+DOT_S = 0.05
 _OBJECTIVE = re.compile(r"^Objective:\n(.*)$", re.M)
 # A cue, the tool it calls and the names of its arguments, in the cue's groups.
 _CUES = [
@@ -78,7 +86,12 @@ def scripted_model(prefixes: list[str]) -> Any:
         ToolReturnPart,
         UserPromptPart,
     )
-    from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
+    from pydantic_ai.models.function import (
+        AgentInfo,
+        DeltaThinkingPart,
+        DeltaToolCall,
+        FunctionModel,
+    )
 
     def offered(info: AgentInfo) -> dict[str, str]:
         """The session's MCP tools, unprefixed name -> the name the agent knows."""
@@ -89,6 +102,19 @@ def scripted_model(prefixes: list[str]) -> Any:
                     found[tool.name.removeprefix(f"{prefix}_")] = tool.name
         return found
 
+    def objective_of(messages: list[Any]) -> str:
+        """The objective of the prompt the agent is answering."""
+        # The last user part: a prompt cancelled before its answer stays in
+        # isaac's history, merged into one request with the next.
+        asked = next(
+            p.content
+            for m in reversed(messages)
+            if isinstance(m, ModelRequest)
+            for p in reversed(m.parts)
+            if isinstance(p, UserPromptPart)
+        )
+        return _objective(asked if isinstance(asked, str) else " ".join(map(str, asked)))
+
     def reply(messages: list[Any], info: AgentInfo) -> ModelResponse:
         last = messages[-1]
         returned = [p for p in last.parts if isinstance(p, ToolReturnPart)]
@@ -97,14 +123,7 @@ def scripted_model(prefixes: list[str]) -> Any:
             said = content if isinstance(content, str) else json.dumps(content, default=str)
             name = next(k for k, v in offered(info).items() if v == returned[-1].tool_name)
             return ModelResponse(parts=[TextPart(f"MCP {name}: {said}")])
-        asked = next(
-            p.content
-            for m in reversed(messages)
-            if isinstance(m, ModelRequest)
-            for p in m.parts
-            if isinstance(p, UserPromptPart)
-        )
-        objective = _objective(asked if isinstance(asked, str) else " ".join(map(str, asked)))
+        objective = objective_of(messages).removeprefix(AT_LENGTH)
         tools = offered(info)
         if objective == "coordinate: tools":
             return ModelResponse(parts=[TextPart(f"MCP tools: {', '.join(sorted(tools))}")])
@@ -123,7 +142,20 @@ def scripted_model(prefixes: list[str]) -> Any:
     async def stream(messages: list[Any], info: AgentInfo) -> AsyncIterator[Any]:
         # Streamed as a network model streams: text as text deltas, a tool
         # call as one delta with its arguments as JSON.
-        for i, part in enumerate(reply(messages, info).parts):
+        response = reply(messages, info)
+        answered = any(isinstance(p, ToolReturnPart) for p in messages[-1].parts)
+        if not answered and objective_of(messages).startswith(AT_LENGTH):
+            # A thought (isaac sends it once its part ends: our sign that
+            # the model is at work; isaac streams no answer text, it sends
+            # the answer whole at the end), then a long answer, a dot at a
+            # time: isaac looks for a cancel between the events its model
+            # streams, and sees it here.
+            yield {0: DeltaThinkingPart(content="taking it at length")}
+            yield "One moment. "
+            for _ in range(int(AT_LENGTH_S / DOT_S)):
+                await asyncio.sleep(DOT_S)
+                yield "."
+        for i, part in enumerate(response.parts):
             if isinstance(part, TextPart):
                 yield part.content
             else:
