@@ -104,22 +104,29 @@ def test_the_agent_lists_the_tools_and_list_tasks_shows_only_the_owner_s_tasks(
     assert len(tokens) == 2 and all(token not in caplog.text for token in tokens)
 
 
-def test_start_task_adds_a_task_to_the_owner_s_ledger_that_runs(settings: Settings) -> None:
-    async def scenario() -> tuple[TaskRecord, dict[str, TaskRecord], TaskRecord]:
+def test_start_task_and_send_message_add_tasks_to_the_owner_s_ledger_that_run(
+    settings: Settings,
+) -> None:
+    async def scenario() -> tuple[list[TaskRecord], dict[str, TaskRecord]]:
         async with running(settings) as manager:
             asker = await run_one(manager, "alice", "coordinate: start wash the car")
             started = answer(asker, "start_task")["taskId"]
-            records = await until(manager, "alice", finished(started))
+            await until(manager, "alice", finished(started))
             status = await run_one(manager, "alice", f"coordinate: status {started}")
-            return asker, records, status
+            sender = await run_one(manager, "alice", f"coordinate: message {started} dry it")
+            sent = answer(sender, "send_message")["taskId"]
+            records = await until(manager, "alice", finished(sent))
+            return [asker, status, sender], records
 
-    asker, records, status = asyncio.run(scenario())
+    (asker, status, sender), records = asyncio.run(scenario())
     started = answer(asker, "start_task")
     assert started["state"] == "queued" and started["objective"] == "wash the car"
     child = records[started["taskId"]]
     assert child.state == "completed" and child.result == "Done: wash the car."
     assert child.inline == "**wash the car**: done."
     assert answer(status, "task_status")["result"] == "Done: wash the car."
+    sent = records[answer(sender, "send_message")["taskId"]]
+    assert sent.objective == "dry it" and sent.result == "Done: dry it."
 
 
 def test_a_delegation_s_result_comes_back_into_the_asking_task(settings: Settings) -> None:

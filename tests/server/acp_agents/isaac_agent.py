@@ -26,6 +26,7 @@ prefix), never isaac's own:
 - ``coordinate: delegate OBJECTIVE to PROJECT``: calls ``delegate``.
 - ``coordinate: status TASK_ID`` / ``coordinate: cancel TASK_ID``: calls
   ``task_status`` / ``cancel_task``.
+- ``coordinate: message TASK_ID MESSAGE``: calls ``send_message``.
 - after a tool call: ``MCP NAME: `` and what the tool answered (JSON, or
   its error as pydantic-ai's MCP client words it).
 - anything else: ``Done: OBJECTIVE.`` and an ``Inline:`` part.
@@ -64,6 +65,7 @@ _CUES = [
     (re.compile(r"coordinate: delegate (.+) to ([\w./-]+)$"), "delegate", ("objective", "project")),
     (re.compile(r"coordinate: status (\S+)$"), "task_status", ("task_id",)),
     (re.compile(r"coordinate: cancel (\S+)$"), "cancel_task", ("task_id",)),
+    (re.compile(r"coordinate: message (\S+) (.+)$"), "send_message", ("task_id", "message")),
 ]
 
 
