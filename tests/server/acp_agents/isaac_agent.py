@@ -31,8 +31,8 @@ prefix), never isaac's own:
   its error as pydantic-ai's MCP client words it).
 - anything else: ``Done: OBJECTIVE.`` and an ``Inline:`` part.
 - ``at length `` before any of these: the model streams a thought and
-  "One moment. " at once, then a dot every ``DOT_S`` for ``AT_LENGTH_S``, then the rest, as
-  a long answer from a network model would.
+  "One moment. " at once, then a dot every ``DOT_S`` for ``AT_LENGTH_S``,
+  then the rest, as a long answer from a network model would.
 
 isaac keeps its configuration, state and logs under the XDG directories
 (``platformdirs``), and writes each session's ``mcpServers`` — a bearer
@@ -138,9 +138,6 @@ def scripted_model(prefixes: list[str]) -> Any:
         done = f"Done: {objective}.\nInline:\n**{objective}**: done."
         return ModelResponse(parts=[TextPart(done)])
 
-    def answer(messages: list[Any], info: AgentInfo) -> ModelResponse:
-        return reply(messages, info)
-
     async def stream(messages: list[Any], info: AgentInfo) -> AsyncIterator[Any]:
         # Streamed as a network model streams: text as text deltas, a tool
         # call as one delta with its arguments as JSON.
@@ -164,7 +161,7 @@ def scripted_model(prefixes: list[str]) -> Any:
                 call = DeltaToolCall(part.tool_name, part.args_as_json_str())
                 yield {i: call}
 
-    return FunctionModel(answer, stream_function=stream, model_name="scripted")
+    return FunctionModel(reply, stream_function=stream, model_name="scripted")
 
 
 def runner_factory(model_id: str, toolsets: list[Any] | None = None, **kwargs: Any) -> Any:
