@@ -37,13 +37,8 @@ from audiocore_server.tasks import TaskRecord
 from audiocore_server.tasks.acp_backend import AcpBackend
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENTS_PYTHON = ROOT / ".venv-acp-agents" / "bin" / "python"
 LAUNCHER = Path(__file__).resolve().parent / "acp_agents" / "deepagents_agent.py"
 REQUIRE_VARIABLE = "AUDIOCORE_REQUIRE_ACP_AGENT"
-INSTALL = (
-    "python3 -m venv .venv-acp-agents && "
-    ".venv-acp-agents/bin/pip install -r tests/server/acp_agents/requirements.txt"
-)
 VERSIONS = {
     "deepagents-acp": "0.0.13",
     "deepagents": "0.7.32",
@@ -51,33 +46,42 @@ VERSIONS = {
 }
 
 
-def _installed() -> str | None:
-    """Why the published agent cannot run here, or None."""
-    if not AGENTS_PYTHON.exists():
-        return f"no {AGENTS_PYTHON.parent.parent.name} (make it: {INSTALL})"
-    probe = "import importlib.metadata as m; print(*(m.version(p) for p in {!r}))"
-    found = subprocess.run(
-        [str(AGENTS_PYTHON), "-c", probe.format(list(VERSIONS))],
-        capture_output=True,
-        text=True,
-        check=False,
+def agent_python(venv: str, requirements: str, versions: dict[str, str]) -> Path:
+    """The Python of the virtual environment ``venv`` (in the checkout),
+    which must hold ``versions``; without it the test skips saying how to
+    make it, or fails with ``AUDIOCORE_REQUIRE_ACP_AGENT=1``."""
+    python = ROOT / venv / "bin" / "python"
+    install = (
+        f"python3 -m venv {venv} && "
+        f"{venv}/bin/pip install -r tests/server/acp_agents/{requirements}"
     )
-    if found.returncode != 0 or found.stdout.split() != list(VERSIONS.values()):
-        wanted = ", ".join(f"{p} {v}" for p, v in VERSIONS.items())
-        got = found.stdout.strip() or found.stderr.strip()[-300:]
-        return f"{wanted} not installed in .venv-acp-agents ({got}; {INSTALL})"
-    return None
+    reason = None
+    if not python.exists():
+        reason = f"no {venv} (make it: {install})"
+    else:
+        probe = "import importlib.metadata as m; print(*(m.version(p) for p in {!r}))"
+        found = subprocess.run(
+            [str(python), "-c", probe.format(list(versions))],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if found.returncode != 0 or found.stdout.split() != list(versions.values()):
+            wanted = ", ".join(f"{p} {v}" for p, v in versions.items())
+            got = found.stdout.strip() or found.stderr.strip()[-300:]
+            reason = f"{wanted} not installed in {venv} ({got}; {install})"
+    if reason is not None:
+        if os.environ.get(REQUIRE_VARIABLE, "") not in ("", "0"):
+            pytest.fail(f"{reason} ({REQUIRE_VARIABLE}=1)", pytrace=False)
+        pytest.skip(reason)
+    return python
 
 
 @pytest.fixture(scope="module")
 def published_agent() -> str:
     """The command line that runs deepagents-acp."""
-    reason = _installed()
-    if reason is not None:
-        if os.environ.get(REQUIRE_VARIABLE, "") not in ("", "0"):
-            pytest.fail(f"{reason} ({REQUIRE_VARIABLE}=1)", pytrace=False)
-        pytest.skip(reason)
-    return shlex.join([str(AGENTS_PYTHON), str(LAUNCHER)])
+    python = agent_python(".venv-acp-agents", "requirements.txt", VERSIONS)
+    return shlex.join([str(python), str(LAUNCHER)])
 
 
 @pytest.fixture
