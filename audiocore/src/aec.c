@@ -26,7 +26,7 @@
 #define MU_START 0.5f
 /* The shadow filter's fixed step, and the error power ratios (smoothed
  * over COMPARE_TIME) at which it replaces the main filter or is reset to it. */
-#define SHADOW_MU 0.5f
+#define SHADOW_MU 1.0f
 #define SHADOW_WIN 0.5f
 #define SHADOW_LOSE 4.0f
 #define COMPARE_TIME 0.1f
@@ -94,7 +94,12 @@
     X(pi, (size_t)a->ring * a->est_bins)                                                           \
     X(sr, (size_t)(a->max_lag + 1) * a->est_bins)                                                  \
     X(si, (size_t)(a->max_lag + 1) * a->est_bins)                                                  \
-    X(score, (size_t)(a->max_lag + 1))
+    X(score, (size_t)(a->max_lag + 1))                                                             \
+    X(cr, a->stride)                                                                               \
+    X(ci, a->stride)                                                                               \
+    X(taps, (size_t)a->partitions * a->block)                                                      \
+    X(snap_r, (size_t)2 * a->partitions * a->stride)                                               \
+    X(snap_i, (size_t)2 * a->partitions * a->stride)
 
 void ac_aec_free(ac_aec *a)
 {
@@ -129,6 +134,10 @@ void ac_aec_reset(ac_aec *a)
     a->lag = -1;
     a->candidate = -1;
     a->candidate_count = 0;
+    a->fine_candidate = 0;
+    a->fine_count = 0;
+    a->snap_block[0] = a->snap_block[1] = -1;
+    a->snap_older = 0;
     a->blocks = 0;
 }
 
@@ -323,6 +332,11 @@ static void run_block(ac_aec *a)
         memcpy(a->vi, a->wi, sizeof(float) * (size_t)P * S);
         a->shadow_power = a->main_power;
     }
+
+    /* The echo path moved by less than a block: both filters follow at
+     * once (the first answer's filter, still learning, is left alone). */
+    if (a->far_active[slot] && a->active_blocks >= a->adapt_blocks)
+        ac_aec_fine_align(a, echo);
 
     /* A filter worse than none (just after the path changed): the suppressor
      * works on the microphone instead. */

@@ -1,20 +1,43 @@
 /* Where the echo canceller's filter window stands (docs/audio.md, "Echo
  * cancellation"): the bulk delay of the echo in whole blocks, found by the
  * phase coherence of far and near spectra, which moves the window by
- * partitions. */
+ * partitions; and the fine alignment, which moves the filters' taps by the
+ * echo path's shifts of less than a block. */
+#include <stdio.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "aec_state.h"
 
 /* Delay estimation: band of the coherence, its smoothing, the blocks a new
- * lag must win in a row, and the blocks of filter kept ahead of the lag. */
+ * lag must win in a row, the blocks of filter kept ahead of the lag, and
+ * the share of the best lag's score at which an earlier lag is taken instead. */
 #define DELAY_LOW_HZ 300.0f
 #define DELAY_HIGH_HZ 3500.0f
 #define DELAY_TIME 0.4f
 #define DELAY_CONFIRM 12
 #define DELAY_CONTRAST 2.5f
 #define DELAY_MARGIN 2
+#define DELAY_EARLIEST 0.7f
+#define DELAY_JUMP 2.0f
+/* Fine alignment: smoothing of the cross-spectrum, the least phase
+ * coherence (of 1) at its peak, the blocks a shift must hold in a row, the
+ * least shift acted on (40 us: 0.64 samples at 16 kHz, a phase error of
+ * 0.9 rad at the band's top), and the half length of the windowed sinc
+ * that moves the taps by a fraction of a sample. */
+#define FINE_TIME 0.06f
+#define FINE_STRENGTH 0.3f
+#define FINE_CONFIRM 2
+#define FINE_MIN_SHIFT 40e-6f
+#define SINC_HALF 8
+/* By the time a shift is confirmed, the filters have been adapting to the
+ * moved path for a few blocks, which the move would carry along, spoilt:
+ * it is applied to a snapshot of the main filter taken while it was still
+ * aligned (peak at 0 with at least FINE_ALIGNED of coherence), the older
+ * of two taken SNAP_TIME apart, so that it predates the move. */
+#define FINE_ALIGNED 0.8f
+#define SNAP_TIME 0.05f
 
 void ac_aec_align_setup(ac_aec *a)
 {
@@ -26,6 +49,9 @@ void ac_aec_align_setup(ac_aec *a)
     hi = hi > a->block ? a->block : hi;
     a->est_lo = lo;
     a->est_bins = hi > lo ? hi - lo : 1;
+    a->fine_rate = fminf(1.0f, block_s / FINE_TIME);
+    a->fine_min = FINE_MIN_SHIFT * (float)a->rate;
+    a->snap_blocks = (int)ceilf(SNAP_TIME / block_s);
 }
 
 /* Moves the filter's window so that partition 0 models lag `offset`,
@@ -56,6 +82,10 @@ static void move_filter(ac_aec *a, int offset)
         shift_partitions(a, a->vr, a->vi, shift);
     }
     a->offset = offset;
+    /* The echo estimate jumps with the window: the fine alignment starts over. */
+    memset(a->cr, 0, sizeof(float) * (size_t)a->stride);
+    memset(a->ci, 0, sizeof(float) * (size_t)a->stride);
+    a->fine_count = 0;
     /* A jump of more than the margin leaves the echo's start where the
      * filter had learnt nothing: it starts over with the fixed step (the
      * residual-echo step would stay at zero with no echo estimate). */
@@ -115,6 +145,15 @@ void ac_aec_estimate_delay(ac_aec *a, int slot, int near_active)
     for (int L = 1; L <= a->max_lag; L++)
         if (a->score[L] > a->score[best])
             best = L;
+    /* The earliest lag about as coherent as the best: a room's reflections
+     * and a voice's periodicity make later lags coherent too, at times a
+     * little more than the direct sound's, and a window that starts after
+     * the direct sound cancels nothing of it. */
+    for (int L = 0; L < best; L++)
+        if (a->score[L] >= DELAY_EARLIEST * a->score[best]) {
+            best = L;
+            break;
+        }
     /* Incoherent phasors smooth to a score of about c / 2, and in a
      * reverberant room the true lag's stands only a few times above the
      * other lags' (its echo is spread over many): a lag is taken when it
@@ -126,7 +165,11 @@ void ac_aec_estimate_delay(ac_aec *a, int slot, int near_active)
     mean /= (float)(a->max_lag + 1);
     const float floor = fmaxf(DELAY_CONTRAST * mean, 2.0f * c);
     const float current = a->lag >= 0 ? a->score[a->lag] : 0.0f;
-    if (best == a->lag || a->score[best] < floor || a->score[best] < 1.25f * current) {
+    /* A move past the filter's margin throws away what it learnt: the
+     * current lag must have lost clearly (a path that changed leaves it at
+     * the incoherent level), not merely been overtaken for a while. */
+    const float lead = abs(best - a->lag) > DELAY_MARGIN ? DELAY_JUMP : 1.25f;
+    if (best == a->lag || a->score[best] < floor || a->score[best] < lead * current) {
         a->candidate_count = 0;
         return;
     }
@@ -143,3 +186,140 @@ void ac_aec_estimate_delay(ac_aec *a, int slot, int near_active)
     }
 }
 
+
+/* Both filters' impulse responses (the partitions end to end) later by
+ * `shift` samples, a fraction included: band-limited interpolation with a
+ * Hann-windowed sinc, exact for whole samples.  Taps moved past either end
+ * of the window are lost. */
+static void move_taps(ac_aec *a, float *wr, float *wi, float shift)
+{
+    const int N = a->block, P = a->partitions, len = P * N;
+    const size_t S = (size_t)a->stride;
+    float *h = a->taps, *w = a->work;
+    for (int p = 0; p < P; p++) {
+        ac_rfft_inverse(a->fft, wr + p * S, wi + p * S, w);
+        memcpy(h + (size_t)p * N, w, sizeof(float) * (size_t)N);
+    }
+    const int whole = (int)floorf(shift);
+    const float frac = shift - (float)whole;
+    const float pi = 3.14159265358979f;
+    float coef[2 * SINC_HALF];
+    for (int j = 0; j < 2 * SINC_HALF; j++) {
+        int m = j - SINC_HALF + 1;
+        float x = (float)m - frac;
+        if (frac == 0.0f)
+            coef[j] = m == 0 ? 1.0f : 0.0f;
+        else
+            coef[j] = sinf(pi * x) / (pi * x) * (0.5f + 0.5f * cosf(pi * x / SINC_HALF));
+    }
+    for (int p = 0; p < P; p++) {
+        for (int k = 0; k < N; k++) {
+            /* h'[n] = sum over m of h[n - whole - m] sinc(m - frac) */
+            int src = p * N + k - whole + SINC_HALF - 1;
+            float acc = 0.0f;
+            for (int j = 0; j < 2 * SINC_HALF; j++, src--)
+                if (src >= 0 && src < len)
+                    acc += h[src] * coef[j];
+            w[k] = acc;
+        }
+        memset(w + N, 0, sizeof(float) * (size_t)N);
+        ac_rfft_forward(a->fft, w, wr + p * S, wi + p * S);
+    }
+}
+
+/* Fine alignment.  Each new answer of an agent may start to play a few ms
+ * away from where its reference says (a render quantum, a prebuffer's
+ * jitter): the bulk delay stays put, and the filter, a few samples off,
+ * removes only a few dB until it has learnt the path again.  Such a shift
+ * shows in the cross-spectrum of the near end and the filter's own echo
+ * estimate: while the estimate is right that is real (what the filter
+ * leaves is uncorrelated with its estimate); when the echo comes t samples
+ * later it turns by -w t at w radians per sample.  Its phase correlation
+ * (unit phasors back to the time domain) peaks at the whole samples of t,
+ * the phase slope left after them gives the fraction, and a shift that
+ * holds for FINE_CONFIRM blocks moves both filters' taps at once.
+ * `echo` is the current block of the main filter's echo estimate; dr, di
+ * the near end's spectrum over the same two blocks. */
+void ac_aec_fine_align(ac_aec *a, const float *echo)
+{
+    const int N = a->block, F = a->frame, lo = a->est_lo, hi = a->est_lo + a->est_bins;
+    float *w = a->work;
+    /* yr, yi and gr, gi are free until the next filter output and step */
+    float *yr = a->yr, *yi = a->yi, *ur = a->gr, *ui = a->gi;
+    memcpy(w, a->echo_prev, sizeof(float) * (size_t)N);
+    memcpy(w + N, echo, sizeof(float) * (size_t)N);
+    ac_rfft_forward(a->fft, w, yr, yi);
+    memset(ur, 0, sizeof(float) * (size_t)a->bins);
+    memset(ui, 0, sizeof(float) * (size_t)a->bins);
+    const float c = a->fine_rate;
+    for (int f = lo; f < hi; f++) {
+        /* near * conj(echo estimate) */
+        float re = a->dr[f] * yr[f] + a->di[f] * yi[f];
+        float im = a->di[f] * yr[f] - a->dr[f] * yi[f];
+        a->cr[f] += c * (re - a->cr[f]);
+        a->ci[f] += c * (im - a->ci[f]);
+        float m = sqrtf(a->cr[f] * a->cr[f] + a->ci[f] * a->ci[f]);
+        ur[f] = m > 0.0f ? a->cr[f] / m : 0.0f;
+        ui[f] = m > 0.0f ? a->ci[f] / m : 0.0f;
+    }
+    ac_rfft_inverse(a->fft, ur, ui, w);
+    /* Lags within 3/4 of a block either way (the correlation is circular
+     * over two blocks); w[t] reaches 2 * bins / F where every bin agrees. */
+    const int range = 3 * N / 4;
+    int best = 0;
+    for (int t = -range; t <= range; t++)
+        if (w[t < 0 ? F + t : t] > w[best < 0 ? F + best : best])
+            best = t;
+    const float strength = w[best < 0 ? F + best : best] * (float)F / (2.0f * (float)(hi - lo));
+    double num = 0.0, den = 0.0;
+    for (int f = lo; f < hi; f++) {
+        /* the phase left after `best` whole samples, weighted by magnitude */
+        float omega = 2.0f * 3.14159265358979f * (float)f / (float)F;
+        float turn_r = cosf(omega * (float)best), turn_i = sinf(omega * (float)best);
+        float re = a->cr[f] * turn_r - a->ci[f] * turn_i;
+        float im = a->cr[f] * turn_i + a->ci[f] * turn_r;
+        float m = sqrtf(re * re + im * im);
+        num += (double)m * omega * atan2f(im, re);
+        den += (double)m * omega * omega;
+    }
+    const float shift = (float)best - (den > 0.0 ? (float)(num / den) : 0.0f);
+
+    const size_t size = sizeof(float) * (size_t)a->partitions * (size_t)a->stride;
+    if (best == 0 && strength >= FINE_ALIGNED && fabsf(shift) < 0.5f * a->fine_min) {
+        int newer = 1 - a->snap_older;
+        if (a->snap_block[newer] < 0 || a->blocks >= (uint64_t)a->snap_block[newer] + a->snap_blocks) {
+            const size_t at = (size_t)a->snap_older * a->partitions * a->stride;
+            memcpy(a->snap_r + at, a->wr, size);
+            memcpy(a->snap_i + at, a->wi, size);
+            a->snap_block[a->snap_older] = (int64_t)a->blocks;
+            a->snap_offset[a->snap_older] = a->offset;
+            a->snap_older = newer;
+        }
+    }
+    if (strength < FINE_STRENGTH || fabsf(shift) < a->fine_min) {
+        a->fine_count = 0;
+        return;
+    }
+    if (a->fine_count > 0 && abs(best - a->fine_candidate) <= 1) {
+        a->fine_count++;
+    } else {
+        a->fine_candidate = best;
+        a->fine_count = 1;
+    }
+    if (a->fine_count < FINE_CONFIRM)
+        return;
+    const int older = a->snap_older;
+
+    if (a->snap_block[older] >= 0 && a->snap_offset[older] == a->offset) {
+        const size_t at = (size_t)older * a->partitions * a->stride;
+        memcpy(a->wr, a->snap_r + at, size);
+        memcpy(a->wi, a->snap_i + at, size);
+    }
+    move_taps(a, a->wr, a->wi, shift);
+    memcpy(a->vr, a->wr, size);
+    memcpy(a->vi, a->wi, size);
+    a->snap_block[0] = a->snap_block[1] = -1;
+    memset(a->cr, 0, sizeof(float) * (size_t)a->stride);
+    memset(a->ci, 0, sizeof(float) * (size_t)a->stride);
+    a->fine_count = 0;
+}

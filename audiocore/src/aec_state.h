@@ -68,6 +68,20 @@ struct ac_aec {
     float *score;
     int lag, candidate, candidate_count;
 
+    /* fine alignment over the same bins: the smoothed cross-spectrum of
+     * the near end and the echo estimate (stride), the shift it points to
+     * and for how many blocks in a row; `taps` holds a filter's impulse
+     * response (partitions * block) while it is moved */
+    float *cr, *ci, *taps;
+    float fine_rate, fine_min;
+    int fine_candidate, fine_count;
+    /* two snapshots of the main filter, taken while it was aligned (one a
+     * slot of partitions * stride in snap_r, snap_i), the block each was
+     * taken at (-1: none), its window offset, the older one's slot */
+    float *snap_r, *snap_i;
+    int64_t snap_block[2];
+    int snap_offset[2], snap_older, snap_blocks;
+
     uint64_t blocks;
 };
 
@@ -87,5 +101,6 @@ void ac_aec_filter_update(ac_aec *a, float *wr, float *wi, const float *gr, cons
 /* aec_align.c */
 void ac_aec_align_setup(ac_aec *a);
 void ac_aec_estimate_delay(ac_aec *a, int slot, int near_active);
+void ac_aec_fine_align(ac_aec *a, const float *echo);
 
 #endif
