@@ -138,6 +138,8 @@ void ac_aec_reset(ac_aec *a)
     a->fine_count = 0;
     a->snap_block[0] = a->snap_block[1] = -1;
     a->snap_older = 0;
+    a->refine_until = -1;
+    a->snap_base = -1;
     a->blocks = 0;
 }
 

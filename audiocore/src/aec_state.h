@@ -81,6 +81,11 @@ struct ac_aec {
     float *snap_r, *snap_i;
     int64_t snap_block[2];
     int snap_offset[2], snap_older, snap_blocks;
+    /* after a shift: until which block it is refined, the snapshot it was
+     * applied to (-1: none) and the total shift applied to it */
+    int64_t refine_until;
+    int snap_base, refine_blocks;
+    float snap_moved, refine_min;
 
     uint64_t blocks;
 };
