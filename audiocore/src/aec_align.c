@@ -281,16 +281,23 @@ void ac_aec_fine_align(ac_aec *a, const float *echo)
         if (w[t < 0 ? F + t : t] > w[best < 0 ? F + best : best])
             best = t;
     const float strength = w[best < 0 ? F + best : best] * (float)F / (2.0f * (float)(hi - lo));
+    /* The phase left after `best` whole samples, e^(j w best) turning bin
+     * by bin by a fixed step; its slope by least squares through zero,
+     * each bin weighted by its magnitude. */
+    const double bin_omega = 2.0 * 3.14159265358979323846 / F;
+    double turn_r = cos(bin_omega * best * lo), turn_i = sin(bin_omega * best * lo);
+    const double step_r = cos(bin_omega * best), step_i = sin(bin_omega * best);
     double num = 0.0, den = 0.0;
     for (int f = lo; f < hi; f++) {
-        /* the phase left after `best` whole samples, weighted by magnitude */
-        float omega = 2.0f * 3.14159265358979f * (float)f / (float)F;
-        float turn_r = cosf(omega * (float)best), turn_i = sinf(omega * (float)best);
-        float re = a->cr[f] * turn_r - a->ci[f] * turn_i;
-        float im = a->cr[f] * turn_i + a->ci[f] * turn_r;
-        float m = sqrtf(re * re + im * im);
-        num += (double)m * omega * atan2f(im, re);
-        den += (double)m * omega * omega;
+        double omega = bin_omega * f;
+        double re = a->cr[f] * turn_r - a->ci[f] * turn_i;
+        double im = a->cr[f] * turn_i + a->ci[f] * turn_r;
+        double m = sqrt(re * re + im * im);
+        num += m * omega * atan2(im, re);
+        den += m * omega * omega;
+        double next_r = turn_r * step_r - turn_i * step_i;
+        turn_i = turn_r * step_i + turn_i * step_r;
+        turn_r = next_r;
     }
     const float shift = (float)best - (den > 0.0 ? (float)(num / den) : 0.0f);
 
