@@ -24,7 +24,7 @@ C_DIR = "audiocore/src"
 
 # One extension per concern; every one links the shared SIMD dispatch.
 EXTENSIONS = {
-    "audiocore._aec": ["aec.c", "fft.c"],
+    "audiocore._aec": ["aec.c", "aec_align.c", "aec_mac.c", "fft.c"],
     "audiocore._convert": ["convert.c", "g711.c"],
     "audiocore._jitter": ["jitter.c", "jb_ring.c", "jb_conceal.c", "jb_delay.c"],
     "audiocore._resample": ["resample.c", "g711.c"],

@@ -30,7 +30,7 @@ _FORMATS = ("f32", "s16")
 # enough for the latency, long enough that the FFTs are cheap per sample.
 _BLOCKS = {8000: 64, 16000: 128, 24000: 128, 48000: 256}
 # Blocks of filter kept ahead of the bulk delay the estimator finds (the
-# direct sound may start up to a block before it): src/aec.c DELAY_MARGIN.
+# direct sound may start up to a block before it): src/aec_align.c DELAY_MARGIN.
 _MARGIN = 2
 
 

@@ -64,6 +64,8 @@ SMOKE = {
     # One short scene, both anchors (libspeexdsp, and WebRTC's shim built
     # with g++ against Debian's headers).
     "bench_aec.py": Smoke(["--smoke"], "| webrtc |", [], ["espeak-ng", "g++", "pkg-config"]),
+    # Three answers, the normal echo, every kind of move.
+    "bench_aec_shifts.py": Smoke(["--smoke"], "| 0 or 20 ms |", [], ["espeak-ng"]),
     "compare_resample.py": Smoke(["--smoke"], "## Quality", ["soxr", "samplerate", "scipy"]),
     "jitter_sim.py": Smoke(["--seconds", "30"], "model + barge-in"),
     "bench_gemini_send.py": Smoke(["--seconds", "1", "--chunks", "20"], "20ms", SERVER),

@@ -1,9 +1,11 @@
-#include "aec.h"
-
+/* The echo canceller's life cycle, its block pipeline (both filters, the
+ * step control, residual echo suppression) and streaming; aec.h says what
+ * it does, aec_state.h how it is split. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "aec_state.h"
 #include "fft.h"
 #include "pcm.h"
 #include "simd.h"
@@ -24,7 +26,7 @@
 #define MU_START 0.5f
 /* The shadow filter's fixed step, and the error power ratios (smoothed
  * over COMPARE_TIME) at which it replaces the main filter or is reset to it. */
-#define SHADOW_MU 0.5f
+#define SHADOW_MU 1.0f
 #define SHADOW_WIN 0.5f
 #define SHADOW_LOSE 4.0f
 #define COMPARE_TIME 0.1f
@@ -50,226 +52,6 @@
 #define NONLINEAR_SHARE 0.1f
 #define GAIN_FLOOR 1e-3f
 #define RESIDUAL_DECAY_TIME 0.15f /* seconds per 60 dB */
-/* Delay estimation: band of the coherence, its smoothing, the blocks a new
- * lag must win in a row, and the blocks of filter kept ahead of the lag. */
-#define DELAY_LOW_HZ 300.0f
-#define DELAY_HIGH_HZ 3500.0f
-#define DELAY_TIME 0.4f
-#define DELAY_CONFIRM 12
-#define DELAY_CONTRAST 2.5f
-#define DELAY_MARGIN 2
-
-typedef void (*mac_kernel)(float *yr, float *yi, const float *ar, const float *ai, const float *br,
-                           const float *bi, int n);
-
-struct ac_aec {
-    int rate, block, frame, bins, stride, partitions, max_lag, ring;
-    int in_format, out_format, suppress, path;
-    mac_kernel mac;      /* y += a * b */
-    mac_kernel mac_conj; /* y += a * conj(b) */
-    ac_rfft *fft;
-
-    /* per-block factors from the times above */
-    float leak_rate, mean_rate, delay_rate, compare_rate, residual_decay;
-    int adapt_blocks;
-    float regularisation;
-
-    /* time domain */
-    float *far_in, *near_in; /* the block being filled */
-    int fill;
-    float *far_frame, *near_frame; /* previous + current block */
-    float *err_prev, *echo_prev;   /* previous block of error and echo estimate */
-    float *ola;                    /* second half of the last synthesis frame */
-    float *outq;                   /* output not yet returned */
-    int outq_len;
-    float *window; /* sqrt-Hann of 2 * block, w[n]^2 + w[n + block]^2 = 1 */
-    float *work;   /* 2 * block */
-
-    /* far-end spectra, one slot per block, newest at blocks % ring */
-    float *xr, *xi, *xpow;
-    unsigned char *far_active;
-
-    /* the filter: partition p models lag `offset + p` blocks */
-    float *wr, *wi;
-    /* the shadow filter: same window, a fixed fast step, never trusted
-     * until its error is clearly below the main filter's */
-    float *vr, *vi;
-    float main_power, shadow_power; /* smoothed error powers */
-    int offset, constrain_next;
-
-    /* per-block spectra and per-bin state, `stride` floats each */
-    float *yr, *yi, *er, *ei, *gr, *gi, *x2;
-    float *ewr, *ewi, *ywr, *ywi;
-    float *mean_e, *mean_y, *residual, *gain;
-    double pey, pyy;
-    float leak;
-    int active_blocks;
-
-    /* delay estimator over bins [est_lo, est_lo + est_bins) */
-    int est_lo, est_bins;
-    float *dr, *di;   /* near-end spectrum (bins, stride) */
-    float *pr, *pi;   /* unit phasors of the far end per ring slot */
-    float *sr, *si;   /* smoothed coherence per lag 0..max_lag */
-    float *score;
-    int lag, candidate, candidate_count;
-
-    uint64_t blocks;
-};
-
-/* ---- complex multiply-accumulate over split spectra ---------------------
- * The filter's inner loops: every partition's output (y += w x) and update
- * (w += g conj(x)).  n is a multiple of 16. */
-
-static void mac_scalar(float *yr, float *yi, const float *ar, const float *ai, const float *br,
-                       const float *bi, int n)
-{
-    for (int i = 0; i < n; i++) {
-        yr[i] += ar[i] * br[i] - ai[i] * bi[i];
-        yi[i] += ar[i] * bi[i] + ai[i] * br[i];
-    }
-}
-
-static void mac_conj_scalar(float *yr, float *yi, const float *ar, const float *ai,
-                            const float *br, const float *bi, int n)
-{
-    for (int i = 0; i < n; i++) {
-        yr[i] += ar[i] * br[i] + ai[i] * bi[i];
-        yi[i] += ai[i] * br[i] - ar[i] * bi[i];
-    }
-}
-
-#if AC_X86_64
-static void mac_sse2(float *yr, float *yi, const float *ar, const float *ai, const float *br,
-                     const float *bi, int n)
-{
-    for (int i = 0; i < n; i += 4) {
-        __m128 a_r = _mm_loadu_ps(ar + i), a_i = _mm_loadu_ps(ai + i);
-        __m128 b_r = _mm_loadu_ps(br + i), b_i = _mm_loadu_ps(bi + i);
-        __m128 re = _mm_sub_ps(_mm_mul_ps(a_r, b_r), _mm_mul_ps(a_i, b_i));
-        __m128 im = _mm_add_ps(_mm_mul_ps(a_r, b_i), _mm_mul_ps(a_i, b_r));
-        _mm_storeu_ps(yr + i, _mm_add_ps(_mm_loadu_ps(yr + i), re));
-        _mm_storeu_ps(yi + i, _mm_add_ps(_mm_loadu_ps(yi + i), im));
-    }
-}
-
-static void mac_conj_sse2(float *yr, float *yi, const float *ar, const float *ai, const float *br,
-                          const float *bi, int n)
-{
-    for (int i = 0; i < n; i += 4) {
-        __m128 a_r = _mm_loadu_ps(ar + i), a_i = _mm_loadu_ps(ai + i);
-        __m128 b_r = _mm_loadu_ps(br + i), b_i = _mm_loadu_ps(bi + i);
-        __m128 re = _mm_add_ps(_mm_mul_ps(a_r, b_r), _mm_mul_ps(a_i, b_i));
-        __m128 im = _mm_sub_ps(_mm_mul_ps(a_i, b_r), _mm_mul_ps(a_r, b_i));
-        _mm_storeu_ps(yr + i, _mm_add_ps(_mm_loadu_ps(yr + i), re));
-        _mm_storeu_ps(yi + i, _mm_add_ps(_mm_loadu_ps(yi + i), im));
-    }
-}
-
-AC_TARGET_AVX2 static void mac_avx2(float *yr, float *yi, const float *ar, const float *ai,
-                                    const float *br, const float *bi, int n)
-{
-    for (int i = 0; i < n; i += 8) {
-        __m256 a_r = _mm256_loadu_ps(ar + i), a_i = _mm256_loadu_ps(ai + i);
-        __m256 b_r = _mm256_loadu_ps(br + i), b_i = _mm256_loadu_ps(bi + i);
-        __m256 re = _mm256_fmadd_ps(a_r, b_r, _mm256_loadu_ps(yr + i));
-        __m256 im = _mm256_fmadd_ps(a_r, b_i, _mm256_loadu_ps(yi + i));
-        _mm256_storeu_ps(yr + i, _mm256_fnmadd_ps(a_i, b_i, re));
-        _mm256_storeu_ps(yi + i, _mm256_fmadd_ps(a_i, b_r, im));
-    }
-}
-
-AC_TARGET_AVX2 static void mac_conj_avx2(float *yr, float *yi, const float *ar, const float *ai,
-                                         const float *br, const float *bi, int n)
-{
-    for (int i = 0; i < n; i += 8) {
-        __m256 a_r = _mm256_loadu_ps(ar + i), a_i = _mm256_loadu_ps(ai + i);
-        __m256 b_r = _mm256_loadu_ps(br + i), b_i = _mm256_loadu_ps(bi + i);
-        __m256 re = _mm256_fmadd_ps(a_r, b_r, _mm256_loadu_ps(yr + i));
-        __m256 im = _mm256_fmadd_ps(a_i, b_r, _mm256_loadu_ps(yi + i));
-        _mm256_storeu_ps(yr + i, _mm256_fmadd_ps(a_i, b_i, re));
-        _mm256_storeu_ps(yi + i, _mm256_fnmadd_ps(a_r, b_i, im));
-    }
-}
-
-AC_TARGET_AVX512 static void mac_avx512(float *yr, float *yi, const float *ar, const float *ai,
-                                        const float *br, const float *bi, int n)
-{
-    for (int i = 0; i < n; i += 16) {
-        __m512 a_r = _mm512_loadu_ps(ar + i), a_i = _mm512_loadu_ps(ai + i);
-        __m512 b_r = _mm512_loadu_ps(br + i), b_i = _mm512_loadu_ps(bi + i);
-        __m512 re = _mm512_fmadd_ps(a_r, b_r, _mm512_loadu_ps(yr + i));
-        __m512 im = _mm512_fmadd_ps(a_r, b_i, _mm512_loadu_ps(yi + i));
-        _mm512_storeu_ps(yr + i, _mm512_fnmadd_ps(a_i, b_i, re));
-        _mm512_storeu_ps(yi + i, _mm512_fmadd_ps(a_i, b_r, im));
-    }
-}
-
-AC_TARGET_AVX512 static void mac_conj_avx512(float *yr, float *yi, const float *ar,
-                                             const float *ai, const float *br, const float *bi,
-                                             int n)
-{
-    for (int i = 0; i < n; i += 16) {
-        __m512 a_r = _mm512_loadu_ps(ar + i), a_i = _mm512_loadu_ps(ai + i);
-        __m512 b_r = _mm512_loadu_ps(br + i), b_i = _mm512_loadu_ps(bi + i);
-        __m512 re = _mm512_fmadd_ps(a_r, b_r, _mm512_loadu_ps(yr + i));
-        __m512 im = _mm512_fmadd_ps(a_i, b_r, _mm512_loadu_ps(yi + i));
-        _mm512_storeu_ps(yr + i, _mm512_fmadd_ps(a_i, b_i, re));
-        _mm512_storeu_ps(yi + i, _mm512_fnmadd_ps(a_r, b_i, im));
-    }
-}
-#endif /* AC_X86_64 */
-
-#if AC_AARCH64
-static void mac_neon(float *yr, float *yi, const float *ar, const float *ai, const float *br,
-                     const float *bi, int n)
-{
-    for (int i = 0; i < n; i += 4) {
-        float32x4_t a_r = vld1q_f32(ar + i), a_i = vld1q_f32(ai + i);
-        float32x4_t b_r = vld1q_f32(br + i), b_i = vld1q_f32(bi + i);
-        float32x4_t re = vfmaq_f32(vld1q_f32(yr + i), a_r, b_r);
-        float32x4_t im = vfmaq_f32(vld1q_f32(yi + i), a_r, b_i);
-        vst1q_f32(yr + i, vfmsq_f32(re, a_i, b_i));
-        vst1q_f32(yi + i, vfmaq_f32(im, a_i, b_r));
-    }
-}
-
-static void mac_conj_neon(float *yr, float *yi, const float *ar, const float *ai, const float *br,
-                          const float *bi, int n)
-{
-    for (int i = 0; i < n; i += 4) {
-        float32x4_t a_r = vld1q_f32(ar + i), a_i = vld1q_f32(ai + i);
-        float32x4_t b_r = vld1q_f32(br + i), b_i = vld1q_f32(bi + i);
-        float32x4_t re = vfmaq_f32(vld1q_f32(yr + i), a_r, b_r);
-        float32x4_t im = vfmaq_f32(vld1q_f32(yi + i), a_i, b_r);
-        vst1q_f32(yr + i, vfmaq_f32(re, a_i, b_i));
-        vst1q_f32(yi + i, vfmsq_f32(im, a_r, b_i));
-    }
-}
-#endif /* AC_AARCH64 */
-
-static void pick_kernels(ac_aec *a)
-{
-    a->mac = mac_scalar;
-    a->mac_conj = mac_conj_scalar;
-#if AC_X86_64
-    if (a->path == AC_PATH_SSE2) {
-        a->mac = mac_sse2;
-        a->mac_conj = mac_conj_sse2;
-    } else if (a->path == AC_PATH_AVX2) {
-        a->mac = mac_avx2;
-        a->mac_conj = mac_conj_avx2;
-    } else if (a->path == AC_PATH_AVX512) {
-        a->mac = mac_avx512;
-        a->mac_conj = mac_conj_avx512;
-    }
-#endif
-#if AC_AARCH64
-    if (a->path == AC_PATH_NEON) {
-        a->mac = mac_neon;
-        a->mac_conj = mac_conj_neon;
-    }
-#endif
-}
 
 /* ---- life cycle --------------------------------------------------------- */
 
@@ -312,7 +94,12 @@ static void pick_kernels(ac_aec *a)
     X(pi, (size_t)a->ring * a->est_bins)                                                           \
     X(sr, (size_t)(a->max_lag + 1) * a->est_bins)                                                  \
     X(si, (size_t)(a->max_lag + 1) * a->est_bins)                                                  \
-    X(score, (size_t)(a->max_lag + 1))
+    X(score, (size_t)(a->max_lag + 1))                                                             \
+    X(cr, a->stride)                                                                               \
+    X(ci, a->stride)                                                                               \
+    X(taps, (size_t)a->partitions * a->block)                                                      \
+    X(snap_r, (size_t)2 * a->partitions * a->stride)                                               \
+    X(snap_i, (size_t)2 * a->partitions * a->stride)
 
 void ac_aec_free(ac_aec *a)
 {
@@ -347,6 +134,12 @@ void ac_aec_reset(ac_aec *a)
     a->lag = -1;
     a->candidate = -1;
     a->candidate_count = 0;
+    a->fine_candidate = 0;
+    a->fine_count = 0;
+    a->snap_block[0] = a->snap_block[1] = -1;
+    a->snap_older = 0;
+    a->refine_until = -1;
+    a->snap_base = -1;
     a->blocks = 0;
 }
 
@@ -373,12 +166,11 @@ ac_aec *ac_aec_new(int rate, int block, int partitions, int max_lag, int in_form
     a->out_format = out_format;
     a->suppress = suppress != 0;
     a->path = path;
-    pick_kernels(a);
+    ac_aec_pick_kernels(a);
 
     const float block_s = (float)block / (float)rate;
     a->leak_rate = fminf(1.0f, block_s / LEAK_TIME);
     a->mean_rate = fminf(1.0f, block_s / MEAN_TIME);
-    a->delay_rate = fminf(1.0f, block_s / DELAY_TIME);
     a->compare_rate = fminf(1.0f, block_s / COMPARE_TIME);
     a->residual_decay = powf(10.0f, -6.0f * block_s / RESIDUAL_DECAY_TIME);
     a->adapt_blocks = (int)ceilf(ADAPT_TIME / block_s);
@@ -386,12 +178,7 @@ ac_aec *ac_aec_new(int rate, int block, int partitions, int max_lag, int in_form
      * partitions. */
     a->regularisation = REGULARISATION_POWER * (float)a->frame * (float)partitions;
 
-    const float bin_hz = (float)rate / (float)a->frame;
-    int lo = (int)ceilf(DELAY_LOW_HZ / bin_hz), hi = (int)floorf(DELAY_HIGH_HZ / bin_hz);
-    lo = lo < 1 ? 1 : lo;
-    hi = hi > block ? block : hi;
-    a->est_lo = lo;
-    a->est_bins = hi > lo ? hi - lo : 1;
+    ac_aec_align_setup(a); /* before the arrays: it sizes some */
 
     a->fft = ac_rfft_new(a->frame);
     a->window = malloc(sizeof(float) * (size_t)a->frame);
@@ -442,156 +229,12 @@ int64_t ac_aec_first_nonfinite(const void *buf, int64_t n)
 
 /* ---- one block ---------------------------------------------------------- */
 
-static inline int slot_of(const ac_aec *a, int64_t lag)
-{
-    int64_t b = (int64_t)a->blocks - lag;
-    int64_t s = b % a->ring;
-    return (int)(s < 0 ? s + a->ring : s);
-}
-
 static float mean_square(const float *x, int n)
 {
     float s = 0.0f;
     for (int i = 0; i < n; i++)
         s += x[i] * x[i];
     return s / (float)n;
-}
-
-/* Moves the filter's window so that partition 0 models lag `offset`,
- * keeping what it learnt of the lags both windows cover. */
-static void shift_partitions(ac_aec *a, float *wr, float *wi, int shift)
-{
-    const int P = a->partitions;
-    const size_t row = sizeof(float) * (size_t)a->stride;
-    for (int k = 0; k < P; k++) {
-        /* forwards when moving rows down, backwards when moving them up */
-        int p = shift > 0 ? k : P - 1 - k;
-        float *dr = wr + (size_t)p * a->stride, *di = wi + (size_t)p * a->stride;
-        if (p + shift >= 0 && p + shift < P) {
-            memcpy(dr, wr + (size_t)(p + shift) * a->stride, row);
-            memcpy(di, wi + (size_t)(p + shift) * a->stride, row);
-        } else {
-            memset(dr, 0, row);
-            memset(di, 0, row);
-        }
-    }
-}
-
-static void move_filter(ac_aec *a, int offset)
-{
-    const int shift = offset - a->offset;
-    if (shift != 0) {
-        shift_partitions(a, a->wr, a->wi, shift);
-        shift_partitions(a, a->vr, a->vi, shift);
-    }
-    a->offset = offset;
-    /* A jump of more than the margin leaves the echo's start where the
-     * filter had learnt nothing: it starts over with the fixed step (the
-     * residual-echo step would stay at zero with no echo estimate). */
-    if (shift > DELAY_MARGIN || shift < -DELAY_MARGIN)
-        a->active_blocks = 0;
-}
-
-/* Bulk delay: for every lag L of whole blocks, the phase coherence of the
- * near-end spectrum with the far end's L blocks ago, smoothed over time on
- * blocks where both are active.  Only the phase counts (each bin is a unit
- * phasor), so loud bins do not drown the rest; an echo path that is the
- * same from block to block gives a steady phase difference, hence a large
- * smoothed sum, at its lag only. */
-static void estimate_delay(ac_aec *a, int slot, int near_active)
-{
-    const int nb = a->est_bins, lo = a->est_lo;
-    float *pr = a->pr + (size_t)slot * nb, *pi = a->pi + (size_t)slot * nb;
-    for (int f = 0; f < nb; f++) {
-        float re = a->xr[(size_t)slot * a->stride + lo + f];
-        float im = a->xi[(size_t)slot * a->stride + lo + f];
-        float m = sqrtf(re * re + im * im);
-        pr[f] = m > 0.0f ? re / m : 0.0f;
-        pi[f] = m > 0.0f ? im / m : 0.0f;
-    }
-    if (!near_active)
-        return;
-    float nr[4096], ni[4096];
-    for (int f = 0; f < nb; f++) {
-        float re = a->dr[lo + f], im = a->di[lo + f];
-        float m = sqrtf(re * re + im * im);
-        nr[f] = m > 0.0f ? re / m : 0.0f;
-        ni[f] = m > 0.0f ? im / m : 0.0f;
-    }
-    const float c = a->delay_rate;
-    int updated = 0;
-    for (int L = 0; L <= a->max_lag && (uint64_t)L <= a->blocks; L++) {
-        int s = slot_of(a, L);
-        if (!a->far_active[s])
-            continue;
-        updated = 1;
-        const float *xr = a->pr + (size_t)s * nb, *xi = a->pi + (size_t)s * nb;
-        float *sr = a->sr + (size_t)L * nb, *si = a->si + (size_t)L * nb;
-        float total = 0.0f;
-        for (int f = 0; f < nb; f++) {
-            /* near * conj(far) */
-            float re = nr[f] * xr[f] + ni[f] * xi[f];
-            float im = ni[f] * xr[f] - nr[f] * xi[f];
-            sr[f] += c * (re - sr[f]);
-            si[f] += c * (im - si[f]);
-            total += sr[f] * sr[f] + si[f] * si[f];
-        }
-        a->score[L] = total / (float)nb;
-    }
-    if (!updated)
-        return;
-    int best = 0;
-    for (int L = 1; L <= a->max_lag; L++)
-        if (a->score[L] > a->score[best])
-            best = L;
-    /* Incoherent phasors smooth to a score of about c / 2, and in a
-     * reverberant room the true lag's stands only a few times above the
-     * other lags' (its echo is spread over many): a lag is taken when it
-     * stands DELAY_CONTRAST times above the mean of all lags and above the
-     * current lag's. */
-    float mean = 0.0f;
-    for (int L = 0; L <= a->max_lag; L++)
-        mean += a->score[L];
-    mean /= (float)(a->max_lag + 1);
-    const float floor = fmaxf(DELAY_CONTRAST * mean, 2.0f * c);
-    const float current = a->lag >= 0 ? a->score[a->lag] : 0.0f;
-    if (best == a->lag || a->score[best] < floor || a->score[best] < 1.25f * current) {
-        a->candidate_count = 0;
-        return;
-    }
-    if (best == a->candidate) {
-        a->candidate_count++;
-    } else {
-        a->candidate = best;
-        a->candidate_count = 1;
-    }
-    if (a->candidate_count >= DELAY_CONFIRM) {
-        a->lag = best;
-        a->candidate_count = 0;
-        move_filter(a, best > DELAY_MARGIN ? best - DELAY_MARGIN : 0);
-    }
-}
-
-/* y = sum over partitions of W_p X(lag offset + p). */
-static void filter_output(ac_aec *a, const float *wr, const float *wi, float *yr, float *yi)
-{
-    const size_t S = (size_t)a->stride;
-    memset(yr, 0, sizeof(float) * S);
-    memset(yi, 0, sizeof(float) * S);
-    for (int p = 0; p < a->partitions; p++) {
-        int s = slot_of(a, a->offset + p);
-        a->mac(yr, yi, wr + p * S, wi + p * S, a->xr + s * S, a->xi + s * S, (int)S);
-    }
-}
-
-/* W_p += G conj(X(lag offset + p)). */
-static void filter_update(ac_aec *a, float *wr, float *wi, const float *gr, const float *gi)
-{
-    const size_t S = (size_t)a->stride;
-    for (int p = 0; p < a->partitions; p++) {
-        int s = slot_of(a, a->offset + p);
-        a->mac_conj(wr + p * S, wi + p * S, gr, gi, a->xr + s * S, a->xi + s * S, (int)S);
-    }
 }
 
 /* Partition p back to `block` taps (its time-domain second half zeroed):
@@ -648,7 +291,7 @@ static void run_block(ac_aec *a)
     memcpy(a->near_frame + N, a->near_in, sizeof(float) * N);
     const float near_power = mean_square(a->near_in, N);
     ac_rfft_forward(a->fft, a->near_frame, a->dr, a->di);
-    estimate_delay(a, slot, near_power > ACTIVE_POWER);
+    ac_aec_estimate_delay(a, slot, near_power > ACTIVE_POWER);
 
     /* Both filters' echo estimates and errors; the update's normalisation,
      * the far end's power over the filter's window. */
@@ -659,7 +302,7 @@ static void run_block(ac_aec *a)
             a->x2[f] += pw[f];
     }
     float echo[4096], err[4096];
-    filter_output(a, a->vr, a->vi, a->yr, a->yi);
+    ac_aec_filter_output(a, a->vr, a->vi, a->yr, a->yi);
     float shadow_power = filter_error(a, a->yr, a->yi, echo, err, a->er, a->ei);
     /* The shadow adapts with a fixed step while the far end plays: fast
      * after a path change and with drift, and led astray by double talk,
@@ -670,9 +313,9 @@ static void run_block(ac_aec *a)
             a->gr[f] = g * a->er[f];
             a->gi[f] = g * a->ei[f];
         }
-        filter_update(a, a->vr, a->vi, a->gr, a->gi);
+        ac_aec_filter_update(a, a->vr, a->vi, a->gr, a->gi);
     }
-    filter_output(a, a->wr, a->wi, a->yr, a->yi);
+    ac_aec_filter_output(a, a->wr, a->wi, a->yr, a->yi);
     float err_power = filter_error(a, a->yr, a->yi, echo, err, a->er, a->ei);
     /* Copies between the filters, judged on error powers smoothed over
      * COMPARE_TIME: the shadow clearly better (the path changed, or the main
@@ -684,13 +327,18 @@ static void run_block(ac_aec *a)
         memcpy(a->wr, a->vr, sizeof(float) * (size_t)P * S);
         memcpy(a->wi, a->vi, sizeof(float) * (size_t)P * S);
         a->main_power = a->shadow_power;
-        filter_output(a, a->wr, a->wi, a->yr, a->yi);
+        ac_aec_filter_output(a, a->wr, a->wi, a->yr, a->yi);
         err_power = filter_error(a, a->yr, a->yi, echo, err, a->er, a->ei);
     } else if (a->shadow_power > SHADOW_LOSE * a->main_power) {
         memcpy(a->vr, a->wr, sizeof(float) * (size_t)P * S);
         memcpy(a->vi, a->wi, sizeof(float) * (size_t)P * S);
         a->shadow_power = a->main_power;
     }
+
+    /* The echo path moved by less than a block: both filters follow at
+     * once (the first answer's filter, still learning, is left alone). */
+    if (a->far_active[slot] && a->active_blocks >= a->adapt_blocks)
+        ac_aec_fine_align(a, echo);
 
     /* A filter worse than none (just after the path changed): the suppressor
      * works on the microphone instead. */
@@ -757,7 +405,7 @@ static void run_block(ac_aec *a)
         a->gr[f] = g * a->er[f];
         a->gi[f] = g * a->ei[f];
     }
-    filter_update(a, a->wr, a->wi, a->gr, a->gi);
+    ac_aec_filter_update(a, a->wr, a->wi, a->gr, a->gi);
     constrain(a, a->wr, a->wi, a->constrain_next);
     constrain(a, a->vr, a->vi, a->constrain_next);
     a->constrain_next = (a->constrain_next + 1) % P;

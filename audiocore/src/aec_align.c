@@ -1,0 +1,354 @@
+/* Where the echo canceller's filter window stands (docs/audio.md, "Echo
+ * cancellation"): the bulk delay of the echo in whole blocks, found by the
+ * phase coherence of far and near spectra, which moves the window by
+ * partitions; and the fine alignment, which moves the filters' taps by the
+ * echo path's shifts of less than a block. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aec_state.h"
+
+/* Delay estimation: band of the coherence, its smoothing, the blocks a new
+ * lag must win in a row, the blocks of filter kept ahead of the lag, and
+ * the share of the best lag's score at which an earlier lag is taken instead. */
+#define DELAY_LOW_HZ 300.0f
+#define DELAY_HIGH_HZ 3500.0f
+#define DELAY_TIME 0.4f
+#define DELAY_CONFIRM 12
+#define DELAY_CONTRAST 2.5f
+#define DELAY_MARGIN 2
+#define DELAY_EARLIEST 0.7f
+#define DELAY_JUMP 2.0f
+/* Fine alignment: smoothing of the cross-spectrum, the least phase
+ * coherence (of 1) at its peak, the blocks a shift must hold in a row, the
+ * least shift acted on (40 us: 0.64 samples at 16 kHz, a phase error of
+ * 0.9 rad at the band's top), and the half length of the windowed sinc
+ * that moves the taps by a fraction of a sample. */
+#define FINE_TIME 0.06f
+#define FINE_STRENGTH 0.3f
+#define FINE_CONFIRM 2
+#define FINE_MIN_SHIFT 40e-6f
+#define SINC_HALF 8
+/* By the time a shift is confirmed, the filters have been adapting to the
+ * moved path for a few blocks, which the move would carry along, spoilt:
+ * it is applied to a snapshot of the main filter taken while it was still
+ * aligned (peak at 0 with at least FINE_ALIGNED of coherence), the older
+ * of two taken SNAP_TIME apart, so that it predates the move. */
+#define FINE_ALIGNED 0.8f
+#define SNAP_TIME 0.05f
+/* The first estimate of a shift still mixes in blocks from before it (the
+ * smoothing), so it falls short by a fraction of a sample, which costs
+ * 10 dB or more at the band's top.  For REFINE_TIME after it, the estimate
+ * made afresh is acted on from REFINE_MIN_SHIFT (8 us: 0.13 samples at
+ * 16 kHz), the total applied to the same snapshot. */
+#define REFINE_TIME 0.2f
+#define REFINE_MIN_SHIFT 8e-6f
+
+void ac_aec_align_setup(ac_aec *a)
+{
+    const float block_s = (float)a->block / (float)a->rate;
+    a->delay_rate = fminf(1.0f, block_s / DELAY_TIME);
+    const float bin_hz = (float)a->rate / (float)a->frame;
+    int lo = (int)ceilf(DELAY_LOW_HZ / bin_hz), hi = (int)floorf(DELAY_HIGH_HZ / bin_hz);
+    lo = lo < 1 ? 1 : lo;
+    hi = hi > a->block ? a->block : hi;
+    a->est_lo = lo;
+    a->est_bins = hi > lo ? hi - lo : 1;
+    a->fine_rate = fminf(1.0f, block_s / FINE_TIME);
+    a->fine_min = FINE_MIN_SHIFT * (float)a->rate;
+    a->snap_blocks = (int)ceilf(SNAP_TIME / block_s);
+    a->refine_blocks = (int)ceilf(REFINE_TIME / block_s);
+    a->refine_min = REFINE_MIN_SHIFT * (float)a->rate;
+}
+
+/* Moves the filter's window so that partition 0 models lag `offset`,
+ * keeping what it learnt of the lags both windows cover. */
+static void shift_partitions(ac_aec *a, float *wr, float *wi, int shift)
+{
+    const int P = a->partitions;
+    const size_t row = sizeof(float) * (size_t)a->stride;
+    for (int k = 0; k < P; k++) {
+        /* forwards when moving rows down, backwards when moving them up */
+        int p = shift > 0 ? k : P - 1 - k;
+        float *dr = wr + (size_t)p * a->stride, *di = wi + (size_t)p * a->stride;
+        if (p + shift >= 0 && p + shift < P) {
+            memcpy(dr, wr + (size_t)(p + shift) * a->stride, row);
+            memcpy(di, wi + (size_t)(p + shift) * a->stride, row);
+        } else {
+            memset(dr, 0, row);
+            memset(di, 0, row);
+        }
+    }
+}
+
+static void move_filter(ac_aec *a, int offset)
+{
+    const int shift = offset - a->offset;
+    if (shift != 0) {
+        shift_partitions(a, a->wr, a->wi, shift);
+        shift_partitions(a, a->vr, a->vi, shift);
+    }
+    a->offset = offset;
+    /* The echo estimate jumps with the window: the fine alignment starts over. */
+    memset(a->cr, 0, sizeof(float) * (size_t)a->stride);
+    memset(a->ci, 0, sizeof(float) * (size_t)a->stride);
+    a->fine_count = 0;
+    a->refine_until = -1;
+    a->snap_block[0] = a->snap_block[1] = -1;
+    /* A jump of more than the margin leaves the echo's start where the
+     * filter had learnt nothing: it starts over with the fixed step (the
+     * residual-echo step would stay at zero with no echo estimate). */
+    if (shift > DELAY_MARGIN || shift < -DELAY_MARGIN)
+        a->active_blocks = 0;
+}
+
+/* Bulk delay: for every lag L of whole blocks, the phase coherence of the
+ * near-end spectrum with the far end's L blocks ago, smoothed over time on
+ * blocks where both are active.  Only the phase counts (each bin is a unit
+ * phasor), so loud bins do not drown the rest; an echo path that is the
+ * same from block to block gives a steady phase difference, hence a large
+ * smoothed sum, at its lag only. */
+void ac_aec_estimate_delay(ac_aec *a, int slot, int near_active)
+{
+    const int nb = a->est_bins, lo = a->est_lo;
+    float *pr = a->pr + (size_t)slot * nb, *pi = a->pi + (size_t)slot * nb;
+    for (int f = 0; f < nb; f++) {
+        float re = a->xr[(size_t)slot * a->stride + lo + f];
+        float im = a->xi[(size_t)slot * a->stride + lo + f];
+        float m = sqrtf(re * re + im * im);
+        pr[f] = m > 0.0f ? re / m : 0.0f;
+        pi[f] = m > 0.0f ? im / m : 0.0f;
+    }
+    if (!near_active)
+        return;
+    float nr[4096], ni[4096];
+    for (int f = 0; f < nb; f++) {
+        float re = a->dr[lo + f], im = a->di[lo + f];
+        float m = sqrtf(re * re + im * im);
+        nr[f] = m > 0.0f ? re / m : 0.0f;
+        ni[f] = m > 0.0f ? im / m : 0.0f;
+    }
+    const float c = a->delay_rate;
+    int updated = 0;
+    for (int L = 0; L <= a->max_lag && (uint64_t)L <= a->blocks; L++) {
+        int s = slot_of(a, L);
+        if (!a->far_active[s])
+            continue;
+        updated = 1;
+        const float *xr = a->pr + (size_t)s * nb, *xi = a->pi + (size_t)s * nb;
+        float *sr = a->sr + (size_t)L * nb, *si = a->si + (size_t)L * nb;
+        float total = 0.0f;
+        for (int f = 0; f < nb; f++) {
+            /* near * conj(far) */
+            float re = nr[f] * xr[f] + ni[f] * xi[f];
+            float im = ni[f] * xr[f] - nr[f] * xi[f];
+            sr[f] += c * (re - sr[f]);
+            si[f] += c * (im - si[f]);
+            total += sr[f] * sr[f] + si[f] * si[f];
+        }
+        a->score[L] = total / (float)nb;
+    }
+    if (!updated)
+        return;
+    int best = 0;
+    for (int L = 1; L <= a->max_lag; L++)
+        if (a->score[L] > a->score[best])
+            best = L;
+    /* The earliest lag about as coherent as the best: a room's reflections
+     * and a voice's periodicity make later lags coherent too, at times a
+     * little more than the direct sound's, and a window that starts after
+     * the direct sound cancels nothing of it. */
+    for (int L = 0; L < best; L++)
+        if (a->score[L] >= DELAY_EARLIEST * a->score[best]) {
+            best = L;
+            break;
+        }
+    /* Incoherent phasors smooth to a score of about c / 2, and in a
+     * reverberant room the true lag's stands only a few times above the
+     * other lags' (its echo is spread over many): a lag is taken when it
+     * stands DELAY_CONTRAST times above the mean of all lags and above the
+     * current lag's. */
+    float mean = 0.0f;
+    for (int L = 0; L <= a->max_lag; L++)
+        mean += a->score[L];
+    mean /= (float)(a->max_lag + 1);
+    const float floor = fmaxf(DELAY_CONTRAST * mean, 2.0f * c);
+    const float current = a->lag >= 0 ? a->score[a->lag] : 0.0f;
+    /* A move past the filter's margin throws away what it learnt: the
+     * current lag must have lost clearly (a path that changed leaves it at
+     * the incoherent level), not merely been overtaken for a while. */
+    const float lead = abs(best - a->lag) > DELAY_MARGIN ? DELAY_JUMP : 1.25f;
+    if (best == a->lag || a->score[best] < floor || a->score[best] < lead * current) {
+        a->candidate_count = 0;
+        return;
+    }
+    if (best == a->candidate) {
+        a->candidate_count++;
+    } else {
+        a->candidate = best;
+        a->candidate_count = 1;
+    }
+    if (a->candidate_count >= DELAY_CONFIRM) {
+        a->lag = best;
+        a->candidate_count = 0;
+        move_filter(a, best > DELAY_MARGIN ? best - DELAY_MARGIN : 0);
+    }
+}
+
+
+/* Both filters' impulse responses (the partitions end to end) later by
+ * `shift` samples, a fraction included: band-limited interpolation with a
+ * Hann-windowed sinc, exact for whole samples.  Taps moved past either end
+ * of the window are lost. */
+static void move_taps(ac_aec *a, float *wr, float *wi, float shift)
+{
+    const int N = a->block, P = a->partitions, len = P * N;
+    const size_t S = (size_t)a->stride;
+    float *h = a->taps, *w = a->work;
+    for (int p = 0; p < P; p++) {
+        ac_rfft_inverse(a->fft, wr + p * S, wi + p * S, w);
+        memcpy(h + (size_t)p * N, w, sizeof(float) * (size_t)N);
+    }
+    const int whole = (int)floorf(shift);
+    const float frac = shift - (float)whole;
+    const float pi = 3.14159265358979f;
+    float coef[2 * SINC_HALF];
+    for (int j = 0; j < 2 * SINC_HALF; j++) {
+        int m = j - SINC_HALF + 1;
+        float x = (float)m - frac;
+        if (frac == 0.0f)
+            coef[j] = m == 0 ? 1.0f : 0.0f;
+        else
+            coef[j] = sinf(pi * x) / (pi * x) * (0.5f + 0.5f * cosf(pi * x / SINC_HALF));
+    }
+    for (int p = 0; p < P; p++) {
+        for (int k = 0; k < N; k++) {
+            /* h'[n] = sum over m of h[n - whole - m] sinc(m - frac) */
+            int src = p * N + k - whole + SINC_HALF - 1;
+            float acc = 0.0f;
+            for (int j = 0; j < 2 * SINC_HALF; j++, src--)
+                if (src >= 0 && src < len)
+                    acc += h[src] * coef[j];
+            w[k] = acc;
+        }
+        memset(w + N, 0, sizeof(float) * (size_t)N);
+        ac_rfft_forward(a->fft, w, wr + p * S, wi + p * S);
+    }
+}
+
+/* Fine alignment.  Each new answer of an agent may start to play a few ms
+ * away from where its reference says (a render quantum, a prebuffer's
+ * jitter): the bulk delay stays put, and the filter, a few samples off,
+ * removes only a few dB until it has learnt the path again.  Such a shift
+ * shows in the cross-spectrum of the near end and the filter's own echo
+ * estimate: while the estimate is right that is real (what the filter
+ * leaves is uncorrelated with its estimate); when the echo comes t samples
+ * later it turns by -w t at w radians per sample.  Its phase correlation
+ * (unit phasors back to the time domain) peaks at the whole samples of t,
+ * the phase slope left after them gives the fraction, and a shift that
+ * holds for FINE_CONFIRM blocks moves both filters' taps at once.
+ * `echo` is the current block of the main filter's echo estimate; dr, di
+ * the near end's spectrum over the same two blocks. */
+void ac_aec_fine_align(ac_aec *a, const float *echo)
+{
+    const int N = a->block, F = a->frame, lo = a->est_lo, hi = a->est_lo + a->est_bins;
+    float *w = a->work;
+    /* yr, yi and gr, gi are free until the next filter output and step */
+    float *yr = a->yr, *yi = a->yi, *ur = a->gr, *ui = a->gi;
+    memcpy(w, a->echo_prev, sizeof(float) * (size_t)N);
+    memcpy(w + N, echo, sizeof(float) * (size_t)N);
+    ac_rfft_forward(a->fft, w, yr, yi);
+    memset(ur, 0, sizeof(float) * (size_t)a->bins);
+    memset(ui, 0, sizeof(float) * (size_t)a->bins);
+    const float c = a->fine_rate;
+    for (int f = lo; f < hi; f++) {
+        /* near * conj(echo estimate) */
+        float re = a->dr[f] * yr[f] + a->di[f] * yi[f];
+        float im = a->di[f] * yr[f] - a->dr[f] * yi[f];
+        a->cr[f] += c * (re - a->cr[f]);
+        a->ci[f] += c * (im - a->ci[f]);
+        float m = sqrtf(a->cr[f] * a->cr[f] + a->ci[f] * a->ci[f]);
+        ur[f] = m > 0.0f ? a->cr[f] / m : 0.0f;
+        ui[f] = m > 0.0f ? a->ci[f] / m : 0.0f;
+    }
+    ac_rfft_inverse(a->fft, ur, ui, w);
+    /* Lags within 3/4 of a block either way (the correlation is circular
+     * over two blocks); w[t] reaches 2 * bins / F where every bin agrees. */
+    const int range = 3 * N / 4;
+    int best = 0;
+    for (int t = -range; t <= range; t++)
+        if (w[t < 0 ? F + t : t] > w[best < 0 ? F + best : best])
+            best = t;
+    const float strength = w[best < 0 ? F + best : best] * (float)F / (2.0f * (float)(hi - lo));
+    /* The phase left after `best` whole samples, e^(j w best) turning bin
+     * by bin by a fixed step; its slope by least squares through zero,
+     * each bin weighted by its magnitude. */
+    const double bin_omega = 2.0 * 3.14159265358979323846 / F;
+    double turn_r = cos(bin_omega * best * lo), turn_i = sin(bin_omega * best * lo);
+    const double step_r = cos(bin_omega * best), step_i = sin(bin_omega * best);
+    double num = 0.0, den = 0.0;
+    for (int f = lo; f < hi; f++) {
+        double omega = bin_omega * f;
+        double re = a->cr[f] * turn_r - a->ci[f] * turn_i;
+        double im = a->cr[f] * turn_i + a->ci[f] * turn_r;
+        double m = sqrt(re * re + im * im);
+        num += m * omega * atan2(im, re);
+        den += m * omega * omega;
+        double next_r = turn_r * step_r - turn_i * step_i;
+        turn_i = turn_r * step_i + turn_i * step_r;
+        turn_r = next_r;
+    }
+    const float shift = (float)best - (den > 0.0 ? (float)(num / den) : 0.0f);
+
+    const size_t size = sizeof(float) * (size_t)a->partitions * (size_t)a->stride;
+    if (a->refine_until >= 0 && (int64_t)a->blocks >= a->refine_until) {
+        /* the snapshots predate the shift: none until aligned again */
+        a->refine_until = -1;
+        a->snap_block[0] = a->snap_block[1] = -1;
+    }
+    const int refining = a->refine_until >= 0;
+    if (!refining && best == 0 && strength >= FINE_ALIGNED && fabsf(shift) < 0.5f * a->fine_min) {
+        int newer = 1 - a->snap_older;
+        if (a->snap_block[newer] < 0 || (int64_t)a->blocks >= a->snap_block[newer] + a->snap_blocks) {
+            const size_t at = (size_t)a->snap_older * a->partitions * a->stride;
+            memcpy(a->snap_r + at, a->wr, size);
+            memcpy(a->snap_i + at, a->wi, size);
+            a->snap_block[a->snap_older] = (int64_t)a->blocks;
+            a->snap_offset[a->snap_older] = a->offset;
+            a->snap_older = newer;
+        }
+    }
+    if (strength < FINE_STRENGTH || fabsf(shift) < (refining ? a->refine_min : a->fine_min)) {
+        a->fine_count = 0;
+        return;
+    }
+    if (a->fine_count > 0 && abs(best - a->fine_candidate) <= 1) {
+        a->fine_count++;
+    } else {
+        a->fine_candidate = best;
+        a->fine_count = 1;
+    }
+    if (a->fine_count < FINE_CONFIRM)
+        return;
+    if (!refining) {
+        const int older = a->snap_older;
+        a->snap_base = a->snap_block[older] >= 0 && a->snap_offset[older] == a->offset ? older : -1;
+        a->snap_moved = 0.0f;
+        a->refine_until = (int64_t)a->blocks + a->refine_blocks;
+    }
+    a->snap_moved += shift;
+    if (a->snap_base >= 0) {
+        const size_t at = (size_t)a->snap_base * a->partitions * a->stride;
+        memcpy(a->wr, a->snap_r + at, size);
+        memcpy(a->wi, a->snap_i + at, size);
+        move_taps(a, a->wr, a->wi, a->snap_moved);
+    } else {
+        move_taps(a, a->wr, a->wi, shift);
+    }
+    memcpy(a->vr, a->wr, size);
+    memcpy(a->vi, a->wi, size);
+    memset(a->cr, 0, sizeof(float) * (size_t)a->stride);
+    memset(a->ci, 0, sizeof(float) * (size_t)a->stride);
+    a->fine_count = 0;
+}
