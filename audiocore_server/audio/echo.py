@@ -25,13 +25,21 @@ a burst after a stall) is the reading set to the clock again.
 
 Learning. Until the canceller has found the echo's delay, its output still
 holds most of the echo (it finds it within about 0.3–0.5 s of the first
-answer's echo): the microphone is muted then, for at most ``learn_s`` of
-the reference from its first voiced sample (``LEARN_S``) — half duplex while
-it learns the room, as speakerphones do, so that the agent's first answer
-does not interrupt itself. A client with no echo at all (a headset) loses
-barge-in only over that first second. A phone line is never muted
-(``learn_s=0``): it has no loudspeaker by the microphone, its echo is the
-line's, faint, and the caller's first barge-in must be heard.
+answer's echo): a client with a loudspeaker by its microphone is muted
+then, for at most ``LEARN_S`` of the reference from its first voiced
+sample — half duplex while it learns the room, as speakerphones do, so that
+the agent's first answer does not interrupt itself. A client with no echo
+at all (a headset) loses barge-in only over that first second.
+
+A phone line (``mute_while_learning=False``) is never muted: it has no
+loudspeaker by the microphone (the handset cancels its own), its echo is
+the line's, faint, and the caller's first barge-in must be heard. Its audio
+passes as it came (the canceller's latency later, so the stream goes on
+seamlessly) until the canceller has found an echo: before that the
+canceller can only harm it. It adapts during double talk, so on a line
+with no echo at all the caller's words over an answer taught it a false
+echo path, which then took 20–30 dB out of the next 0.2 s of the caller's
+voice, the far end already silent (docs/telephony.md).
 
 Barge-in. The canceller's state is kept: it models the room, which a
 barge-in does not change, and a reset would let the next answer's first
@@ -72,7 +80,7 @@ class MicEcho:
         rate: int,
         *,
         played_rate: int,
-        learn_s: float = LEARN_S,
+        mute_while_learning: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.rate = rate
@@ -92,8 +100,13 @@ class MicEcho:
         # frame that starts then is placed there exactly, not by the clock.
         self._end = 0
         self._end_at: float | None = None
-        self._learning = round(learn_s * rate)  # samples still muted while learning
+        # Samples still muted while learning; for a line, its audio passing
+        # as it came (delayed by ``_raw``) until an echo is found.
+        self._learning = round(LEARN_S * rate) if mute_while_learning else 0
         self._heard_far = False  # a voiced reference reached the canceller
+        self._raw: bytearray | None = None
+        if not mute_while_learning:
+            self._raw = bytearray(2 * self._canceller.latency)
 
     @property
     def canceller(self) -> Any:
@@ -146,9 +159,22 @@ class MicEcho:
         assert self._start is not None
         self._start += n / self.rate
         cleaned = bytes(self._canceller.process(far, pcm))
+        if self._raw is not None:
+            return self._as_it_came(pcm, cleaned)
         if self._learning > 0 and self._mute_while_learning(far):
             return bytes(len(cleaned))
         return cleaned
+
+    def _as_it_came(self, pcm: bytes, cleaned: bytes) -> bytes:
+        raw = self._raw
+        assert raw is not None
+        if self._canceller.echo_delay is not None:
+            self._raw = None  # found: the canceller's output from here on
+            return cleaned
+        raw += pcm
+        passed = bytes(raw[: len(cleaned)])
+        del raw[: len(cleaned)]
+        return passed
 
     def _mute_while_learning(self, far: np.ndarray) -> bool:
         if self._canceller.echo_delay is not None:
