@@ -54,9 +54,10 @@ class InputAudio:
 
     def process(self, data: bytes, cut: Callable[[bytes], bool] | None = None) -> list[bytes]:
         """Converted audio, as whole chunks; the remainder waits for more.
-        ``cut`` is asked about this call's audio alone, converted: when it
-        says so, nothing waits — the remainder goes as a short chunk, then
-        this audio as one (the chunks after count from there)."""
+        ``cut`` is asked about this call's audio alone, converted and
+        cleaned: when it says so, nothing waits — the remainder goes as a
+        short chunk, then this audio as one (the chunks after count from
+        there)."""
         pending = self._pending
         converted = self._convert(data)
         if self._clean is not None and converted:
