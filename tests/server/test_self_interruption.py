@@ -12,7 +12,7 @@ agent interrupt itself (the control: the room is loud enough for the tests
 to fail). The microphone's frames are cleaned as they come and the user's
 voice over an answer is sent at once (``live/mic.py``): the tests hold that
 path too. With the core canceller of this tree they fail by chance, and
-often: 8 and 5 runs of 10 (one frame of residual, at an answer that starts
+often: 14 and 6 runs of 20 (one frame of residual, at an answer that starts
 a few ms off, sent alone: docs/audio.md, "Tried end to end"); they stay in
 the suite to show it until the core's next canceller, which follows such
 shifts, lands.
