@@ -94,8 +94,8 @@ class Settings:
     # Cancel the caller's echo of the agent in the server on every call
     # (docs/audio.md, "In the server"): a phone line returns the answer from
     # the handset's loudspeaker or the line's hybrid, and no browser cancels
-    # it. Off by default for now: docs/telephony.md, "The caller's echo".
-    phone_echo_cancellation: bool = False
+    # it (docs/telephony.md, "The caller's echo").
+    phone_echo_cancellation: bool = True
     # Listen beyond localhost without an API key (refused otherwise).
     insecure_no_auth: bool = False
     # The apps served (audiocore_server/agent/apps.py): the agents of a folder

@@ -1,7 +1,8 @@
 """Audio conversion at the edges of a connection, on top of audiocore.
 
 ``InputAudio``: client audio in the negotiated format → 16 kHz PCM16 in
-steady chunks for the model (one fused audiocore pass: resample and convert).
+steady chunks for the model (one fused audiocore pass: resample and convert),
+cleaned of the loudspeaker's echo as it comes when the server cancels it.
 ``OutputAudio``: model PCM16 at its rate → PCM16 at the client's rate.
 """
 
@@ -20,9 +21,24 @@ def _identity(buf: bytes) -> bytes:
 
 
 class InputAudio:
-    def __init__(self, fmt: InputFormat, *, out_rate: int, chunk_ms: int) -> None:
+    """``clean``, when given, takes each call's converted audio (and the
+    resampler's tail) before anything else sees it and returns as many
+    samples: the server's echo canceller (``audio/echo.py``), which is
+    exact however its input is split, so it runs on the client's frames as
+    they come and the voice cut below judges the cleaned audio. What the
+    chunks carry is exactly the cleaned stream, in order."""
+
+    def __init__(
+        self,
+        fmt: InputFormat,
+        *,
+        out_rate: int,
+        chunk_ms: int,
+        clean: Callable[[bytes], bytes] | None = None,
+    ) -> None:
         self.format = fmt
         self.out_rate = out_rate
+        self._clean = clean
         self._chunk_bytes = out_rate * chunk_ms // 1000 * 2
         self._pending = bytearray()
         self._resampler: Any = None
@@ -38,14 +54,18 @@ class InputAudio:
 
     def process(self, data: bytes, cut: Callable[[bytes], bool] | None = None) -> list[bytes]:
         """Converted audio, as whole chunks; the remainder waits for more.
-        ``cut`` is asked about this call's audio alone, converted: when it
-        says so, nothing waits — the remainder goes as a short chunk, then
-        this audio as one (the chunks after count from there)."""
+        ``cut`` is asked about this call's audio alone, converted and
+        cleaned: when it says so, nothing waits — the remainder goes as a
+        short chunk, then this audio as one (the chunks after count from
+        there)."""
         pending = self._pending
+        converted = self._convert(data)
+        if self._clean is not None and converted:
+            converted = self._clean(converted)
         if cut is None:
-            pending += self._convert(data)
+            pending += converted
             return self._take_chunks() if len(pending) >= self._chunk_bytes else []
-        converted = bytes(self._convert(data))
+        converted = bytes(converted)
         if not (converted and cut(converted)):
             pending += converted
             return self._take_chunks() if len(pending) >= self._chunk_bytes else []
@@ -56,8 +76,11 @@ class InputAudio:
     def flush(self) -> list[bytes]:
         """End of a turn: the resampler's tail and any short remainder."""
         if self._resampler is not None:
-            self._pending += self._resampler.flush()
+            tail = self._resampler.flush()
             self._resampler.reset()
+            if self._clean is not None and tail:
+                tail = self._clean(tail)
+            self._pending += tail
         chunks = self._take_chunks()
         if self._pending:
             chunks.append(bytes(self._pending))

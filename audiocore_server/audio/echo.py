@@ -8,25 +8,38 @@ places every frame the pacer releases on the pacer's timeline where the
 client plays it (frames back to back from their release: the pacer's model),
 resampled to the microphone's rate, and drops what a barge-in took from the
 client before it was played. That timeline is the far end; where nothing
-plays it is silence. ``cancel`` pairs each microphone chunk sample for
-sample with it in an ``audiocore.EchoCanceller``.
+plays it is silence. ``cancel`` pairs the microphone's audio sample for
+sample with it in an ``audiocore.EchoCanceller``: each client frame as it
+comes, converted to ``rate`` (``audio/conversion.py``), before anything
+judges it — the canceller's output does not depend on how its input is
+split, so 20 ms frames give the stream 50 ms chunks would.
 
-Pairing. A chunk is paired with the reference over the span that ends when
-it reached the server. It was captured before that, so its echo lags the
-reference by the capture path's latency plus the room's delay: a delay the
-canceller finds (up to its ``max_delay``). After the first chunk the
+Pairing. The first audio is paired with the reference over the span that
+ends when it reached the server. It was captured before that, so its echo
+lags the reference by the capture path's latency plus the room's delay: a
+delay the canceller finds (up to its ``max_delay``). From there the
 reference is read on in step with the microphone's samples, not the clock,
-so the pairing does not jitter with arrival times; only when the two part by
-more than ``RESYNC_S`` (the microphone paused, or a burst after a stall) is
-the reading set to the clock again.
+so the pairing does not jitter with arrival times (a frame's or a chunk's);
+only when the two part by more than ``RESYNC_S`` (the microphone paused, or
+a burst after a stall) is the reading set to the clock again.
 
 Learning. Until the canceller has found the echo's delay, its output still
 holds most of the echo (it finds it within about 0.3–0.5 s of the first
-answer's echo): the microphone is muted then, for at most ``LEARN_S`` of
-the reference from its first voiced chunk — half duplex while it learns the
-room, as speakerphones do, so that the agent's first answer does not
-interrupt itself. A client with no echo at all (a headset) loses barge-in
-only over that first second.
+answer's echo): a client with a loudspeaker by its microphone is muted
+then, for at most ``LEARN_S`` of the reference from its first voiced
+sample — half duplex while it learns the room, as speakerphones do, so that
+the agent's first answer does not interrupt itself. A client with no echo
+at all (a headset) loses barge-in only over that first second.
+
+A phone line (``mute_while_learning=False``) is never muted: it has no
+loudspeaker by the microphone (the handset cancels its own), its echo is
+the line's, faint, and the caller's first barge-in must be heard. Its audio
+passes as it came (the canceller's latency later, so the stream goes on
+seamlessly) until the canceller has found an echo: before that the
+canceller can only harm it. It adapts during double talk, so on a line
+with no echo at all the caller's words over an answer taught it a false
+echo path, which then took 20–30 dB out of the next 0.2 s of the caller's
+voice, the far end already silent (docs/telephony.md).
 
 Barge-in. The canceller's state is kept: it models the room, which a
 barge-in does not change, and a reset would let the next answer's first
@@ -47,7 +60,7 @@ import audiocore
 from .voice import voiced
 
 # The microphone and the reference parted by more than this: read the
-# reference at the clock again. Above a chunk's arrival jitter (client
+# reference at the clock again. Above the microphone's arrival jitter (client
 # frames of 20 ms, the network), below the canceller's 0.5 s of delay search.
 RESYNC_S = 0.25
 # Reference held behind the newest frame for a microphone that sends
@@ -60,13 +73,14 @@ LEARN_S = 1.0
 
 class MicEcho:
     """The far end at ``rate`` on the pacer's clock, and the microphone's
-    chunks (PCM16 at ``rate``) cleaned of its echo."""
+    audio (PCM16 at ``rate``) cleaned of its echo."""
 
     def __init__(
         self,
         rate: int,
         *,
         played_rate: int,
+        mute_while_learning: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.rate = rate
@@ -86,8 +100,13 @@ class MicEcho:
         # frame that starts then is placed there exactly, not by the clock.
         self._end = 0
         self._end_at: float | None = None
-        self._learning = round(LEARN_S * rate)  # samples still muted while learning
+        # Samples still muted while learning; for a line, its audio passing
+        # as it came (delayed by ``_raw``) until an echo is found.
+        self._learning = round(LEARN_S * rate) if mute_while_learning else 0
         self._heard_far = False  # a voiced reference reached the canceller
+        self._raw: bytearray | None = None
+        if not mute_while_learning:
+            self._raw = bytearray(2 * self._canceller.latency)
 
     @property
     def canceller(self) -> Any:
@@ -125,8 +144,9 @@ class MicEcho:
 
     # ------------------------------------------------ the microphone
     def cancel(self, pcm: bytes) -> bytes:
-        """A chunk of the microphone (PCM16 at ``rate``), echo removed: as
-        many samples, ``canceller.latency`` samples later in the stream."""
+        """The microphone's next audio (PCM16 at ``rate``, any length), echo
+        removed: as many samples, ``canceller.latency`` samples later in the
+        stream."""
         n = len(pcm) // 2
         begins = self._clock() - n / self.rate
         if self._start is None or abs(begins - self._start) > RESYNC_S:
@@ -139,9 +159,22 @@ class MicEcho:
         assert self._start is not None
         self._start += n / self.rate
         cleaned = bytes(self._canceller.process(far, pcm))
+        if self._raw is not None:
+            return self._as_it_came(pcm, cleaned)
         if self._learning > 0 and self._mute_while_learning(far):
             return bytes(len(cleaned))
         return cleaned
+
+    def _as_it_came(self, pcm: bytes, cleaned: bytes) -> bytes:
+        raw = self._raw
+        assert raw is not None
+        if self._canceller.echo_delay is not None:
+            self._raw = None  # found: the canceller's output from here on
+            return cleaned
+        raw += pcm
+        passed = bytes(raw[: len(cleaned)])
+        del raw[: len(cleaned)]
+        return passed
 
     def _mute_while_learning(self, far: np.ndarray) -> bool:
         if self._canceller.echo_delay is not None:

@@ -150,6 +150,7 @@ class LiveConnection:
             ws=self.ws,
             wire=self.dialect.wire(start.output),
             start=start,
+            mute_while_learning=opening.mute_while_learning,
             turn_detection=turn_detection,
             user_id=opening.user_id,
             session_id=session.id,

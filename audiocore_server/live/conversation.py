@@ -137,6 +137,7 @@ def assemble(
     ws: WebSocket,
     wire: Wire,
     start: Start,
+    mute_while_learning: bool,
     turn_detection: TurnDetection,
     user_id: str,
     session_id: str,
@@ -179,7 +180,9 @@ def assemble(
 
     echo = None
     if start.echo_cancellation == "server":
-        echo = MicEcho(settings.model_audio_rate, played_rate=rate)
+        echo = MicEcho(
+            settings.model_audio_rate, played_rate=rate, mute_while_learning=mute_while_learning
+        )
         pacer.listen(echo)
     mic = MicPath(
         queue,

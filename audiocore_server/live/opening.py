@@ -24,3 +24,7 @@ class Opening:
     # (``SessionNotFound``, for clients that create sessions themselves).
     create_missing: bool = True
     run_config: RunConfig | None = None  # None: the runtime's, for the turn detection
+    # The server's echo canceller (``start.echoCancellation: "server"``)
+    # mutes the microphone while it learns the room: a loudspeaker beside
+    # the microphone. Not a phone line's, whose echo is faint (audio/echo.py).
+    mute_while_learning: bool = True

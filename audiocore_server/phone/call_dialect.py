@@ -158,7 +158,9 @@ class CallDialect:
             app=self._app,
             echo_cancellation=self._echo,
         )
-        return Opening(start, user_id=self._user_id)
+        # A caller's echo is the line's (the handset cancels its own
+        # loudspeaker): faint, and the caller's first barge-in must be heard.
+        return Opening(start, user_id=self._user_id, mute_while_learning=False)
 
     def decode(
         self, message: Message, fmt: protocol.InputFormat, limits: fields.Limits

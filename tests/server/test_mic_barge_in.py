@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from test_parts import S16_16K, Clock, _drain, _sine
 
+import audiocore
 from audiocore_server.live.mic import MicPath
 from audiocore_server.live.request_queue import BoundedLiveRequestQueue
 from audiocore_server.wire import protocol
@@ -53,28 +54,57 @@ def test_mic_path_sends_the_users_voice_over_an_answer_at_once() -> None:
     assert len(heard) == 1
 
 
-def test_mic_path_with_the_echo_canceller_waits_for_whole_chunks() -> None:
-    """The canceller cleans chunks: before it the answer's echo would pass
-    for the user's voice."""
+def test_mic_path_cleans_each_frame_before_the_voice_cut() -> None:
+    """With the server's echo canceller the voice cut judges each frame
+    cleaned: a loud frame that is all echo does not cut, the user's voice
+    over the answer does, at once; the canceller is given every frame's
+    converted audio in order, the resampler's tail too, and what reaches
+    the model is exactly what it gave back (8 kHz μ-law in, as a phone's)."""
     clock, queue, heard = Clock(), BoundedLiveRequestQueue(100), []
+    given: list[bytes] = []
+    cleaned: list[bytes] = []
 
     class Echo:
-        def cancel(self, pcm: bytes) -> bytes:
-            return pcm
+        """Takes the answer's echo (a frame's first byte 0x01) out: silence."""
 
+        echo = False
+
+        def cancel(self, pcm: bytes) -> bytes:
+            given.append(pcm)
+            out = bytes(len(pcm)) if self.echo else bytes(pcm)
+            cleaned.append(out)
+            return out
+
+    echo = Echo()
     mic = MicPath(
         queue,
         model_rate=16_000,
         chunk_ms=50,
         report=print,
-        echo=Echo(),  # type: ignore[arg-type]
+        echo=echo,  # type: ignore[arg-type]
         playback_ends_at=lambda: clock.now + 5.0,
         on_voice=heard.append,
         clock=clock,
     )
-    loud = (_sine(0.02, 16_000, 0.3) * 32767).astype("<i2").tobytes()
-    mic.audio(protocol.Audio(loud, S16_16K))
-    assert queue.pending == 0 and heard == []
+    ulaw = protocol.InputFormat(8000, "ulaw", 1)
+    loud = audiocore.pcm16_to_ulaw((_sine(0.02, 8000, 0.3) * 32767).astype("<i2").tobytes())
+    quiet = b"\xff" * 160
+    sent: list[list[bytes]] = []
+    for frame, is_echo in [(quiet, False), (loud, True), (loud, False), (loud, False)]:
+        echo.echo = is_echo
+        mic.audio(protocol.Audio(frame, ulaw))
+        sent.append([r.blob.data for r in _drain(queue)])
+        clock.now += 0.02
+    assert heard == [pytest.approx(100.0 + 2 * 0.02)]  # the voice, not the echo
+    # The echo's frame waited for a chunk with the first; the voice cut:
+    # what waited, then the voiced frame alone.
+    assert sent[:2] == [[], []]
+    assert sent[2] == [b"".join(cleaned[:2]), cleaned[2]]
+    mic.flush()
+    sent.append([r.blob.data for r in _drain(queue)])
+    assert len(given) == 5  # four frames and the resampler's tail
+    assert sum(map(len, given)) == 4 * 640  # 8 kHz → 16 kHz: nothing lost, nothing made up
+    assert b"".join(b"".join(chunks) for chunks in sent) == b"".join(cleaned)
 
 
 def test_a_cut_stream_is_the_same_audio() -> None:

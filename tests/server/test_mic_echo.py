@@ -16,11 +16,14 @@ import numpy as np
 import pytest
 from server_helpers import receive_until, start
 from starlette.testclient import TestClient
+from test_parts import _drain
 
 import audiocore
 from audiocore_server.audio import echo as echo_module
 from audiocore_server.audio.echo import HISTORY_S, LEARN_S, MicEcho
 from audiocore_server.audio.pacer import OutputPacer
+from audiocore_server.live.mic import MicPath
+from audiocore_server.live.request_queue import BoundedLiveRequestQueue
 from audiocore_server.wire import chunks, fields, protocol
 
 RATE = 16_000
@@ -96,6 +99,20 @@ def test_the_reading_keeps_step_with_the_microphone_not_its_arrivals(pairing) ->
         echo.played(frame.tobytes(), 10.0 + k * 0.04)
     jitter = [0.0, 0.018, -0.004, 0.02, 0.001, -0.01, 0.015]  # client frames of 20 ms, the network
     got = np.concatenate([far_of(echo, clock, 10.05 + k * 0.05 + j) for k, j in enumerate(jitter)])
+    np.testing.assert_array_equal(got, np.concatenate(frames)[: len(got)])
+
+
+def test_client_frames_are_paired_as_chunks_are(pairing) -> None:
+    """The microphone's 20 ms frames, cleaned as they come: the reading
+    goes on in step with their samples, whatever their arrival jitter."""
+    echo, clock = pairing
+    frames = [ramp(FRAME, 1 + k * FRAME) for k in range(10)]
+    for k, frame in enumerate(frames):
+        echo.played(frame.tobytes(), 10.0 + k * 0.04)
+    jitter = [0.0, 0.012, -0.006, 0.019, 0.0, -0.009, 0.004, 0.015, -0.002, 0.0]
+    mic_frame = RATE // 50
+    arrivals = [10.02 + k * 0.02 + j for k, j in enumerate(jitter * 2)]
+    got = np.concatenate([far_of(echo, clock, at, mic_frame) for at in arrivals])
     np.testing.assert_array_equal(got, np.concatenate(frames)[: len(got)])
 
 
@@ -196,6 +213,50 @@ def test_echo_through_the_pacer_is_removed_and_the_near_end_kept() -> None:
     np.testing.assert_array_equal(tail, kept)  # passed unchanged, ``latency`` later
 
 
+def test_the_users_voice_over_an_echoing_answer_cuts_at_once_and_nothing_is_lost() -> None:
+    """The microphone's path with the real canceller (``live/mic.py``): 20 ms
+    frames cleaned as they come, the answer's echo (60 ms late, half level)
+    never taken for the user's voice, the user's voice over it sent at once
+    (the early barge-in), and the model given exactly the cleaned stream —
+    what a canceller fed the same frames gives back, sample for sample."""
+    clock = FakeClock()
+    echo = MicEcho(RATE, played_rate=RATE, clock=clock)
+    twin = MicEcho(RATE, played_rate=RATE, clock=clock)  # the same frames, by hand
+    queue, heard = BoundedLiveRequestQueue(1000), []
+    mic = MicPath(
+        queue, model_rate=RATE, chunk_ms=50, report=print, echo=echo,
+        playback_ends_at=lambda: 10.0 + 6.0, on_voice=heard.append, clock=clock,
+    )  # fmt: skip
+    rng = np.random.default_rng(38)
+    far = np.rint(rng.standard_normal(6 * RATE) * 3000).astype(np.int16)
+    near = np.rint(rng.standard_normal(RATE) * 2000).astype(np.int16)
+    room = np.zeros(6 * RATE, np.int16)
+    room[960:] = far[:-960] // 2  # what the microphone hears of the answer
+    voice_at = 4 * RATE  # the user speaks 4 s into the answer
+    room[voice_at : voice_at + RATE] += near
+    mic_frame, released = RATE // 50, 0
+    sent, expected = [], []
+    for k in range(5 * RATE // mic_frame):
+        while released * 0.04 <= k * 0.02 + 0.15:  # the pacer's lead
+            frame = far[released * FRAME : (released + 1) * FRAME].tobytes()
+            echo.played(frame, 10.0 + released * 0.04)
+            twin.played(frame, 10.0 + released * 0.04)
+            released += 1
+        clock.now = 10.0 + (k + 1) * 0.02  # a frame arrives as it ends
+        pcm = room[k * mic_frame : (k + 1) * mic_frame].tobytes()
+        mic.audio(protocol.Audio(pcm, protocol.InputFormat(RATE, "s16", 1)))
+        sent += [r.blob.data for r in _drain(queue)]
+        expected.append(twin.cancel(pcm))
+    assert echo.canceller.echo_delay is not None
+    # Told once, in the frame where the voice begins (the canceller's
+    # latency into it), not before: the echo alone never cut.
+    voice_s = voice_at / RATE
+    assert len(heard) == 1 and 10.0 + voice_s < heard[0] <= 10.0 + voice_s + 0.04, heard
+    mic.flush()  # the short remainder
+    sent += [r.blob.data for r in _drain(queue)]
+    assert b"".join(sent) == b"".join(expected)
+
+
 def test_the_microphone_is_muted_while_the_canceller_learns_at_most_learn_s(monkeypatch) -> None:
     clock = FakeClock()
     echo = MicEcho(RATE, played_rate=RATE, clock=clock)
@@ -215,6 +276,42 @@ def test_the_microphone_is_muted_while_the_canceller_learns_at_most_learn_s(monk
     assert echo.canceller.echo_delay is None
     learn_chunks = round(LEARN_S * RATE / CHUNK)
     assert muted == [True] * learn_chunks + [False] * (len(muted) - learn_chunks)
+
+
+def test_a_line_passes_as_it_came_until_the_canceller_finds_an_echo() -> None:
+    """A phone line (``mute_while_learning=False``): never muted; with no
+    echo on it, the caller's voice over an answer passes unchanged, the
+    canceller's latency later, however long it talks over it (the canceller
+    would have learnt a false echo path from it); with an echo, the
+    canceller's output from when it has found it."""
+    rng = np.random.default_rng(2)
+    far = np.rint(rng.standard_normal(4 * RATE) * 3000).astype(np.int16)
+    caller = np.rint(rng.standard_normal(4 * RATE) * 2000).astype(np.int16)
+    frame = RATE // 50
+
+    def line(mic: np.ndarray) -> tuple[MicEcho, np.ndarray]:
+        clock = FakeClock()
+        echo = MicEcho(RATE, played_rate=RATE, mute_while_learning=False, clock=clock)
+        out = []
+        for k in range(len(mic) // frame):
+            if k % 2 == 0:  # the pacer's 40 ms frames, as they play
+                echo.played(far[k * frame : k * frame + FRAME].tobytes(), 10.0 + k * 0.02)
+            clock.now = 10.0 + (k + 1) * 0.02
+            out.append(echo.cancel(mic[k * frame : (k + 1) * frame].tobytes()))
+        return echo, np.frombuffer(b"".join(out), np.int16)
+
+    echo, out = line(caller)  # no echo: double talk throughout
+    assert echo.canceller.echo_delay is None
+    latency = echo.canceller.latency
+    np.testing.assert_array_equal(out[latency:], caller[: len(out) - latency])
+
+    heard = np.zeros_like(far)
+    heard[960:] = far[:-960] // 2  # the line's echo: 60 ms, half level
+    echo, out = line(heard)
+    assert echo.canceller.echo_delay is not None
+    late = out[3 * RATE :].astype(float)
+    erle = 10 * np.log10(np.mean(heard[3 * RATE :].astype(float) ** 2) / (np.mean(late**2) + 1))
+    assert erle >= 20, f"{erle:.1f} dB"
 
 
 def test_the_pacer_tells_when_each_frame_plays_and_when_the_client_stopped() -> None:

@@ -537,21 +537,24 @@ def test_a_tokens_max_sessions_holds_for_calls(keyed_server) -> None:
     asyncio.run(scenario())
 
 
-def test_the_phone_echo_canceller_is_a_setting_off_by_default() -> None:
+def test_the_phone_echo_canceller_is_on_by_default_and_never_mutes_a_call() -> None:
     """``phone_echo_cancellation`` opens every call's conversation with
-    ``echoCancellation: "server"`` (the canceller built on its mic path,
-    tested in test_mic_echo.py); off by default (docs/telephony.md, "The
-    caller's echo")."""
+    ``echoCancellation: "server"`` and no mute while it learns (the
+    canceller built on its mic path, tested in test_mic_echo.py); on by
+    default, off with AUDIOCORE_PHONE_ECHO_CANCELLATION=false
+    (docs/telephony.md, "The caller's echo")."""
     from audiocore_server.phone.call_dialect import TWILIO, CallDialect
     from audiocore_server.wire import call_messages, fields
 
     start = call_messages.StreamStart("MZ1", "CA1", "AC1", {})
 
-    async def opened(**options: Any) -> str:
+    async def opened(**options: Any) -> tuple[str, bool]:
         dialect = CallDialect(TWILIO, start, "caller", None, None, **options)
         opening = await dialect.open(None, 1.0, fields.Limits())  # type: ignore[arg-type]
-        return opening.start.echo_cancellation
+        return opening.start.echo_cancellation, opening.mute_while_learning
 
-    assert asyncio.run(opened(echo_cancellation=True)) == "server"
-    assert asyncio.run(opened()) == "client"
-    assert Settings().phone_echo_cancellation is False
+    assert asyncio.run(opened(echo_cancellation=True)) == ("server", False)
+    assert asyncio.run(opened(echo_cancellation=False)) == ("client", False)
+    assert Settings().phone_echo_cancellation is True
+    off = Settings.from_env({"AUDIOCORE_PHONE_ECHO_CANCELLATION": "false"})
+    assert off.phone_echo_cancellation is False
