@@ -19,10 +19,10 @@ it down; a detector on chunks, like the offline model's, then takes it for
 speech. With the server's echo canceller the frame is checked cleaned (the
 converter cleans each frame as it comes, before the cut): the answer's own
 echo is gone from it, and the cut comes the canceller's latency (16 ms)
-later. What is left of the echo pays that price too: with the core's
-canceller of 2026-12-06 the room tests' agent interrupted itself two to
-three times as often as with the frame waiting for its chunk (docs/audio.md,
-"Tried end to end").
+later. What is left of the echo pays that price too: before the canceller
+followed shifts of the echo path within a block, the room tests' agent
+interrupted itself two to three times as often this way as with the frame
+waiting for its chunk (docs/audio.md, "Tried end to end").
 """
 
 from __future__ import annotations
