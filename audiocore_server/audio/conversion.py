@@ -23,8 +23,9 @@ def _identity(buf: bytes) -> bytes:
 class InputAudio:
     """``clean``, when given, takes each call's converted audio (and the
     resampler's tail) before anything else sees it and returns as many
-    samples: the server's echo canceller (``audio/echo.py``), which is
-    exact however its input is split, so it runs on the client's frames as
+    samples (a ValueError says when it did not): the server's echo
+    canceller (``audio/echo.py``), which is exact however its input is
+    split, so it runs on the client's frames as
     they come and the voice cut below judges the cleaned audio. What the
     chunks carry is exactly the cleaned stream, in order."""
 
@@ -61,11 +62,12 @@ class InputAudio:
         pending = self._pending
         converted = self._convert(data)
         if self._clean is not None and converted:
-            converted = self._clean(converted)
+            converted = self._cleaned(converted)
         if cut is None:
             pending += converted
             return self._take_chunks() if len(pending) >= self._chunk_bytes else []
-        converted = bytes(converted)
+        if not isinstance(converted, bytes):
+            converted = bytes(converted)
         if not (converted and cut(converted)):
             pending += converted
             return self._take_chunks() if len(pending) >= self._chunk_bytes else []
@@ -79,13 +81,21 @@ class InputAudio:
             tail = self._resampler.flush()
             self._resampler.reset()
             if self._clean is not None and tail:
-                tail = self._clean(tail)
+                tail = self._cleaned(tail)
             self._pending += tail
         chunks = self._take_chunks()
         if self._pending:
             chunks.append(bytes(self._pending))
             self._pending.clear()
         return chunks
+
+    def _cleaned(self, audio: bytes) -> bytes:
+        assert self._clean is not None
+        cleaned = self._clean(audio)
+        if len(cleaned) != len(audio):
+            # A sample lost or added here would shift every later chunk.
+            raise ValueError(f"clean returned {len(cleaned)} bytes for {len(audio)}")
+        return cleaned
 
     def _take_chunks(self) -> list[bytes]:
         size = self._chunk_bytes

@@ -172,7 +172,8 @@ class MicEcho:
             self._raw = None  # found: the canceller's output from here on
             return cleaned
         raw += pcm
-        passed = bytes(raw[: len(cleaned)])
+        with memoryview(raw) as view:
+            passed = bytes(view[: len(cleaned)])
         del raw[: len(cleaned)]
         return passed
 
