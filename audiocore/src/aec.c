@@ -95,9 +95,20 @@
     X(sr, (size_t)(a->max_lag + 1) * a->est_bins)                                                  \
     X(si, (size_t)(a->max_lag + 1) * a->est_bins)                                                  \
     X(score, (size_t)(a->max_lag + 1))                                                             \
-    X(cr, a->stride)                                                                               \
-    X(ci, a->stride)                                                                               \
+    X(cr, a->fine_stride)                                                                          \
+    X(ci, a->fine_stride)                                                                          \
+    X(fine_near, a->fine_frame)                                                                    \
+    X(fine_echo, a->fine_frame)                                                                    \
+    X(fine_work, a->fine_frame)                                                                    \
+    X(fnr, a->fine_stride)                                                                         \
+    X(fni, a->fine_stride)                                                                         \
+    X(fyr, a->fine_stride)                                                                         \
+    X(fyi, a->fine_stride)                                                                         \
+    X(fur, a->fine_stride)                                                                         \
+    X(fui, a->fine_stride)                                                                         \
     X(taps, (size_t)a->partitions * a->block)                                                      \
+    X(trial_r, (size_t)a->partitions * a->stride)                                                 \
+    X(trial_i, (size_t)a->partitions * a->stride)                                                 \
     X(snap_r, (size_t)2 * a->partitions * a->stride)                                               \
     X(snap_i, (size_t)2 * a->partitions * a->stride)
 
@@ -111,6 +122,7 @@ void ac_aec_free(ac_aec *a)
     free(a->window);
     free(a->far_active);
     ac_rfft_free(a->fft);
+    ac_rfft_free(a->fine_fft);
     free(a);
 }
 
@@ -136,6 +148,7 @@ void ac_aec_reset(ac_aec *a)
     a->candidate_count = 0;
     a->fine_candidate = 0;
     a->fine_count = 0;
+    a->fine_hold = 0;
     a->snap_block[0] = a->snap_block[1] = -1;
     a->snap_older = 0;
     a->refine_until = -1;
@@ -181,9 +194,10 @@ ac_aec *ac_aec_new(int rate, int block, int partitions, int max_lag, int in_form
     ac_aec_align_setup(a); /* before the arrays: it sizes some */
 
     a->fft = ac_rfft_new(a->frame);
+    a->fine_fft = ac_rfft_new(a->fine_frame);
     a->window = malloc(sizeof(float) * (size_t)a->frame);
     a->far_active = malloc((size_t)a->ring);
-    int ok = a->fft != NULL && a->window != NULL && a->far_active != NULL;
+    int ok = a->fft != NULL && a->fine_fft != NULL && a->window != NULL && a->far_active != NULL;
 #define ALLOC_ARRAY(name, count)                                                                   \
     a->name = malloc(sizeof(float) * (size_t)(count));                                             \
     ok = ok && a->name != NULL;
@@ -335,10 +349,11 @@ static void run_block(ac_aec *a)
         a->shadow_power = a->main_power;
     }
 
-    /* The echo path moved by less than a block: both filters follow at
-     * once (the first answer's filter, still learning, is left alone). */
+    /* The echo path moved by up to a block and a half: both filters follow
+     * at once (the first answer's filter, still learning, is left alone). */
+    ac_aec_fine_feed(a, echo);
     if (a->far_active[slot] && a->active_blocks >= a->adapt_blocks)
-        ac_aec_fine_align(a, echo);
+        ac_aec_fine_align(a);
 
     /* A filter worse than none (just after the path changed): the suppressor
      * works on the microphone instead. */

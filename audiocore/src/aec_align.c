@@ -2,7 +2,7 @@
  * cancellation"): the bulk delay of the echo in whole blocks, found by the
  * phase coherence of far and near spectra, which moves the window by
  * partitions; and the fine alignment, which moves the filters' taps by the
- * echo path's shifts of less than a block. */
+ * echo path's shifts of up to a block and a half. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,13 +30,23 @@
 #define FINE_CONFIRM 2
 #define FINE_MIN_SHIFT 40e-6f
 #define SINC_HALF 8
+/* Its frame, in blocks: the correlation is circular over it, and a shift
+ * shows whole up to 3/8 of it either way (1.5 blocks).  FINE_STRENGTH is
+ * for FINE_BINS bins in the band (8 and 16 kHz); incoherent phasors peak at
+ * about 1 / sqrt(bins), so a band of fewer bins (24 and 48 kHz) needs more. */
+#define FINE_SPAN 4
+#define FINE_BINS 102.0f
+#define TRIAL_BLOCKS 2
 /* By the time a shift is confirmed, the filters have been adapting to the
  * moved path for a few blocks, which the move would carry along, spoilt:
  * it is applied to a snapshot of the main filter taken while it was still
  * aligned (peak at 0 with at least FINE_ALIGNED of coherence), the older
- * of two taken SNAP_TIME apart, so that it predates the move. */
+ * of two taken SNAP_TIME apart, so that it predates the move, and only
+ * if taken within SNAP_AGE of far-end activity: an older one may be of a
+ * room that has changed since. */
 #define FINE_ALIGNED 0.8f
 #define SNAP_TIME 0.05f
+#define SNAP_AGE 0.3f
 /* The first estimate of a shift still mixes in blocks from before it (the
  * smoothing), so it falls short by a fraction of a sample, which costs
  * 10 dB or more at the band's top.  For REFINE_TIME after it, the estimate
@@ -55,9 +65,20 @@ void ac_aec_align_setup(ac_aec *a)
     hi = hi > a->block ? a->block : hi;
     a->est_lo = lo;
     a->est_bins = hi > lo ? hi - lo : 1;
+    a->fine_frame = FINE_SPAN * a->block;
+    a->fine_stride = (a->fine_frame / 2 + 1 + 15) & ~15;
+    const float fine_hz = (float)a->rate / (float)a->fine_frame;
+    lo = (int)ceilf(DELAY_LOW_HZ / fine_hz);
+    hi = (int)floorf(DELAY_HIGH_HZ / fine_hz);
+    lo = lo < 1 ? 1 : lo;
+    hi = hi > a->fine_frame / 2 ? a->fine_frame / 2 : hi;
+    a->fine_lo = lo;
+    a->fine_hi = hi > lo ? hi : lo + 1;
+    a->fine_strength = FINE_STRENGTH * sqrtf(FINE_BINS / (float)(a->fine_hi - a->fine_lo));
     a->fine_rate = fminf(1.0f, block_s / FINE_TIME);
     a->fine_min = FINE_MIN_SHIFT * (float)a->rate;
     a->snap_blocks = (int)ceilf(SNAP_TIME / block_s);
+    a->snap_age = (int)ceilf(SNAP_AGE / block_s);
     a->refine_blocks = (int)ceilf(REFINE_TIME / block_s);
     a->refine_min = REFINE_MIN_SHIFT * (float)a->rate;
 }
@@ -91,9 +112,10 @@ static void move_filter(ac_aec *a, int offset)
     }
     a->offset = offset;
     /* The echo estimate jumps with the window: the fine alignment starts over. */
-    memset(a->cr, 0, sizeof(float) * (size_t)a->stride);
-    memset(a->ci, 0, sizeof(float) * (size_t)a->stride);
+    memset(a->cr, 0, sizeof(float) * (size_t)a->fine_stride);
+    memset(a->ci, 0, sizeof(float) * (size_t)a->fine_stride);
     a->fine_count = 0;
+    a->fine_hold = FINE_SPAN;
     a->refine_until = -1;
     a->snap_block[0] = a->snap_block[1] = -1;
     /* A jump of more than the margin leaves the echo's start where the
@@ -197,19 +219,33 @@ void ac_aec_estimate_delay(ac_aec *a, int slot, int near_active)
 }
 
 
-/* Both filters' impulse responses (the partitions end to end) later by
- * `shift` samples, a fraction included: band-limited interpolation with a
- * Hann-windowed sinc, exact for whole samples.  Taps moved past either end
- * of the window are lost. */
+/* A filter's impulse response, the partitions end to end, into `taps`;
+ * returns the index of its largest tap. */
+static int load_taps(ac_aec *a, const float *wr, const float *wi)
+{
+    const int N = a->block, P = a->partitions;
+    const size_t S = (size_t)a->stride;
+    int peak = 0;
+    for (int p = 0; p < P; p++) {
+        ac_rfft_inverse(a->fft, wr + p * S, wi + p * S, a->work);
+        memcpy(a->taps + (size_t)p * N, a->work, sizeof(float) * (size_t)N);
+    }
+    for (int n = 1; n < P * N; n++)
+        if (fabsf(a->taps[n]) > fabsf(a->taps[peak]))
+            peak = n;
+    return peak;
+}
+
+/* The impulse response in `taps`, later by `shift` samples, a fraction
+ * included, back into the filter (wr, wi): band-limited interpolation with
+ * a Hann-windowed sinc, exact for whole samples.  Taps moved past either
+ * end of the window are lost. */
 static void move_taps(ac_aec *a, float *wr, float *wi, float shift)
 {
     const int N = a->block, P = a->partitions, len = P * N;
     const size_t S = (size_t)a->stride;
-    float *h = a->taps, *w = a->work;
-    for (int p = 0; p < P; p++) {
-        ac_rfft_inverse(a->fft, wr + p * S, wi + p * S, w);
-        memcpy(h + (size_t)p * N, w, sizeof(float) * (size_t)N);
-    }
+    const float *h = a->taps;
+    float *w = a->work;
     const int whole = (int)floorf(shift);
     const float frac = shift - (float)whole;
     const float pi = 3.14159265358979f;
@@ -237,45 +273,80 @@ static void move_taps(ac_aec *a, float *wr, float *wi, float shift)
     }
 }
 
+/* Whether the moved filter (trial_r, trial_i, at the window's offset as it
+ * now stands) would have left less of the echo than the main filter did
+ * over the last TRIAL_BLOCKS blocks: after a change of the room rather
+ * than a shift, the cross-spectrum of a filter still learning points at
+ * stray shifts, and moving its taps by them undoes what it learnt. */
+static int trial_wins(ac_aec *a)
+{
+    const int N = a->block, F = a->fine_frame;
+    double moved = 0.0, kept = 0.0;
+    for (int k = 0; k < TRIAL_BLOCKS; k++) {
+        ac_aec_filter_output_back(a, a->trial_r, a->trial_i, a->yr, a->yi, k);
+        ac_rfft_inverse(a->fft, a->yr, a->yi, a->work);
+        const float *mic = a->fine_near + F - (k + 1) * N, *est = a->fine_echo + F - (k + 1) * N;
+        for (int n = 0; n < N; n++) {
+            float e = mic[n] - a->work[N + n], d = mic[n] - est[n];
+            moved += (double)e * e;
+            kept += (double)d * d;
+        }
+    }
+    return moved < kept;
+}
+
+/* The fine alignment's history: the last FINE_SPAN blocks of the near end
+ * and of the main filter's echo estimate (`echo`, the current block). */
+void ac_aec_fine_feed(ac_aec *a, const float *echo)
+{
+    const int N = a->block, keep = a->fine_frame - N;
+    memmove(a->fine_near, a->fine_near + N, sizeof(float) * (size_t)keep);
+    memcpy(a->fine_near + keep, a->near_in, sizeof(float) * (size_t)N);
+    memmove(a->fine_echo, a->fine_echo + N, sizeof(float) * (size_t)keep);
+    memcpy(a->fine_echo + keep, echo, sizeof(float) * (size_t)N);
+    if (a->fine_hold > 0)
+        a->fine_hold--;
+}
+
 /* Fine alignment.  Each new answer of an agent may start to play a few ms
  * away from where its reference says (a render quantum, a prebuffer's
- * jitter): the bulk delay stays put, and the filter, a few samples off,
- * removes only a few dB until it has learnt the path again.  Such a shift
- * shows in the cross-spectrum of the near end and the filter's own echo
- * estimate: while the estimate is right that is real (what the filter
- * leaves is uncorrelated with its estimate); when the echo comes t samples
- * later it turns by -w t at w radians per sample.  Its phase correlation
- * (unit phasors back to the time domain) peaks at the whole samples of t,
- * the phase slope left after them gives the fraction, and a shift that
- * holds for FINE_CONFIRM blocks moves both filters' taps at once.
- * `echo` is the current block of the main filter's echo estimate; dr, di
- * the near end's spectrum over the same two blocks. */
-void ac_aec_fine_align(ac_aec *a, const float *echo)
+ * jitter, up to 12 ms from one answer to the next): the bulk delay stays
+ * put, and the filter, a few samples off, removes only a few dB until it
+ * has learnt the path again.  Such a shift shows in the cross-spectrum of the near end and the filter's
+ * own echo estimate over the last FINE_SPAN blocks: while the estimate is
+ * right that is real (what the filter leaves is uncorrelated with its
+ * estimate); when the echo comes t samples later it turns by -w t at w
+ * radians per sample.  Its phase correlation (unit phasors back to the time
+ * domain) peaks at the whole samples of t, the phase slope left after them
+ * gives the fraction, and a shift that holds for FINE_CONFIRM blocks moves
+ * both filters' taps at once. */
+void ac_aec_fine_align(ac_aec *a)
 {
-    const int N = a->block, F = a->frame, lo = a->est_lo, hi = a->est_lo + a->est_bins;
-    float *w = a->work;
-    /* yr, yi and gr, gi are free until the next filter output and step */
-    float *yr = a->yr, *yi = a->yi, *ur = a->gr, *ui = a->gi;
-    memcpy(w, a->echo_prev, sizeof(float) * (size_t)N);
-    memcpy(w + N, echo, sizeof(float) * (size_t)N);
-    ac_rfft_forward(a->fft, w, yr, yi);
-    memset(ur, 0, sizeof(float) * (size_t)a->bins);
-    memset(ui, 0, sizeof(float) * (size_t)a->bins);
+    /* the echo history still holds estimates from before the last move */
+    if (a->fine_hold > 0)
+        return;
+    const int N = a->block, F = a->fine_frame, lo = a->fine_lo, hi = a->fine_hi;
+    float *w = a->fine_work, *ur = a->fur, *ui = a->fui;
+    const float *dr = a->fnr, *di = a->fni, *yr = a->fyr, *yi = a->fyi;
+    ac_rfft_forward(a->fine_fft, a->fine_near, a->fnr, a->fni);
+    ac_rfft_forward(a->fine_fft, a->fine_echo, a->fyr, a->fyi);
+    memset(ur, 0, sizeof(float) * (size_t)a->fine_stride);
+    memset(ui, 0, sizeof(float) * (size_t)a->fine_stride);
     const float c = a->fine_rate;
     for (int f = lo; f < hi; f++) {
         /* near * conj(echo estimate) */
-        float re = a->dr[f] * yr[f] + a->di[f] * yi[f];
-        float im = a->di[f] * yr[f] - a->dr[f] * yi[f];
+        float re = dr[f] * yr[f] + di[f] * yi[f];
+        float im = di[f] * yr[f] - dr[f] * yi[f];
         a->cr[f] += c * (re - a->cr[f]);
         a->ci[f] += c * (im - a->ci[f]);
         float m = sqrtf(a->cr[f] * a->cr[f] + a->ci[f] * a->ci[f]);
         ur[f] = m > 0.0f ? a->cr[f] / m : 0.0f;
         ui[f] = m > 0.0f ? a->ci[f] / m : 0.0f;
     }
-    ac_rfft_inverse(a->fft, ur, ui, w);
-    /* Lags within 3/4 of a block either way (the correlation is circular
-     * over two blocks); w[t] reaches 2 * bins / F where every bin agrees. */
-    const int range = 3 * N / 4;
+    ac_rfft_inverse(a->fine_fft, ur, ui, w);
+    /* Lags within 3/8 of the frame either way; w[t] reaches 2 * bins / F
+     * where every bin agrees. */
+    const int range = 3 * F / 8;
     int best = 0;
     for (int t = -range; t <= range; t++)
         if (w[t < 0 ? F + t : t] > w[best < 0 ? F + best : best])
@@ -316,10 +387,11 @@ void ac_aec_fine_align(ac_aec *a, const float *echo)
             memcpy(a->snap_i + at, a->wi, size);
             a->snap_block[a->snap_older] = (int64_t)a->blocks;
             a->snap_offset[a->snap_older] = a->offset;
+            a->snap_active[a->snap_older] = a->active_blocks;
             a->snap_older = newer;
         }
     }
-    if (strength < FINE_STRENGTH || fabsf(shift) < (refining ? a->refine_min : a->fine_min)) {
+    if (strength < a->fine_strength || fabsf(shift) < (refining ? a->refine_min : a->fine_min)) {
         a->fine_count = 0;
         return;
     }
@@ -333,22 +405,47 @@ void ac_aec_fine_align(ac_aec *a, const float *echo)
         return;
     if (!refining) {
         const int older = a->snap_older;
-        a->snap_base = a->snap_block[older] >= 0 && a->snap_offset[older] == a->offset ? older : -1;
+        a->snap_base = a->snap_block[older] >= 0 && a->snap_offset[older] == a->offset &&
+                               a->active_blocks - a->snap_active[older] <= a->snap_age
+                           ? older
+                           : -1;
         a->snap_moved = 0.0f;
         a->refine_until = (int64_t)a->blocks + a->refine_blocks;
     }
     a->snap_moved += shift;
+    /* The move applies to the snapshot (the whole shift since it, and the
+     * blocks the window has moved since) or else to the filter as it is. */
+    const float *from_r = a->wr, *from_i = a->wi;
+    float move = shift;
     if (a->snap_base >= 0) {
         const size_t at = (size_t)a->snap_base * a->partitions * a->stride;
-        memcpy(a->wr, a->snap_r + at, size);
-        memcpy(a->wi, a->snap_i + at, size);
-        move_taps(a, a->wr, a->wi, a->snap_moved);
-    } else {
-        move_taps(a, a->wr, a->wi, shift);
+        from_r = a->snap_r + at;
+        from_i = a->snap_i + at;
+        move = a->snap_moved + (float)((a->snap_offset[a->snap_base] - a->offset) * N);
     }
-    memcpy(a->vr, a->wr, size);
-    memcpy(a->vi, a->wi, size);
-    memset(a->cr, 0, sizeof(float) * (size_t)a->stride);
-    memset(a->ci, 0, sizeof(float) * (size_t)a->stride);
+    /* An echo that comes earlier by more than the margin would leave the
+     * direct sound within a block of the window's start, or before it: the
+     * window moves earlier by whole blocks (its tail's last blocks lost). */
+    const int peak = load_taps(a, from_r, from_i);
+    int room = 0;
+    while (room < a->offset && (float)peak + move + (float)(room * N) < (float)N)
+        room++;
+    move_taps(a, a->trial_r, a->trial_i, move + (float)(room * N));
+    a->offset -= room;
+    if (!trial_wins(a)) {
+        a->offset += room;
+        a->snap_moved -= shift;
+        if (!refining)
+            a->refine_until = -1;
+        a->fine_count = 0;
+        return;
+    }
+    memcpy(a->wr, a->trial_r, size);
+    memcpy(a->wi, a->trial_i, size);
+    memcpy(a->vr, a->trial_r, size);
+    memcpy(a->vi, a->trial_i, size);
+    memset(a->cr, 0, sizeof(float) * (size_t)a->fine_stride);
+    memset(a->ci, 0, sizeof(float) * (size_t)a->fine_stride);
     a->fine_count = 0;
+    a->fine_hold = FINE_SPAN;
 }

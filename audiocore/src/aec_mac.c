@@ -172,11 +172,17 @@ void ac_aec_pick_kernels(ac_aec *a)
 /* y = sum over partitions of W_p X(lag offset + p). */
 void ac_aec_filter_output(ac_aec *a, const float *wr, const float *wi, float *yr, float *yi)
 {
+    ac_aec_filter_output_back(a, wr, wi, yr, yi, 0);
+}
+
+void ac_aec_filter_output_back(ac_aec *a, const float *wr, const float *wi, float *yr, float *yi,
+                               int back)
+{
     const size_t S = (size_t)a->stride;
     memset(yr, 0, sizeof(float) * S);
     memset(yi, 0, sizeof(float) * S);
     for (int p = 0; p < a->partitions; p++) {
-        int s = slot_of(a, a->offset + p);
+        int s = slot_of(a, a->offset + p + back);
         a->mac(yr, yi, wr + p * S, wi + p * S, a->xr + s * S, a->xi + s * S, (int)S);
     }
 }

@@ -4,7 +4,8 @@
  *   aec.c        life cycle, the block pipeline (filters, step control,
  *                residual echo suppression) and streaming;
  *   aec_align.c  where the filter's window stands: the bulk delay in
- *                whole blocks and the fine alignment within a block;
+ *                whole blocks and the fine alignment of shifts up to a
+ *                block and a half;
  *   aec_mac.c    the filters' complex multiply-accumulate, per SIMD path. */
 #ifndef AUDIOCORE_AEC_STATE_H
 #define AUDIOCORE_AEC_STATE_H
@@ -75,12 +76,27 @@ struct ac_aec {
     float *cr, *ci, *taps;
     float fine_rate, fine_min;
     int fine_candidate, fine_count;
+    /* its own frame of FINE_SPAN blocks (a shift of more than a block shows
+     * whole): the last fine_frame samples of the near end and of the echo
+     * estimate, a work buffer, their spectra and the unit cross-spectrum
+     * over fine_stride bins, the band [fine_lo, fine_hi), the coherence a
+     * shift needs for that many bins, and the blocks after a move during
+     * which the echo history still holds estimates from before it */
+    ac_rfft *fine_fft;
+    int fine_frame, fine_stride, fine_lo, fine_hi, fine_hold;
+    float fine_strength;
+    /* a move is tried on a copy of the main filter first */
+    float *trial_r, *trial_i;
+    float *fine_near, *fine_echo, *fine_work, *fnr, *fni, *fyr, *fyi, *fur, *fui;
     /* two snapshots of the main filter, taken while it was aligned (one a
      * slot of partitions * stride in snap_r, snap_i), the block each was
      * taken at (-1: none), its window offset, the older one's slot */
     float *snap_r, *snap_i;
     int64_t snap_block[2];
     int snap_offset[2], snap_older, snap_blocks;
+    /* the active far-end blocks counted when each was taken, and how many
+     * more a snapshot may be old (the path may have changed since) */
+    int snap_active[2], snap_age;
     /* after a shift: until which block it is refined, the snapshot it was
      * applied to (-1: none) and the total shift applied to it */
     int64_t refine_until;
@@ -101,11 +117,15 @@ static inline int slot_of(const ac_aec *a, int64_t lag)
 /* aec_mac.c */
 void ac_aec_pick_kernels(ac_aec *a);
 void ac_aec_filter_output(ac_aec *a, const float *wr, const float *wi, float *yr, float *yi);
+/* The same for the block `back` blocks before the current one. */
+void ac_aec_filter_output_back(ac_aec *a, const float *wr, const float *wi, float *yr, float *yi,
+                               int back);
 void ac_aec_filter_update(ac_aec *a, float *wr, float *wi, const float *gr, const float *gi);
 
 /* aec_align.c */
 void ac_aec_align_setup(ac_aec *a);
 void ac_aec_estimate_delay(ac_aec *a, int slot, int near_active);
-void ac_aec_fine_align(ac_aec *a, const float *echo);
+void ac_aec_fine_feed(ac_aec *a, const float *echo);
+void ac_aec_fine_align(ac_aec *a);
 
 #endif
