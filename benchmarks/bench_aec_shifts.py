@@ -6,8 +6,9 @@ of the offline model sees of the agent's own echo after the canceller.
 
 The server lays the reference (what the client plays) on a timeline from
 the pacer's model, but each new answer starts to play a little away from
-where the pacer says: a render quantum, a prebuffer's jitter (0-5 ms), now
-and then a larger step (20 ms). This replays that offline, at 16 kHz, as
+where the pacer says: a render quantum, a prebuffer's jitter (0-5 ms), up
+to 12 ms from one answer to the next in the end-to-end tests' recorded
+runs (docs/audio.md), now and then a larger step (20 ms). This replays that offline, at 16 kHz, as
 the server runs the canceller (docs/audio.md, "In the server"): PCM16 in
 and out, 50 ms microphone chunks, each paired sample for sample with the
 reference over the same span.
@@ -19,8 +20,8 @@ what was played ("normal"), or 4-5 dB below ("louder": the loudspeaker
 next to the microphone at full volume). The answers are espeak-ng's voice
 "en" (as bench_aec.py makes them), one or two sentences each, peaks at 0.5
 of full scale, back to back with 0.4-1.2 s gaps. Each answer's echo is
-moved against the reference by: nothing ("exact"), a random 0-5 ms, or 0
-or 20 ms at random.
+moved against the reference by: nothing ("exact"), a random 0-5 ms, a
+random 0-12 ms, or 0 or 20 ms at random.
 
 A first answer, not counted, lets the canceller learn the room (the
 server mutes the microphone while it does: docs/audio.md, "While it
@@ -61,6 +62,7 @@ LEVELS = {"normal": 0.1, "louder": 0.26}
 MOVES = {
     "exact": lambda rng: 0.0,
     "0-5 ms": lambda rng: rng.uniform(0.0, 0.005),
+    "0-12 ms": lambda rng: rng.uniform(0.0, 0.012),
     "0 or 20 ms": lambda rng: 0.02 * rng.integers(0, 2),
 }
 
