@@ -174,6 +174,27 @@ def test_it_converges_again_after_the_echo_path_changes(rng):
     assert attenuation_db(near[last], out[last]) >= 30
 
 
+def path_that_moves(rng, rate, shift):
+    """Six seconds of white noise through a room 40 ms away whose echo
+    comes `shift` samples later from the fourth second on: the far end,
+    the microphone, and the sample where it moved."""
+    n, move = 6 * rate, 4 * rate
+    far = noise(rng, n)
+    taps = room_taps(rng, rate, 0.05)
+    before = echo_of(far, delay=rate // 25, gain=0.7, taps=taps)
+    after = echo_of(far, delay=rate // 25 + shift, gain=0.7, taps=taps)
+    return far, np.concatenate([before[:move], after[move:]]), move
+
+
+def assert_followed(near, out, rate, move, floor_db):
+    """Settled before the move (30 dB), and `floor_db` removed 250-750 ms
+    after it."""
+    settled = slice(move - rate, move)
+    assert attenuation_db(near[settled], out[settled]) >= 30
+    after_move = slice(move + rate // 4, move + 3 * rate // 4)
+    assert attenuation_db(near[after_move], out[after_move]) >= floor_db
+
+
 # A converged filter whose echo path then moves by less than a block (an
 # answer that starts to play a few samples away from where its reference
 # says): the bulk delay stays put, and the fine alignment moves the taps.
@@ -196,21 +217,12 @@ def test_it_converges_again_after_the_echo_path_changes(rng):
     ],
 )
 def test_a_shift_within_a_block_is_followed_at_once(rng, rate, shift, floor_db):
-    n = 6 * rate
-    move = 4 * rate
-    far = noise(rng, n)
-    taps = room_taps(rng, rate, 0.05)
-    before = echo_of(far, delay=rate // 25, gain=0.7, taps=taps)
-    after = echo_of(far, delay=rate // 25 + shift, gain=0.7, taps=taps)
-    near = np.concatenate([before[:move], after[move:]])
+    far, near, move = path_that_moves(rng, rate, shift)
     aec = EchoCanceller(rate, output="f32", suppress=False)
     first = aec.process(far[:move], near[:move])
     delay = aec.echo_delay
     out = np.concatenate([first, aec.process(far[move:], near[move:])])[aec.latency :]
-    settled = slice(move - rate, move)
-    assert attenuation_db(near[settled], out[settled]) >= 30
-    after_move = slice(move + rate // 4, move + 3 * rate // 4)
-    assert attenuation_db(near[after_move], out[after_move]) >= floor_db
+    assert_followed(near, out, rate, move, floor_db)
     # The bulk delay stayed where it was: the taps moved.
     assert aec.echo_delay == delay
 
@@ -233,18 +245,9 @@ def test_a_shift_within_a_block_is_followed_at_once(rng, rate, shift, floor_db):
     ],
 )
 def test_a_shift_of_more_than_a_block_is_followed_at_once(rng, rate, shift, floor_db):
-    n = 6 * rate
-    move = 4 * rate
-    far = noise(rng, n)
-    taps = room_taps(rng, rate, 0.05)
-    before = echo_of(far, delay=rate // 25, gain=0.7, taps=taps)
-    after = echo_of(far, delay=rate // 25 + shift, gain=0.7, taps=taps)
-    near = np.concatenate([before[:move], after[move:]])
+    far, near, move = path_that_moves(rng, rate, shift)
     out, _ = cancel(far, near, rate, suppress=False)
-    settled = slice(move - rate, move)
-    assert attenuation_db(near[settled], out[settled]) >= 30
-    after_move = slice(move + rate // 4, move + 3 * rate // 4)
-    assert attenuation_db(near[after_move], out[after_move]) >= floor_db
+    assert_followed(near, out, rate, move, floor_db)
 
 
 def test_the_earliest_coherent_lag_is_taken(rng):
