@@ -280,6 +280,8 @@ static void move_taps(ac_aec *a, float *wr, float *wi, float shift)
  * stray shifts, and moving its taps by them undoes what it learnt. */
 static int trial_wins(ac_aec *a)
 {
+    /* yr, yi and work are free here: run_block has taken what it needs of
+     * them for this block, and the next filter output writes them anew */
     const int N = a->block, F = a->fine_frame;
     double moved = 0.0, kept = 0.0;
     for (int k = 0; k < TRIAL_BLOCKS; k++) {

@@ -69,10 +69,10 @@ struct ac_aec {
     float *score;
     int lag, candidate, candidate_count;
 
-    /* fine alignment over the same bins: the smoothed cross-spectrum of
-     * the near end and the echo estimate (stride), the shift it points to
-     * and for how many blocks in a row; `taps` holds a filter's impulse
-     * response (partitions * block) while it is moved */
+    /* fine alignment: the smoothed cross-spectrum of the near end and the
+     * echo estimate over its own frame (fine_stride, below), the shift it
+     * points to and for how many blocks in a row; `taps` holds a filter's
+     * impulse response (partitions * block) while it is moved */
     float *cr, *ci, *taps;
     float fine_rate, fine_min;
     int fine_candidate, fine_count;
