@@ -11,6 +11,7 @@ from audiocore._buffers cimport F32, S16, get_samples
 from audiocore._caec cimport (
     ac_aec,
     ac_aec_echo_delay,
+    ac_aec_echo_found,
     ac_aec_first_nonfinite,
     ac_aec_free,
     ac_aec_latency,
@@ -153,6 +154,12 @@ cdef class EchoCancellerCore:
             return None
         cdef int64_t d = ac_aec_echo_delay(self._a)
         return None if d < 0 else d
+
+    @property
+    def echo_found(self):
+        """Whether it has found an echo to cancel; until then its output is
+        the near end unchanged."""
+        return self._a != NULL and ac_aec_echo_found(self._a) != 0
 
     cdef int _enter(self, str what) except -1:
         if self._a == NULL:

@@ -14,6 +14,7 @@ cdef extern from "aec.h" nogil:
     int64_t ac_aec_first_nonfinite(const void *buf, int64_t n)
     int ac_aec_latency(const ac_aec *a)
     int64_t ac_aec_echo_delay(const ac_aec *a)
+    int ac_aec_echo_found(const ac_aec *a)
     int ac_aec_path(const ac_aec *a)
 
 

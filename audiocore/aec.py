@@ -62,6 +62,13 @@ class EchoCanceller(EchoCancellerCore, Generic[_Output]):
     residual echo suppressor after the linear filter; without it the output
     is the linear filter's error alone.
 
+    Until it has found an echo to cancel (the bulk delay, `echo_delay`, or
+    its filter taking half the microphone's power out while the far end
+    plays), the output is the near end unchanged: on a line with no echo at
+    all (a headset, most phone lines) a near end talking over the far end
+    is never touched, though the filter adapts in that double talk.
+    `echo_found` says when it has.
+
     A NaN or infinity in the input is refused (`ValueError`) before any of
     the call is used: it would spoil the filter for good.  An EchoCanceller
     belongs to one stream: using it from two threads at once raises

@@ -30,6 +30,15 @@
 #define SHADOW_WIN 0.5f
 #define SHADOW_LOSE 4.0f
 #define COMPARE_TIME 0.1f
+/* An echo is found once the bulk delay is, or once the main filter's error
+ * power is below ECHO_FOUND of the microphone's, both smoothed over
+ * FOUND_TIME of blocks where the far end plays.  Until then the output is
+ * the microphone: with no echo at all, a near end talking over the far end
+ * teaches the filter a false path, whose estimate the suppressor would
+ * take out of the near end's words.  Over 0.1 s, two voices holding
+ * vowels with harmonics in common passed for an echo now and then. */
+#define ECHO_FOUND 0.5f
+#define FOUND_TIME 0.5f
 #define ADAPT_TIME 0.5f
 /* The leakage regression sees only the part of the residual whose power
  * follows the echo estimate's bin by bin, so it reads low (by 3 to 30 times
@@ -141,6 +150,8 @@ void ac_aec_reset(ac_aec *a)
     a->constrain_next = 0;
     a->pey = a->pyy = 0.0;
     a->main_power = a->shadow_power = 0.0f;
+    a->found_err = a->found_mic = 0.0f;
+    a->echo_found = 0;
     a->leak = 0.0f;
     a->active_blocks = 0;
     a->lag = -1;
@@ -185,6 +196,7 @@ ac_aec *ac_aec_new(int rate, int block, int partitions, int max_lag, int in_form
     a->leak_rate = fminf(1.0f, block_s / LEAK_TIME);
     a->mean_rate = fminf(1.0f, block_s / MEAN_TIME);
     a->compare_rate = fminf(1.0f, block_s / COMPARE_TIME);
+    a->found_rate = fminf(1.0f, block_s / FOUND_TIME);
     a->residual_decay = powf(10.0f, -6.0f * block_s / RESIDUAL_DECAY_TIME);
     a->adapt_blocks = (int)ceilf(ADAPT_TIME / block_s);
     /* |X(f)|^2 of a frame of white noise is frame * power, summed over the
@@ -222,6 +234,11 @@ int ac_aec_latency(const ac_aec *a)
 int64_t ac_aec_echo_delay(const ac_aec *a)
 {
     return a->lag < 0 ? -1 : (int64_t)a->lag * a->block;
+}
+
+int ac_aec_echo_found(const ac_aec *a)
+{
+    return a->echo_found;
 }
 
 int ac_aec_path(const ac_aec *a)
@@ -348,6 +365,15 @@ static void run_block(ac_aec *a)
         memcpy(a->vi, a->wi, sizeof(float) * (size_t)P * S);
         a->shadow_power = a->main_power;
     }
+    /* Whether there is an echo to cancel at all (ECHO_FOUND). */
+    if (a->far_active[slot]) {
+        a->found_err += a->found_rate * (err_power - a->found_err);
+        a->found_mic += a->found_rate * (near_power - a->found_mic);
+        if (a->found_err < ECHO_FOUND * a->found_mic)
+            a->echo_found = 1;
+    }
+    if (a->lag >= 0)
+        a->echo_found = 1;
 
     /* The echo path moved by up to a block and a half: both filters follow
      * at once (the first answer's filter, still learning, is left alone). */
@@ -465,7 +491,14 @@ static void run_block(ac_aec *a)
             a->ewi[f] *= gain;
         }
     }
-    ac_rfft_inverse(a->fft, a->ewr, a->ewi, w);
+    if (a->echo_found) {
+        ac_rfft_inverse(a->fft, a->ewr, a->ewi, w);
+    } else {
+        /* No echo found yet: the microphone, through the same windows (all
+         * above still runs, so the state is what it would have been). */
+        for (int n = 0; n < 2 * N; n++)
+            w[n] = a->near_frame[n] * a->window[n];
+    }
     float *out = a->outq + a->outq_len;
     for (int n = 0; n < N; n++) {
         out[n] = a->ola[n] + w[n] * a->window[n];

@@ -57,6 +57,11 @@ int ac_aec_latency(const ac_aec *a);
  * or -1 while none is found. */
 int64_t ac_aec_echo_delay(const ac_aec *a);
 
+/* Whether an echo has been found to cancel: the bulk delay, or the filter
+ * taking a share of the microphone out while the far end plays.  Until
+ * then the output is the near end unchanged. */
+int ac_aec_echo_found(const ac_aec *a);
+
 int ac_aec_path(const ac_aec *a);
 
 #endif

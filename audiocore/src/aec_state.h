@@ -51,6 +51,10 @@ struct ac_aec {
      * until its error is clearly below the main filter's */
     float *vr, *vi;
     float main_power, shadow_power; /* smoothed error powers */
+    /* whether an echo was found (ECHO_FOUND in aec.c): the main filter's
+     * error and the microphone's powers smoothed where the far end plays */
+    float found_err, found_mic, found_rate;
+    int echo_found;
     int offset, constrain_next;
 
     /* per-block spectra and per-bin state, `stride` floats each */

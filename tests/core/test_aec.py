@@ -161,6 +161,45 @@ def test_double_talk_keeps_the_near_end(rng):
     assert snr >= 6
 
 
+@pytest.mark.parametrize("rate", RATES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_line_with_no_echo_is_left_alone_in_double_talk(rate, seed):
+    # A headset, or a phone line with no echo: the far end plays, the near
+    # end talks over it and on after it.  The filter adapts in the double
+    # talk and learns a false path from the near end's words; nothing of it
+    # may reach the output (main's canceller took 2-11 dB out of them, most
+    # in the 0.3 s after the far end stopped, while the false path's tail
+    # still rang).
+    rng = np.random.default_rng(seed)
+    n = 6 * rate
+    far = np.zeros(n, np.float32)
+    far[: 4 * rate] = speech_like(rng, 4 * rate, rate, level=0.2)
+    near = noise(rng, n, 1e-3)
+    near[rate : 5 * rate] += speech_like(rng, 4 * rate, rate, level=0.07)
+    aec = EchoCanceller(rate, output="f32")
+    out = aec.process(far, near)
+    assert not aec.echo_found
+    assert aec.echo_delay is None
+    np.testing.assert_allclose(out, delayed(near, aec.latency), rtol=0, atol=2e-7)
+
+
+def test_an_echo_that_comes_later_is_found_and_removed(rng):
+    # The same line, then a loudspeaker turned on: from then on it cancels.
+    rate = 16000
+    n = 14 * rate
+    on = 4 * rate
+    far = speech_like(rng, n, rate, level=0.2)
+    echo = echo_of(far, delay=800, gain=0.5, taps=room_taps(rng, rate, 0.05))
+    near = noise(rng, n, 1e-3)
+    near[rate : 3 * rate] += speech_like(rng, 2 * rate, rate, level=0.07)
+    near[on:] += echo[on:]
+    out, aec = cancel(far, near, rate)
+    np.testing.assert_allclose(out[: on - rate // 10], near[: on - rate // 10], rtol=0, atol=2e-7)
+    assert aec.echo_found
+    last = slice(n - 3 * rate, n - rate // 10)
+    assert attenuation_db(near[last], out[last]) >= 30
+
+
 def test_it_converges_again_after_the_echo_path_changes(rng):
     rate = 16000
     n = 16 * rate
@@ -300,8 +339,10 @@ def test_reset_starts_a_new_stream(rng):
     far, near = scene(rng, 16000)
     aec = EchoCanceller(16000, output="f32")
     first = aec.process(far, near)
+    assert aec.echo_found
     aec.reset()
     assert aec.echo_delay is None
+    assert not aec.echo_found
     assert np.array_equal(aec.process(far, near), first)
 
 
