@@ -25,8 +25,9 @@ a burst after a stall) is the reading set to the clock again.
 
 Learning. Until the canceller has found the echo's delay, its output still
 holds most of the echo (it finds it within about 0.3–0.5 s of the first
-answer's echo): a client with a loudspeaker by its microphone is muted
-then, for at most ``LEARN_S`` of the reference from its first voiced
+answer's echo; until it has found an echo at all, its output is the
+microphone): a client with a loudspeaker by its microphone is muted
+then, and for the canceller's latency after (its output lags by as much), for at most ``LEARN_S`` of the reference from its first voiced
 sample — half duplex while it learns the room, as speakerphones do, so that
 the agent's first answer does not interrupt itself. A client with no echo
 at all (a headset) loses barge-in only over that first second.
@@ -34,12 +35,11 @@ at all (a headset) loses barge-in only over that first second.
 A phone line (``mute_while_learning=False``) is never muted: it has no
 loudspeaker by the microphone (the handset cancels its own), its echo is
 the line's, faint, and the caller's first barge-in must be heard. Its audio
-passes as it came (the canceller's latency later, so the stream goes on
-seamlessly) until the canceller has found an echo: before that the
-canceller can only harm it. It adapts during double talk, so on a line
-with no echo at all the caller's words over an answer taught it a false
-echo path, which then took 20–30 dB out of the next 0.2 s of the caller's
-voice, the far end already silent (docs/telephony.md).
+is the canceller's output from the start, which is the caller's audio
+unchanged (the canceller's latency later) until the canceller has found an
+echo on the line: on a line with no echo at all, the caller's words over an
+answer pass untouched, though the canceller adapts in that double talk
+(docs/telephony.md, "The caller's echo").
 
 Barge-in. The canceller's state is kept: it models the room, which a
 barge-in does not change, and a reset would let the next answer's first
@@ -100,13 +100,9 @@ class MicEcho:
         # frame that starts then is placed there exactly, not by the clock.
         self._end = 0
         self._end_at: float | None = None
-        # Samples still muted while learning; for a line, its audio passing
-        # as it came (delayed by ``_raw``) until an echo is found.
+        # Samples still muted while learning.
         self._learning = round(LEARN_S * rate) if mute_while_learning else 0
         self._heard_far = False  # a voiced reference reached the canceller
-        self._raw: bytearray | None = None
-        if not mute_while_learning:
-            self._raw = bytearray(2 * self._canceller.latency)
 
     @property
     def canceller(self) -> Any:
@@ -159,29 +155,19 @@ class MicEcho:
         assert self._start is not None
         self._start += n / self.rate
         cleaned = bytes(self._canceller.process(far, pcm))
-        if self._raw is not None:
-            return self._as_it_came(pcm, cleaned)
         if self._learning > 0 and self._mute_while_learning(far):
             return bytes(len(cleaned))
         return cleaned
 
-    def _as_it_came(self, pcm: bytes, cleaned: bytes) -> bytes:
-        raw = self._raw
-        assert raw is not None
-        if self._canceller.echo_delay is not None:
-            self._raw = None  # found: the canceller's output from here on
-            return cleaned
-        raw += pcm
-        with memoryview(raw) as view:
-            passed = bytes(view[: len(cleaned)])
-        del raw[: len(cleaned)]
-        return passed
-
     def _mute_while_learning(self, far: np.ndarray) -> bool:
         if self._canceller.echo_delay is not None:
-            self._learning = 0
-            return False
-        if not self._heard_far:
+            if not self._heard_far:  # found before anything was muted
+                self._learning = 0
+                return False
+            # Found: what it returns, in this call and for ``latency``
+            # samples after, still holds some of the microphone as it came.
+            self._learning = min(self._learning, self._canceller.latency + len(far))
+        elif not self._heard_far:
             if not voiced(far.tobytes()):
                 return False
             self._heard_far = True
