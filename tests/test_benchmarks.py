@@ -66,6 +66,9 @@ SMOKE = {
     "bench_aec.py": Smoke(["--smoke"], "| webrtc |", [], ["espeak-ng", "g++", "pkg-config"]),
     # Three answers, the normal echo, every kind of move.
     "bench_aec_shifts.py": Smoke(["--smoke"], "| 0 or 20 ms |", [], ["espeak-ng"]),
+    "bench_aec_no_echo.py": Smoke(
+        ["--smoke"], "| audiocore | 35.0 / 35.0 |", [], ["espeak-ng", "g++", "pkg-config"]
+    ),
     "compare_resample.py": Smoke(["--smoke"], "## Quality", ["soxr", "samplerate", "scipy"]),
     "jitter_sim.py": Smoke(["--seconds", "30"], "model + barge-in"),
     "bench_gemini_send.py": Smoke(["--seconds", "1", "--chunks", "20"], "20ms", SERVER),
