@@ -26,10 +26,11 @@ a burst after a stall) is the reading set to the clock again.
 Learning. Until the canceller has found the echo's delay, its output still
 holds most of the echo (it finds it within about 0.3–0.5 s of the first
 answer's echo; until it has found an echo at all, its output is the
-microphone): a client with a loudspeaker by its microphone is muted
-then, and for the canceller's latency after (its output lags by as much), for at most ``LEARN_S`` of the reference from its first voiced
-sample — half duplex while it learns the room, as speakerphones do, so that
-the agent's first answer does not interrupt itself. A client with no echo
+microphone): a client with a loudspeaker by its microphone is muted then,
+and for the canceller's latency after (its output lags by as much), for
+at most ``LEARN_S`` of the reference from its first voiced sample — half
+duplex while it learns the room, as speakerphones do, so that the agent's
+first answer does not interrupt itself. A client with no echo
 at all (a headset) loses barge-in only over that first second.
 
 A phone line (``mute_while_learning=False``) is never muted: it has no
