@@ -5,6 +5,7 @@ playback (issue #37's figures; docs/telephony.md).
 
     python benchmarks/bench_phone.py                       # 1, 10, 25, 50, 100 calls
     python benchmarks/bench_phone.py --calls 50,100,150 --stagger 4
+    python benchmarks/bench_phone.py --calls 100 --echo-cancellation off,on
     python benchmarks/bench_phone.py --smoke               # one call
 
 ``python -m server`` runs in its own process (uvicorn on 127.0.0.1, the
@@ -290,9 +291,13 @@ def _server_first_audio_ms(base: str) -> float:
     return 1e3 * found["sum"] / found["count"] if found.get("count") else float("nan")
 
 
-def run(n: int, stagger_s: float, frames, flags, workers: int = 1) -> dict:
+def run(n: int, stagger_s: float, frames, flags, workers: int = 1, echo: str = "on") -> dict:
     stats_path = Path(tempfile.mkdtemp()) / "stats.json"
-    env = {"AUDIOCORE_TWILIO_AUTH_TOKEN": AUTH_TOKEN, "AUDIOCORE_WORKERS": str(workers)}
+    env = {
+        "AUDIOCORE_TWILIO_AUTH_TOKEN": AUTH_TOKEN,
+        "AUDIOCORE_WORKERS": str(workers),
+        "AUDIOCORE_PHONE_ECHO_CANCELLATION": "true" if echo == "on" else "false",
+    }
     with our_server(stats_path, **env) as (ws_url, proc):
         base = ws_url.rsplit("/", 1)[0]
         url = base + "/phone/stream"
@@ -354,8 +359,19 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=1, help="start the server with this many worker processes"
     )
+    parser.add_argument(
+        "--echo-cancellation",
+        default="on",
+        help="the server's echo canceller on every call: on, off, or both (off,on: each "
+        "count without then with it)",
+    )
     parser.add_argument("--smoke", action="store_true", help="one call: that it runs")
     args = parser.parse_args()
+    echoes = args.echo_cancellation.split(",")
+    if not echoes or any(e not in ("on", "off") for e in echoes):
+        parser.error(
+            f"--echo-cancellation: expected on, off or both, got {args.echo_cancellation!r}"
+        )
     counts = [1] if args.smoke else [int(v) for v in args.calls.split(",")]
     frames, flags = utterance()
     print(
@@ -364,17 +380,17 @@ def main() -> None:
         f"{args.workers} worker(s)"
     )
     print(
-        "| calls | real time | failed | server CPU % | CPU per call (% of a core) "
+        "| calls | canceller | real time | failed | server CPU % | CPU per call (% of a core) "
         "| first audio p50/p99 ms | server's part, mean ms | clear, client p50/p99/max ms "
         "| clear, server p50/p99/max ms | input p99 ms | late / media | dropped in "
         "| concealed | client lag p99 ms |"
     )
-    print("|---:|---:|---:|---:|---:|---|---:|---|---|---:|---|---:|---:|---:|")
-    for n in counts:
-        r = run(n, args.stagger, frames, flags, args.workers)
+    print("|---:|---|---:|---:|---:|---:|---|---:|---|---|---:|---|---:|---:|---:|")
+    for n, echo in [(n, e) for n in counts for e in echoes]:
+        r = run(n, args.stagger, frames, flags, args.workers, echo)
         fa, cc, cs = r["first_audio_ms"], r["clear_client_ms"], r["clear_server_ms"]
         print(
-            f"| {n} | {r['real_time']} | {r['failed']} | {r['server_cpu_pct']:.1f} "
+            f"| {n} | {echo} | {r['real_time']} | {r['failed']} | {r['server_cpu_pct']:.1f} "
             f"| {r['cpu_per_call_pct']:.2f} | {_p(fa, 50)} / {_p(fa, 99)} "
             f"| {r['first_audio_server_ms']:.1f} "
             f"| {_p(cc, 50)} / {_p(cc, 99)} / {_p(cc, 100)} "
