@@ -167,9 +167,10 @@ def test_a_line_with_no_echo_is_left_alone_in_double_talk(rate, seed):
     # A headset, or a phone line with no echo: the far end plays, the near
     # end talks over it and on after it.  The filter adapts in the double
     # talk and learns a false path from the near end's words; nothing of it
-    # may reach the output (main's canceller took 2-11 dB out of them, most
-    # in the 0.3 s after the far end stopped, while the false path's tail
-    # still rang).
+    # may reach the output.  (Before the output waited for an echo to be
+    # found, all 12 cases came out changed; at 48 kHz the near end lost 6 dB
+    # in the double talk and up to 11 dB in the 0.3 s after the far end
+    # stopped, while the false path's tail still rang.)
     rng = np.random.default_rng(seed)
     n = 6 * rate
     far = np.zeros(n, np.float32)
