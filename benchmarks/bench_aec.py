@@ -530,6 +530,16 @@ def measure(scene: Scene, out: np.ndarray) -> dict[str, float]:
     }
 
 
+def header() -> None:
+    """When, where and how the run was made, as comment lines."""
+    print(
+        f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
+        f"{platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}, "
+        f"audiocore path {_aec._get_path()}, {os.cpu_count()} cores"
+    )
+    print(f"# {' '.join(sys.argv)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scenes", type=int, default=4)
@@ -558,12 +568,7 @@ def main() -> None:
             # (kBadSampleRateError on the reverse stream).
             contenders = [Microphone, Ours, OursScalar, Speex, SpeexGiven]
             print("# WebRTC: 16 kHz only through this shim; not run")
-        print(
-            f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-            f"{platform.machine()}, Python {platform.python_version()}, numpy {np.__version__}, "
-            f"audiocore path {_aec._get_path()}, {os.cpu_count()} cores"
-        )
-        print(f"# {' '.join(sys.argv)}")
+        header()
         results: dict[str, list[dict[str, float]]] = {c.name: [] for c in contenders}
         for k in range(args.scenes):
             rng = np.random.default_rng(args.seed * 1000 + k)

@@ -24,9 +24,6 @@ many scenes any output sample differs from the microphone's by more than
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -47,12 +44,11 @@ from bench_aec import (  # noqa: E402
     Speex,
     WebRTC,
     build_webrtc_shim,
+    header,
     run,
     segmental_snr,
     speech,
 )
-
-from audiocore import _aec  # noqa: E402
 
 AFTER_S = 0.5
 NOISE_DBFS = -50.0
@@ -124,11 +120,7 @@ def main() -> None:
             contenders.append(WebRTC)
         far_speech = speech(FAR_TEXT, "en", args.rate, 7.0, folder)
         near_speech = speech(NEAR_TEXT, "en+f3", args.rate, 12.0, folder)
-        print(
-            f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-            f"{platform.machine()}, audiocore path {_aec._get_path()}, {os.cpu_count()} cores"
-        )
-        print(f"# {' '.join(sys.argv)}")
+        header()
         results: dict[str, list[dict[str, float]]] = {c.name: [] for c in contenders}
         for k in range(args.scenes):
             rng = np.random.default_rng(args.seed * 1000 + k)
