@@ -10,9 +10,10 @@ resampled to the microphone's rate, and drops what a barge-in took from the
 client before it was played. That timeline is the far end; where nothing
 plays it is silence. ``cancel`` pairs the microphone's audio sample for
 sample with it in an ``audiocore.EchoCanceller``: each client frame as it
-comes, converted to ``rate`` (``audio/conversion.py``), before anything
-judges it — the canceller's output does not depend on how its input is
-split, so 20 ms frames give the stream 50 ms chunks would.
+comes, at ``rate`` (``audio/conversion.py``: the model's rate after the
+conversion, or the client's lower one before it, ``echo_rate``), before
+anything judges it — the canceller's output does not depend on how its
+input is split, so 20 ms frames give the stream 50 ms chunks would.
 
 Pairing. The first audio is paired with the reference over the span that
 ends when it reached the server. It was captured before that, so its echo
@@ -70,6 +71,16 @@ HISTORY_S = 1.0
 # The longest the microphone is muted while the canceller looks for the
 # echo's delay, counted in reference samples from the first voiced one.
 LEARN_S = 1.0
+# The rates audiocore's EchoCanceller runs at.
+CANCELLER_RATES = (8000, 16000, 24000, 48000)
+
+
+def echo_rate(input_rate: int, model_rate: int) -> int:
+    """The rate a microphone's canceller runs at: the client's own when it
+    is lower than the model's and the canceller has it (a phone line's
+    8 kHz: the same band at half the work, before the conversion), else the
+    model's (after it)."""
+    return input_rate if input_rate < model_rate and input_rate in CANCELLER_RATES else model_rate
 
 
 class MicEcho:

@@ -21,7 +21,7 @@ from opentelemetry import trace
 from starlette.websockets import WebSocket
 
 from ..agent.runners import Agents, AppRunners
-from ..audio.echo import MicEcho
+from ..audio.echo import MicEcho, echo_rate
 from ..audio.pacer import OutputPacer
 from ..gate.owners import key_owner, session_owner
 from ..ops.metrics import ConnectionMetrics
@@ -181,7 +181,9 @@ def assemble(
     echo = None
     if start.echo_cancellation == "server":
         echo = MicEcho(
-            settings.model_audio_rate, played_rate=rate, mute_while_learning=mute_while_learning
+            echo_rate(start.input.sample_rate, settings.model_audio_rate),
+            played_rate=rate,
+            mute_while_learning=mute_while_learning,
         )
         pacer.listen(echo)
     mic = MicPath(

@@ -60,8 +60,10 @@ class MicPath:
         self._chunk_ms = chunk_ms
         self._mime = MODEL_AUDIO_MIME.format(rate=model_rate)
         self._report = report
-        # At ``model_rate``: it cleans each frame's converted audio.
+        # At its own rate: the model's (each frame's converted audio) or the
+        # client's lower one (each frame before the conversion).
         self._clean = echo.cancel if echo is not None else None
+        self._clean_rate = echo.rate if echo is not None else None
         self._clock = clock
         self._playback_ends_at = playback_ends_at  # the answer's audio, on ``clock``
         self._on_voice = on_voice
@@ -84,6 +86,7 @@ class MicPath:
                 out_rate=self._model_rate,
                 chunk_ms=self._chunk_ms,
                 clean=self._clean,  # the same canceller: the room did not change
+                clean_rate=self._clean_rate,
             )
             self._offer(tail)
         # (Passed per call: a bound method of its own kept here is a cycle.)

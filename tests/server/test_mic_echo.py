@@ -278,24 +278,25 @@ def test_the_microphone_is_muted_while_the_canceller_learns_at_most_learn_s(monk
     assert muted == [True] * learn_chunks + [False] * (len(muted) - learn_chunks)
 
 
-def test_a_line_passes_as_it_came_until_the_canceller_finds_an_echo() -> None:
+@pytest.mark.parametrize("rate", [RATE, 8_000])  # the model's rate; a phone line's own
+def test_a_line_passes_as_it_came_until_the_canceller_finds_an_echo(rate: int) -> None:
     """A phone line (``mute_while_learning=False``): never muted; with no
     echo on it, the caller's voice over an answer passes unchanged, the
     canceller's latency later, however long it talks over it (the canceller
     adapts in that double talk, and keeps its output to itself until it
     has found an echo); with an echo, cancelled."""
     rng = np.random.default_rng(2)
-    far = np.rint(rng.standard_normal(4 * RATE) * 3000).astype(np.int16)
-    caller = np.rint(rng.standard_normal(4 * RATE) * 2000).astype(np.int16)
-    frame = RATE // 50
+    far = np.rint(rng.standard_normal(4 * rate) * 3000).astype(np.int16)
+    caller = np.rint(rng.standard_normal(4 * rate) * 2000).astype(np.int16)
+    frame = rate // 50
 
     def line(mic: np.ndarray) -> tuple[MicEcho, np.ndarray]:
         clock = FakeClock()
-        echo = MicEcho(RATE, played_rate=RATE, mute_while_learning=False, clock=clock)
+        echo = MicEcho(rate, played_rate=rate, mute_while_learning=False, clock=clock)
         out = []
         for k in range(len(mic) // frame):
             if k % 2 == 0:  # the pacer's 40 ms frames, as they play
-                echo.played(far[k * frame : k * frame + FRAME].tobytes(), 10.0 + k * 0.02)
+                echo.played(far[k * frame : (k + 2) * frame].tobytes(), 10.0 + k * 0.02)
             clock.now = 10.0 + (k + 1) * 0.02
             out.append(echo.cancel(mic[k * frame : (k + 1) * frame].tobytes()))
         return echo, np.frombuffer(b"".join(out), np.int16)
@@ -309,11 +310,12 @@ def test_a_line_passes_as_it_came_until_the_canceller_finds_an_echo() -> None:
     assert np.max(np.abs(passed)) <= 1
 
     heard = np.zeros_like(far)
-    heard[960:] = far[:-960] // 2  # the line's echo: 60 ms, half level
+    delay = rate * 6 // 100
+    heard[delay:] = far[:-delay] // 2  # the line's echo: 60 ms, half level
     echo, out = line(heard)
     assert echo.canceller.echo_delay is not None
-    late = out[3 * RATE :].astype(float)
-    erle = 10 * np.log10(np.mean(heard[3 * RATE :].astype(float) ** 2) / (np.mean(late**2) + 1))
+    late = out[3 * rate :].astype(float)
+    erle = 10 * np.log10(np.mean(heard[3 * rate :].astype(float) ** 2) / (np.mean(late**2) + 1))
     assert erle >= 20, f"{erle:.1f} dB"
 
 
