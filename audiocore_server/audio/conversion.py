@@ -56,6 +56,7 @@ class InputAudio:
         self._chunk_bytes = out_rate * chunk_ms // 1000 * 2
         self._pending = bytearray()
         self._resampler: Any = None
+        self._convert: Callable[[bytes], Any]
         # ``clean`` runs at ``clean_rate``: ``out_rate`` (the default), after
         # the conversion; or the input's own rate, before it.
         self._clean_first = clean is not None and clean_rate not in (None, out_rate)
@@ -121,7 +122,7 @@ class InputAudio:
 
     def _cleaned_first(self, data: bytes) -> bytes:
         pcm = self._to_pcm16(data)
-        return self._resampler.process(self._cleaned(pcm) if pcm else pcm)
+        return bytes(self._resampler.process(self._cleaned(pcm) if pcm else pcm))
 
     def _cleaned(self, audio: bytes) -> bytes:
         assert self._clean is not None
