@@ -54,12 +54,16 @@ def test_mic_path_sends_the_users_voice_over_an_answer_at_once() -> None:
     assert len(heard) == 1
 
 
-def test_mic_path_cleans_each_frame_before_the_voice_cut() -> None:
+@pytest.mark.parametrize("echo_rate", [16_000, 8_000])
+def test_mic_path_cleans_each_frame_before_the_voice_cut(echo_rate: int) -> None:
     """With the server's echo canceller the voice cut judges each frame
     cleaned: a loud frame that is all echo does not cut, the user's voice
-    over the answer does, at once; the canceller is given every frame's
-    converted audio in order, the resampler's tail too, and what reaches
-    the model is exactly what it gave back (8 kHz μ-law in, as a phone's)."""
+    over the answer does, at once. 8 kHz μ-law in, as a phone's. A
+    canceller at the model's 16 kHz is given every frame's converted audio
+    in order, the resampler's tail too, and what reaches the model is
+    exactly what it gave back; one at the line's 8 kHz (as a phone's runs)
+    is given every frame before the conversion, and what reaches the model
+    is exactly that, resampled."""
     clock, queue, heard = Clock(), BoundedLiveRequestQueue(100), []
     given: list[bytes] = []
     cleaned: list[bytes] = []
@@ -68,6 +72,7 @@ def test_mic_path_cleans_each_frame_before_the_voice_cut() -> None:
         """Takes the answer's echo (a frame's first byte 0x01) out: silence."""
 
         echo = False
+        rate = echo_rate
 
         def cancel(self, pcm: bytes) -> bytes:
             given.append(pcm)
@@ -96,15 +101,24 @@ def test_mic_path_cleans_each_frame_before_the_voice_cut() -> None:
         sent.append([r.blob.data for r in _drain(queue)])
         clock.now += 0.02
     assert heard == [pytest.approx(100.0 + 2 * 0.02)]  # the voice, not the echo
+    # What the model gets of each frame: what the canceller gave back, at
+    # 8 kHz resampled as the server does.
+    by_hand = audiocore.Resampler(8000, 16_000, input="s16", output="s16")
+    model = cleaned if echo_rate == 16_000 else [bytes(by_hand.process(c)) for c in cleaned]
     # The echo's frame waited for a chunk with the first; the voice cut:
     # what waited, then the voiced frame alone.
     assert sent[:2] == [[], []]
-    assert sent[2] == [b"".join(cleaned[:2]), cleaned[2]]
+    assert sent[2] == [b"".join(model[:2]), model[2]]
     mic.flush()
     sent.append([r.blob.data for r in _drain(queue)])
-    assert len(given) == 5  # four frames and the resampler's tail
-    assert sum(map(len, given)) == 4 * 640  # 8 kHz → 16 kHz: nothing lost, nothing made up
-    assert b"".join(b"".join(chunks) for chunks in sent) == b"".join(cleaned)
+    if echo_rate == 16_000:
+        assert len(given) == 5  # four frames and the resampler's tail
+        assert sum(map(len, given)) == 4 * 640  # 8 kHz → 16 kHz: nothing lost, nothing made up
+        assert b"".join(b"".join(chunks) for chunks in sent) == b"".join(cleaned)
+    else:
+        assert [len(g) for g in given] == [320] * 4  # four frames of PCM16 at 8 kHz
+        tail = bytes(by_hand.flush())
+        assert b"".join(b"".join(chunks) for chunks in sent) == b"".join(model) + tail
 
 
 def test_a_cut_stream_is_the_same_audio() -> None:
