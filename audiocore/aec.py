@@ -55,7 +55,7 @@ class EchoCanceller(EchoCancellerCore, Generic[_Output]):
     however the input is split into calls (on one SIMD path: the paths round
     differently).
 
-    Rates: 8000, 16000, 24000 or 48000 Hz.  `tail` (seconds, default 0.25)
+    Rates (`RATES`): 8000, 16000, 24000 or 48000 Hz.  `tail` (seconds, default 0.25)
     is how much of the echo path's impulse response the adaptive filter
     models after its start; `max_delay` (seconds, default 0.5) the longest
     bulk delay looked for before it.  `suppress` (default True) runs the
@@ -76,6 +76,9 @@ class EchoCanceller(EchoCancellerCore, Generic[_Output]):
     """
 
     __slots__ = ("_tail", "_max_delay", "_input", "_output", "_suppress")
+
+    #: The sample rates it runs at, in Hz.
+    RATES: tuple[int, ...] = tuple(_BLOCKS)
 
     @overload
     def __init__(

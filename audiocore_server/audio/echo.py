@@ -71,8 +71,6 @@ HISTORY_S = 1.0
 # The longest the microphone is muted while the canceller looks for the
 # echo's delay, counted in reference samples from the first voiced one.
 LEARN_S = 1.0
-# The rates audiocore's EchoCanceller runs at.
-CANCELLER_RATES = (8000, 16000, 24000, 48000)
 
 
 def echo_rate(input_rate: int, model_rate: int) -> int:
@@ -80,7 +78,8 @@ def echo_rate(input_rate: int, model_rate: int) -> int:
     is lower than the model's and the canceller has it (a phone line's
     8 kHz: the same band at half the work, before the conversion), else the
     model's (after it)."""
-    return input_rate if input_rate < model_rate and input_rate in CANCELLER_RATES else model_rate
+    lower = input_rate < model_rate and input_rate in audiocore.EchoCanceller.RATES
+    return input_rate if lower else model_rate
 
 
 class MicEcho:

@@ -370,6 +370,12 @@ def test_the_path_is_fixed_at_construction():
     assert aec._path == "scalar"
 
 
+def test_the_rates_it_says_are_the_rates_it_takes():
+    assert EchoCanceller.RATES == (8000, 16000, 24000, 48000)
+    for rate in EchoCanceller.RATES:
+        assert EchoCanceller(rate).rate == rate
+
+
 def test_properties_and_repr():
     aec = EchoCanceller(24000, tail=0.3, max_delay=0.2, input="s16", output="f32")
     assert (aec.rate, aec.block, aec.latency) == (24000, 128, 255)

@@ -170,6 +170,7 @@ def test_a_long_chunk_runs(rng):
 
 def test_process_before_init_is_a_runtime_error():
     aec = EchoCanceller.__new__(EchoCanceller)
+    assert aec.echo_delay is None and not aec.echo_found  # read, never a crash
     with pytest.raises(
         RuntimeError, match=r"process\(\) on an EchoCanceller whose __init__ did not run"
     ):
