@@ -116,6 +116,7 @@
     X(ci, a->fine_stride)                                                                          \
     X(fine_near, a->fine_frame)                                                                    \
     X(fine_echo, a->fine_frame)                                                                    \
+    X(fine_ref, a->fine_frame)                                                                     \
     X(fine_work, a->fine_frame)                                                                    \
     X(fnr, a->fine_stride)                                                                         \
     X(fni, a->fine_stride)                                                                         \
@@ -170,6 +171,8 @@ void ac_aec_reset(ac_aec *a)
     a->fine_hold = 0;
     a->snap_block[0] = a->snap_block[1] = -1;
     a->snap_older = 0;
+    a->silent_blocks = 0;
+    a->onset_left = 0;
     a->refine_until = -1;
     a->snap_base = -1;
     a->blocks = 0;
@@ -383,7 +386,7 @@ static void run_block(ac_aec *a)
     if (a->lag >= 0)
         a->echo_found = 1;
 
-    /* The echo path moved by up to a block and a half: both filters follow
+    /* The echo path moved by up to three blocks: both filters follow
      * at once (the first answer's filter, still learning, is left alone). */
     ac_aec_fine_feed(a, echo);
     if (a->far_active[slot] && a->active_blocks >= a->adapt_blocks)

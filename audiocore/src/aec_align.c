@@ -2,7 +2,7 @@
  * cancellation"): the bulk delay of the echo in whole blocks, found by the
  * phase coherence of far and near spectra, which moves the window by
  * partitions; and the fine alignment, which moves the filters' taps by the
- * echo path's shifts of up to a block and a half. */
+ * echo path's shifts of up to three blocks. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +21,7 @@
 #define DELAY_EARLIEST 0.7f
 #define DELAY_JUMP 2.0f
 /* Fine alignment: smoothing of the cross-spectrum, the least phase
- * coherence (of 1) at its peak, the blocks a shift must hold in a row, the
+ * coherence (of 1) at its peak, the runs a shift must hold in a row, the
  * least shift acted on (40 us: 0.64 samples at 16 kHz, a phase error of
  * 0.9 rad at the band's top), and the half length of the windowed sinc
  * that moves the taps by a fraction of a sample. */
@@ -31,10 +31,16 @@
 #define FINE_MIN_SHIFT 40e-6f
 #define SINC_HALF 8
 /* Its frame, in blocks: the correlation is circular over it, and a shift
- * shows whole up to 3/8 of it either way (1.5 blocks).  FINE_STRENGTH is
- * for FINE_BINS bins in the band (8 and 16 kHz); incoherent phasors peak at
- * about 1 / sqrt(bins), so a band of fewer bins (24 and 48 kHz) needs more. */
-#define FINE_SPAN 4
+ * shows whole up to 3/8 of it either way (3 blocks: 24 ms at 16 kHz, past
+ * the 20 ms an answer may start away from the last).  It runs on every
+ * FINE_EVERY-th block only, at the same smoothing time: a frame twice as
+ * long costs twice as much, and a shift confirmed a block later is still
+ * found long before the filters have learnt it.  FINE_STRENGTH is for
+ * FINE_BINS bins in the band (where it was set: 4 blocks at 8 and 16 kHz);
+ * incoherent phasors peak at about 1 / sqrt(bins), so a band of fewer bins
+ * needs more, and one of more bins less. */
+#define FINE_SPAN 8
+#define FINE_EVERY 2
 #define FINE_BINS 102.0f
 #define TRIAL_BLOCKS 2
 /* By the time a shift is confirmed, the filters have been adapting to the
@@ -54,6 +60,18 @@
  * 16 kHz), the total applied to the same snapshot. */
 #define REFINE_TIME 0.2f
 #define REFINE_MIN_SHIFT 8e-6f
+/* An agent's answer may start to play up to 20 ms away from where the last
+ * one ended, and the filters, the shadow first, learn the moved path again
+ * within a few tenths of a second: their echo estimates follow the echo,
+ * and the shift fades from the cross-spectrum before it is confirmed.  For
+ * ONSET_TIME of far end after ONSET_GAP of silence (between answers), the
+ * fine alignment follows the estimate of the older snapshot instead, which
+ * keeps the path as it was (if it may take a move: snapshot_usable), from
+ * a cross-spectrum started afresh (the last answer's would hold the peak
+ * at the old path for FINE_TIME).  A snapshot taken meanwhile, into the
+ * slot followed, is of a filter aligned with that estimate: no matter. */
+#define ONSET_GAP 0.25f
+#define ONSET_TIME 0.3f
 
 void ac_aec_align_setup(ac_aec *a)
 {
@@ -75,12 +93,14 @@ void ac_aec_align_setup(ac_aec *a)
     a->fine_lo = lo;
     a->fine_hi = hi > lo ? hi : lo + 1;
     a->fine_strength = FINE_STRENGTH * sqrtf(FINE_BINS / (float)(a->fine_hi - a->fine_lo));
-    a->fine_rate = fminf(1.0f, block_s / FINE_TIME);
+    a->fine_rate = fminf(1.0f, FINE_EVERY * block_s / FINE_TIME);
     a->fine_min = FINE_MIN_SHIFT * (float)a->rate;
     a->snap_blocks = (int)ceilf(SNAP_TIME / block_s);
     a->snap_age = (int)ceilf(SNAP_AGE / block_s);
     a->refine_blocks = (int)ceilf(REFINE_TIME / block_s);
     a->refine_min = REFINE_MIN_SHIFT * (float)a->rate;
+    a->onset_gap = (int)ceilf(ONSET_GAP / block_s);
+    a->onset_blocks = (int)ceilf(ONSET_TIME / block_s);
 }
 
 /* Moves the filter's window so that partition 0 models lag `offset`,
@@ -118,6 +138,7 @@ static void move_filter(ac_aec *a, int offset)
     a->fine_hold = FINE_SPAN;
     a->refine_until = -1;
     a->snap_block[0] = a->snap_block[1] = -1;
+    a->onset_left = 0; /* the snapshot followed is gone with them */
     /* A jump of more than the margin leaves the echo's start where the
      * filter had learnt nothing: it starts over with the fixed step (the
      * residual-echo step would stay at zero with no echo estimate). */
@@ -297,41 +318,76 @@ static int trial_wins(ac_aec *a)
     return moved < kept;
 }
 
-/* The fine alignment's history: the last FINE_SPAN blocks of the near end
- * and of the main filter's echo estimate (`echo`, the current block). */
+/* Whether snapshot `slot` may take a move: taken, at the window's offset
+ * as it stands, and within SNAP_AGE of far-end activity. */
+static int snapshot_usable(const ac_aec *a, int slot)
+{
+    return a->snap_block[slot] >= 0 && a->snap_offset[slot] == a->offset &&
+           a->active_blocks - a->snap_active[slot] <= a->snap_age;
+}
+
+/* The fine alignment's history: the last FINE_SPAN blocks of the near end,
+ * of the main filter's echo estimate (`echo`, the current block: what a
+ * move is tried against) and of the estimate the shift is measured on (the
+ * same, or the older snapshot's: ONSET_TIME). */
 void ac_aec_fine_feed(ac_aec *a, const float *echo)
 {
     const int N = a->block, keep = a->fine_frame - N;
+    if (!a->far_active[slot_of(a, 0)]) {
+        a->silent_blocks++;
+    } else {
+        if (a->silent_blocks >= a->onset_gap && snapshot_usable(a, a->snap_older)) {
+            a->onset_slot = a->snap_older;
+            a->onset_left = a->onset_blocks;
+            memset(a->cr, 0, sizeof(float) * (size_t)a->fine_stride);
+            memset(a->ci, 0, sizeof(float) * (size_t)a->fine_stride);
+        } else if (a->onset_left > 0) {
+            a->onset_left--;
+        }
+        a->silent_blocks = 0;
+    }
     memmove(a->fine_near, a->fine_near + N, sizeof(float) * (size_t)keep);
     memcpy(a->fine_near + keep, a->near_in, sizeof(float) * (size_t)N);
     memmove(a->fine_echo, a->fine_echo + N, sizeof(float) * (size_t)keep);
     memcpy(a->fine_echo + keep, echo, sizeof(float) * (size_t)N);
+    memmove(a->fine_ref, a->fine_ref + N, sizeof(float) * (size_t)keep);
+    if (a->onset_left > 0) {
+        /* yr, yi and work are free here (run_block has taken the main
+         * filter's output), as in trial_wins */
+        const size_t at = (size_t)a->onset_slot * a->partitions * a->stride;
+        ac_aec_filter_output(a, a->snap_r + at, a->snap_i + at, a->yr, a->yi);
+        ac_rfft_inverse(a->fft, a->yr, a->yi, a->work);
+        echo = a->work + N;
+    }
+    memcpy(a->fine_ref + keep, echo, sizeof(float) * (size_t)N);
     if (a->fine_hold > 0)
         a->fine_hold--;
 }
 
 /* Fine alignment.  Each new answer of an agent may start to play a few ms
  * away from where its reference says (a render quantum, a prebuffer's
- * jitter, up to 12 ms from one answer to the next): the bulk delay stays
+ * jitter, up to 20 ms from one answer to the next): the bulk delay stays
  * put, and the filter, a few samples off, removes only a few dB until it
- * has learnt the path again.  Such a shift shows in the cross-spectrum of the near end and the filter's
- * own echo estimate over the last FINE_SPAN blocks: while the estimate is
- * right that is real (what the filter leaves is uncorrelated with its
- * estimate); when the echo comes t samples later it turns by -w t at w
- * radians per sample.  Its phase correlation (unit phasors back to the time
- * domain) peaks at the whole samples of t, the phase slope left after them
- * gives the fraction, and a shift that holds for FINE_CONFIRM blocks moves
+ * has learnt the path again.  Such a shift shows in the cross-spectrum of
+ * the near end and the filter's own echo estimate (or a snapshot's:
+ * ONSET_TIME) over the last FINE_SPAN blocks: while the estimate is right
+ * that is real (what the filter leaves is uncorrelated with its estimate);
+ * when the echo comes t samples later it turns by -w t at w radians per
+ * sample.  Its phase correlation (unit phasors back to the time domain)
+ * peaks at the whole samples of t, the phase slope left after them gives
+ * the fraction, and a shift that holds for FINE_CONFIRM runs in a row moves
  * both filters' taps at once. */
 void ac_aec_fine_align(ac_aec *a)
 {
-    /* the echo history still holds estimates from before the last move */
-    if (a->fine_hold > 0)
+    /* the echo history still holds estimates from before the last move;
+     * or not a block it runs on */
+    if (a->fine_hold > 0 || a->blocks % FINE_EVERY != 0)
         return;
     const int N = a->block, F = a->fine_frame, lo = a->fine_lo, hi = a->fine_hi;
     float *w = a->fine_work, *ur = a->fur, *ui = a->fui;
     const float *dr = a->fnr, *di = a->fni, *yr = a->fyr, *yi = a->fyi;
     ac_rfft_forward(a->fine_fft, a->fine_near, a->fnr, a->fni);
-    ac_rfft_forward(a->fine_fft, a->fine_echo, a->fyr, a->fyi);
+    ac_rfft_forward(a->fine_fft, a->fine_ref, a->fyr, a->fyi);
     memset(ur, 0, sizeof(float) * (size_t)a->fine_stride);
     memset(ui, 0, sizeof(float) * (size_t)a->fine_stride);
     const float c = a->fine_rate;
@@ -406,11 +462,7 @@ void ac_aec_fine_align(ac_aec *a)
     if (a->fine_count < FINE_CONFIRM)
         return;
     if (!refining) {
-        const int older = a->snap_older;
-        a->snap_base = a->snap_block[older] >= 0 && a->snap_offset[older] == a->offset &&
-                               a->active_blocks - a->snap_active[older] <= a->snap_age
-                           ? older
-                           : -1;
+        a->snap_base = snapshot_usable(a, a->snap_older) ? a->snap_older : -1;
         a->snap_moved = 0.0f;
         a->refine_until = (int64_t)a->blocks + a->refine_blocks;
     }
@@ -446,6 +498,8 @@ void ac_aec_fine_align(ac_aec *a)
     memcpy(a->wi, a->trial_i, size);
     memcpy(a->vr, a->trial_r, size);
     memcpy(a->vi, a->trial_i, size);
+    /* the filters are aligned again: their own estimate is the one to refine on */
+    a->onset_left = 0;
     memset(a->cr, 0, sizeof(float) * (size_t)a->fine_stride);
     memset(a->ci, 0, sizeof(float) * (size_t)a->fine_stride);
     a->fine_count = 0;

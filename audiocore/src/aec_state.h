@@ -4,8 +4,8 @@
  *   aec.c        life cycle, the block pipeline (filters, step control,
  *                residual echo suppression) and streaming;
  *   aec_align.c  where the filter's window stands: the bulk delay in
- *                whole blocks and the fine alignment of shifts up to a
- *                block and a half;
+ *                whole blocks and the fine alignment of shifts up to
+ *                three blocks;
  *   aec_mac.c    the filters' complex multiply-accumulate, per SIMD path. */
 #ifndef AUDIOCORE_AEC_STATE_H
 #define AUDIOCORE_AEC_STATE_H
@@ -92,6 +92,12 @@ struct ac_aec {
     /* a move is tried on a copy of the main filter first */
     float *trial_r, *trial_i;
     float *fine_near, *fine_echo, *fine_work, *fnr, *fni, *fyr, *fyi, *fur, *fui;
+    /* the estimate the shift is measured on (main's, or a snapshot's after
+     * an onset: ONSET_TIME in aec_align.c), the far end's silent blocks in
+     * a row, the snapshot followed and for how many more active blocks,
+     * and the blocks of silence and of following from the times */
+    float *fine_ref;
+    int silent_blocks, onset_slot, onset_left, onset_gap, onset_blocks;
     /* two snapshots of the main filter, taken while it was aligned (one a
      * slot of partitions * stride in snap_r, snap_i), the block each was
      * taken at (-1: none), its window offset, the older one's slot */
