@@ -30,17 +30,17 @@
 #define FINE_CONFIRM 2
 #define FINE_MIN_SHIFT 40e-6f
 #define SINC_HALF 8
-/* Its frame, in blocks: the correlation is circular over it, and a shift
- * shows whole up to 3/8 of it either way (3 blocks: 24 ms at 16 kHz, past
- * the 20 ms an answer may start away from the last).  It runs on every
- * FINE_EVERY-th block only, at the same smoothing time: a frame twice as
- * long costs twice as much, and a shift confirmed a block later is still
- * found long before the filters have learnt it.  FINE_STRENGTH is for
- * FINE_BINS bins in the band (where it was set: 4 blocks at 8 and 16 kHz);
- * incoherent phasors peak at about 1 / sqrt(bins), so a band of fewer bins
- * needs more, and one of more bins less. */
-#define FINE_SPAN 8
-#define FINE_EVERY 2
+/* Its frame: the correlation is circular over it, and a shift shows whole
+ * up to 3/8 of it either way.  FINE_REACH of that, past the 20 ms an
+ * answer may start away from the last: 8 blocks at 8 and 16 kHz (24 ms),
+ * 16 at 24 and 48 kHz (32 ms: the frame is a power of two of blocks).  It
+ * runs on every fourth of its blocks only, at the same smoothing time: a
+ * frame twice as long costs twice as much, and a shift confirmed a block
+ * or two later is still found long before the filters have learnt it.
+ * FINE_STRENGTH is for FINE_BINS bins in the band (where it was set: 4
+ * blocks at 8 and 16 kHz); incoherent phasors peak at about 1 / sqrt(bins),
+ * so a band of fewer bins needs more, and one of more bins less. */
+#define FINE_REACH 0.02f
 #define FINE_BINS 102.0f
 #define TRIAL_BLOCKS 2
 /* By the time a shift is confirmed, the filters have been adapting to the
@@ -83,7 +83,11 @@ void ac_aec_align_setup(ac_aec *a)
     hi = hi > a->block ? a->block : hi;
     a->est_lo = lo;
     a->est_bins = hi > lo ? hi - lo : 1;
-    a->fine_frame = FINE_SPAN * a->block;
+    a->fine_span = 4;
+    while (3.0f * (float)a->fine_span / 8.0f * block_s < FINE_REACH)
+        a->fine_span *= 2;
+    a->fine_every = a->fine_span / 4;
+    a->fine_frame = a->fine_span * a->block;
     a->fine_stride = (a->fine_frame / 2 + 1 + 15) & ~15;
     const float fine_hz = (float)a->rate / (float)a->fine_frame;
     lo = (int)ceilf(DELAY_LOW_HZ / fine_hz);
@@ -93,7 +97,7 @@ void ac_aec_align_setup(ac_aec *a)
     a->fine_lo = lo;
     a->fine_hi = hi > lo ? hi : lo + 1;
     a->fine_strength = FINE_STRENGTH * sqrtf(FINE_BINS / (float)(a->fine_hi - a->fine_lo));
-    a->fine_rate = fminf(1.0f, FINE_EVERY * block_s / FINE_TIME);
+    a->fine_rate = fminf(1.0f, (float)a->fine_every * block_s / FINE_TIME);
     a->fine_min = FINE_MIN_SHIFT * (float)a->rate;
     a->snap_blocks = (int)ceilf(SNAP_TIME / block_s);
     a->snap_age = (int)ceilf(SNAP_AGE / block_s);
@@ -135,7 +139,7 @@ static void move_filter(ac_aec *a, int offset)
     memset(a->cr, 0, sizeof(float) * (size_t)a->fine_stride);
     memset(a->ci, 0, sizeof(float) * (size_t)a->fine_stride);
     a->fine_count = 0;
-    a->fine_hold = FINE_SPAN;
+    a->fine_hold = a->fine_span;
     a->refine_until = -1;
     a->snap_block[0] = a->snap_block[1] = -1;
     a->onset_left = 0; /* the snapshot followed is gone with them */
@@ -326,7 +330,7 @@ static int snapshot_usable(const ac_aec *a, int slot)
            a->active_blocks - a->snap_active[slot] <= a->snap_age;
 }
 
-/* The fine alignment's history: the last FINE_SPAN blocks of the near end,
+/* The fine alignment's history: the last fine_span blocks of the near end,
  * of the main filter's echo estimate (`echo`, the current block: what a
  * move is tried against) and of the estimate the shift is measured on (the
  * same, or the older snapshot's: ONSET_TIME). */
@@ -370,7 +374,7 @@ void ac_aec_fine_feed(ac_aec *a, const float *echo)
  * put, and the filter, a few samples off, removes only a few dB until it
  * has learnt the path again.  Such a shift shows in the cross-spectrum of
  * the near end and the filter's own echo estimate (or a snapshot's:
- * ONSET_TIME) over the last FINE_SPAN blocks: while the estimate is right
+ * ONSET_TIME) over the last fine_span blocks: while the estimate is right
  * that is real (what the filter leaves is uncorrelated with its estimate);
  * when the echo comes t samples later it turns by -w t at w radians per
  * sample.  Its phase correlation (unit phasors back to the time domain)
@@ -381,7 +385,7 @@ void ac_aec_fine_align(ac_aec *a)
 {
     /* the echo history still holds estimates from before the last move;
      * or not a block it runs on */
-    if (a->fine_hold > 0 || a->blocks % FINE_EVERY != 0)
+    if (a->fine_hold > 0 || a->blocks % (uint64_t)a->fine_every != 0)
         return;
     const int N = a->block, F = a->fine_frame, lo = a->fine_lo, hi = a->fine_hi;
     float *w = a->fine_work, *ur = a->fur, *ui = a->fui;
@@ -503,5 +507,5 @@ void ac_aec_fine_align(ac_aec *a)
     memset(a->cr, 0, sizeof(float) * (size_t)a->fine_stride);
     memset(a->ci, 0, sizeof(float) * (size_t)a->fine_stride);
     a->fine_count = 0;
-    a->fine_hold = FINE_SPAN;
+    a->fine_hold = a->fine_span;
 }

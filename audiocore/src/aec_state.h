@@ -80,14 +80,15 @@ struct ac_aec {
     float *cr, *ci, *taps;
     float fine_rate, fine_min;
     int fine_candidate, fine_count;
-    /* its own frame of FINE_SPAN blocks (a shift of more than a block shows
-     * whole): the last fine_frame samples of the near end and of the echo
-     * estimate, a work buffer, their spectra and the unit cross-spectrum
-     * over fine_stride bins, the band [fine_lo, fine_hi), the coherence a
-     * shift needs for that many bins, and the blocks after a move during
-     * which the echo history still holds estimates from before it */
+    /* its own frame of fine_span blocks (a shift of more than a block shows
+     * whole; FINE_REACH in aec_align.c), run every fine_every blocks: the
+     * last fine_frame samples of the near end and of the echo estimate, a
+     * work buffer, their spectra and the unit cross-spectrum over
+     * fine_stride bins, the band [fine_lo, fine_hi), the coherence a shift
+     * needs for that many bins, and the blocks after a move during which
+     * the echo history still holds estimates from before it */
     ac_rfft *fine_fft;
-    int fine_frame, fine_stride, fine_lo, fine_hi, fine_hold;
+    int fine_span, fine_every, fine_frame, fine_stride, fine_lo, fine_hi, fine_hold;
     float fine_strength;
     /* a move is tried on a copy of the main filter first */
     float *trial_r, *trial_i;

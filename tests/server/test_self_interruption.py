@@ -12,7 +12,7 @@ agent interrupt itself (the control: the room is loud enough for the tests
 to fail). The microphone's frames are cleaned as they come and the user's
 voice over an answer is sent at once (``live/mic.py``): the tests hold that
 path too. The six-answer test passed 80 runs of 80 with the canceller
-whose fine alignment reaches 1.5 blocks and tries each move first; the
+whose fine alignment reached 1.5 blocks and tried each move first; the
 canceller before it (shifts within ¾ of a block) failed it now and then
 (docs/audio.md, "Tried end to end").
 Real uvicorn on 127.0.0.1, the real runner; the client streams its
