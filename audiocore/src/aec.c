@@ -386,8 +386,8 @@ static void run_block(ac_aec *a)
     if (a->lag >= 0)
         a->echo_found = 1;
 
-    /* The echo path moved by up to three blocks: both filters follow
-     * at once (the first answer's filter, still learning, is left alone). */
+    /* The echo path moved by up to 24 ms (32 at 24 and 48 kHz): both
+     * filters follow at once (the first answer's filter, still learning, is left alone). */
     ac_aec_fine_feed(a, echo);
     if (a->far_active[slot] && a->active_blocks >= a->adapt_blocks)
         ac_aec_fine_align(a);

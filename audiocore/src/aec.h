@@ -9,9 +9,9 @@
  *     starts (the earliest lag about as coherent as the best) and moves the
  *     filter's window there;
  *   - a fine alignment (the phase of the near end against the filter's own
- *     echo estimate over the last eight blocks, or a snapshot's at the
- *     start of an answer) finds shifts of the echo path by up to three
- *     blocks and moves both filters' taps by them at once;
+ *     echo estimate over the last 8 blocks, 16 at 24 and 48 kHz, or a
+ *     snapshot's at the start of an answer) finds shifts of the echo path
+ *     by up to 24 ms (32 ms) and moves both filters' taps by them at once;
  *   - a partitioned-block frequency-domain adaptive filter (`partitions`
  *     partitions of `block` taps, FFTs of 2 * block) models the echo path
  *     from that window on, its step per bin set from an estimate of the

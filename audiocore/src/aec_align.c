@@ -2,7 +2,7 @@
  * cancellation"): the bulk delay of the echo in whole blocks, found by the
  * phase coherence of far and near spectra, which moves the window by
  * partitions; and the fine alignment, which moves the filters' taps by the
- * echo path's shifts of up to three blocks. */
+ * echo path's shifts of up to 24 ms (32 ms at 24 and 48 kHz). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +34,10 @@
  * up to 3/8 of it either way.  FINE_REACH of that, past the 20 ms an
  * answer may start away from the last: 8 blocks at 8 and 16 kHz (24 ms),
  * 16 at 24 and 48 kHz (32 ms: the frame is a power of two of blocks).  It
- * runs on every fourth of its blocks only, at the same smoothing time: a
- * frame twice as long costs twice as much, and a shift confirmed a block
- * or two later is still found long before the filters have learnt it.
+ * is read on every (frame / 4)-th block only (every 2nd or 4th), at the
+ * same smoothing time: a frame twice as long costs twice as much, and a
+ * shift confirmed a block or two later is still found long before the
+ * filters have learnt it.
  * FINE_STRENGTH is for FINE_BINS bins in the band (where it was set: 4
  * blocks at 8 and 16 kHz); incoherent phasors peak at about 1 / sqrt(bins),
  * so a band of fewer bins needs more, and one of more bins less. */
@@ -338,7 +339,8 @@ void ac_aec_fine_feed(ac_aec *a, const float *echo)
 {
     const int N = a->block, keep = a->fine_frame - N;
     if (!a->far_active[slot_of(a, 0)]) {
-        a->silent_blocks++;
+        if (a->silent_blocks < a->onset_gap)
+            a->silent_blocks++;
     } else {
         if (a->silent_blocks >= a->onset_gap && snapshot_usable(a, a->snap_older)) {
             a->onset_slot = a->snap_older;
@@ -370,7 +372,8 @@ void ac_aec_fine_feed(ac_aec *a, const float *echo)
 
 /* Fine alignment.  Each new answer of an agent may start to play a few ms
  * away from where its reference says (a render quantum, a prebuffer's
- * jitter, up to 20 ms from one answer to the next): the bulk delay stays
+ * jitter: up to 12 ms from one answer to the next in recorded runs, now
+ * and then 20): the bulk delay stays
  * put, and the filter, a few samples off, removes only a few dB until it
  * has learnt the path again.  Such a shift shows in the cross-spectrum of
  * the near end and the filter's own echo estimate (or a snapshot's:

@@ -5,7 +5,7 @@
  *                residual echo suppression) and streaming;
  *   aec_align.c  where the filter's window stands: the bulk delay in
  *                whole blocks and the fine alignment of shifts up to
- *                three blocks;
+ *                24 ms (32 ms at 24 and 48 kHz);
  *   aec_mac.c    the filters' complex multiply-accumulate, per SIMD path. */
 #ifndef AUDIOCORE_AEC_STATE_H
 #define AUDIOCORE_AEC_STATE_H
