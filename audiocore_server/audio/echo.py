@@ -25,14 +25,16 @@ only when the two part by more than ``RESYNC_S`` (the microphone paused, or
 a burst after a stall) is the reading set to the clock again.
 
 Learning. Until the canceller has found the echo's delay, its output still
-holds most of the echo (it finds it within about 0.3–0.5 s of the first
-answer's echo; until it has found an echo at all, its output is the
-microphone): a client with a loudspeaker by its microphone is muted then,
-and for the canceller's latency after (its output lags by as much), for
-at most ``LEARN_S`` of the reference from its first voiced sample — half
-duplex while it learns the room, as speakerphones do, so that the agent's
-first answer does not interrupt itself. A client with no echo
-at all (a headset) loses barge-in only over that first second.
+holds much of the echo (it finds it within 0.3-3 s of the first answer's
+echo; until it has found an echo at all, its output is the microphone): a
+client with a loudspeaker by its microphone is muted then, counted from the
+reference's first voiced sample — half duplex while it learns the room, as
+speakerphones do, so that the agent's first answer does not interrupt
+itself. The mute ends, the canceller's latency later (its output lags by as
+much), once the delay is found; after ``LEARN_S``, at once if no echo is
+found (a headset, which loses barge-in only over that first second), else
+once the output is ``CONVERGED_DB`` under the microphone over the last
+``CONVERGED_S`` of voiced reference; after ``LEARN_MAX_S`` in any case.
 
 A phone line (``mute_while_learning=False``) is never muted: it has no
 loudspeaker by the microphone (the handset cancels its own), its echo is
@@ -52,6 +54,7 @@ for. Only the audio the client dropped unplayed leaves the reference.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -68,9 +71,20 @@ RESYNC_S = 0.25
 # Reference held behind the newest frame for a microphone that sends
 # nothing: more than any in-step reading is behind (RESYNC_S plus a chunk).
 HISTORY_S = 1.0
-# The longest the microphone is muted while the canceller looks for the
-# echo's delay, counted in reference samples from the first voiced one.
+# The microphone is muted while the canceller learns, counted in reference
+# samples from the first voiced one, until it finds the echo's delay; else
+# LEARN_S when it has found no echo by then (a headset), and when it has,
+# until its output is CONVERGED_DB under the microphone (over the last
+# CONVERGED_S of voiced reference), at most LEARN_MAX_S.
 LEARN_S = 1.0
+LEARN_MAX_S = 3.0
+CONVERGED_DB = 20.0
+CONVERGED_S = 0.25
+
+
+def _energy(pcm: bytes) -> float:
+    samples = np.frombuffer(pcm, "<i2").astype(np.float64)
+    return float(samples @ samples)
 
 
 def echo_rate(input_rate: int, model_rate: int) -> int:
@@ -111,9 +125,14 @@ class MicEcho:
         # frame that starts then is placed there exactly, not by the clock.
         self._end = 0
         self._end_at: float | None = None
-        # Samples still muted while learning.
-        self._learning = round(LEARN_S * rate) if mute_while_learning else 0
+        # Samples still muted while learning, and how many have been.
+        self._learning = round(LEARN_MAX_S * rate) if mute_while_learning else 0
+        self._muted = 0
         self._heard_far = False  # a voiced reference reached the canceller
+        # Since an echo was found, the last CONVERGED_S of chunks where the
+        # reference is voiced: (samples, the microphone's energy, the
+        # output's), to tell what the canceller takes out.
+        self._window: deque[tuple[int, float, float]] = deque()
 
     @property
     def canceller(self) -> Any:
@@ -166,24 +185,52 @@ class MicEcho:
         assert self._start is not None
         self._start += n / self.rate
         cleaned = bytes(self._canceller.process(far, pcm))
-        if self._learning > 0 and self._mute_while_learning(far):
+        if self._learning > 0 and self._mute_while_learning(far, pcm, cleaned):
             return bytes(len(cleaned))
         return cleaned
 
-    def _mute_while_learning(self, far: np.ndarray) -> bool:
-        if self._canceller.echo_delay is not None:
-            if not self._heard_far:  # found before anything was muted
+    def _mute_while_learning(self, far: np.ndarray, mic: bytes, cleaned: bytes) -> bool:
+        canceller = self._canceller
+        if not self._heard_far:
+            if canceller.echo_delay is not None:  # found before anything was muted
                 self._learning = 0
                 return False
-            # Found: what it returns, in this call and for ``latency``
-            # samples after, still holds some of the microphone as it came.
-            self._learning = min(self._learning, self._canceller.latency + len(far))
-        elif not self._heard_far:
             if not voiced(far.tobytes()):
                 return False
             self._heard_far = True
+        if self._muted >= LEARN_S * self.rate and not canceller.echo_found:
+            # No echo found (a headset): the output is the microphone itself.
+            self._learning = 0
+            return False
+        # Its output's share of the microphone is bursty (the suppressor
+        # takes whole frames down), so 20 dB is not taken for done before
+        # LEARN_S: it only holds the mute longer for an echo still loud.
+        converged = self._converged(far, mic, cleaned) and self._muted >= LEARN_S * self.rate
+        if canceller.echo_delay is not None or converged:
+            # What it returns, in this call and for ``latency`` samples
+            # after, still holds some of the microphone as it came.
+            self._learning = min(self._learning, canceller.latency + len(far))
         self._learning -= len(far)
+        self._muted += len(far)
         return True
+
+    def _converged(self, far: np.ndarray, mic: bytes, cleaned: bytes) -> bool:
+        """Since the canceller found an echo, it has taken CONVERGED_DB of it
+        out over the last CONVERGED_S of voiced reference."""
+        window = self._window
+        if not self._canceller.echo_found:
+            window.clear()
+            return False
+        if not voiced(far.tobytes()):
+            return False
+        window.append((len(far), _energy(mic), _energy(cleaned)))
+        while sum(n for n, _, _ in window) - window[0][0] >= CONVERGED_S * self.rate:
+            window.popleft()
+        if sum(n for n, _, _ in window) < CONVERGED_S * self.rate:
+            return False
+        mic_energy = sum(e for _, e, _ in window)
+        out_energy = sum(e for _, _, e in window)
+        return mic_energy > 0.0 and out_energy * 10 ** (CONVERGED_DB / 10) <= mic_energy
 
     # ------------------------------------------------ the timeline
     def _move_to(self, start: float) -> None:

@@ -20,7 +20,13 @@ from test_parts import _drain
 
 import audiocore
 from audiocore_server.audio import echo as echo_module
-from audiocore_server.audio.echo import HISTORY_S, LEARN_S, MicEcho
+from audiocore_server.audio.echo import (
+    CONVERGED_S,
+    HISTORY_S,
+    LEARN_MAX_S,
+    LEARN_S,
+    MicEcho,
+)
 from audiocore_server.audio.pacer import OutputPacer
 from audiocore_server.live.mic import MicPath
 from audiocore_server.live.request_queue import BoundedLiveRequestQueue
@@ -257,25 +263,86 @@ def test_the_users_voice_over_an_echoing_answer_cuts_at_once_and_nothing_is_lost
     assert b"".join(sent) == b"".join(expected)
 
 
-def test_the_microphone_is_muted_while_the_canceller_learns_at_most_learn_s(monkeypatch) -> None:
+def muted_chunks(seconds: float, mic: bytes, seed: int) -> tuple[MicEcho, list[bool]]:
+    """A voiced far end played from the start, and the same 50 ms
+    ``mic`` chunk sent for ``seconds``: whether each came back muted."""
     clock = FakeClock()
     echo = MicEcho(RATE, played_rate=RATE, clock=clock)
-    rng = np.random.default_rng(1)
-    # A voiced far end that never reaches the microphone (a headset): no
-    # delay is ever found, so the mute ends after LEARN_S.
-    far = np.rint(rng.standard_normal(4 * RATE) * 3000).astype(np.int16)
-    near = np.rint(rng.standard_normal(CHUNK) * 2000).astype(np.int16).tobytes()
+    far = np.rint(np.random.default_rng(seed).standard_normal(5 * RATE) * 3000).astype(np.int16)
     released, muted = 0, []
-    for k in range(3 * RATE // CHUNK):
+    for k in range(round(seconds * RATE) // CHUNK):
         while released * 0.04 <= k * 0.05 + 0.15:  # the pacer's lead
             frame = far[released * FRAME : (released + 1) * FRAME]
             echo.played(frame.tobytes(), 10.0 + released * 0.04)
             released += 1
         clock.now = 10.0 + (k + 1) * CHUNK / RATE
-        muted.append(not np.frombuffer(echo.cancel(near), np.int16).any())
+        muted.append(not np.frombuffer(echo.cancel(mic), np.int16).any())
+    return echo, muted
+
+
+def test_the_microphone_is_muted_while_the_canceller_learns_at_most_learn_s() -> None:
+    # A voiced far end that never reaches the microphone (a headset): no
+    # echo is found, so the mute ends after LEARN_S.
+    near = np.rint(np.random.default_rng(2).standard_normal(CHUNK) * 2000).astype(np.int16)
+    echo, muted = muted_chunks(3.0, near.tobytes(), seed=1)
     assert echo.canceller.echo_delay is None
     learn_chunks = round(LEARN_S * RATE / CHUNK)
     assert muted == [True] * learn_chunks + [False] * (len(muted) - learn_chunks)
+
+
+class Learning:
+    """A canceller that has found an echo from ``found`` samples on, takes
+    26 dB of it out from ``converged`` on (never, when None), and never
+    finds its delay: a loud echo in a room it is still learning."""
+
+    latency = 160
+    echo_delay = None
+
+    def __init__(self, found: int, converged: int | None) -> None:
+        self._found, self._converged = found, converged
+        self.seen = 0
+        self.echo_found = False
+
+    def process(self, far: Any, near: bytes) -> bytes:
+        mic = np.frombuffer(near, np.int16)
+        done = self._converged is not None and self.seen >= self._converged
+        self.seen += len(mic)
+        self.echo_found = self.seen > self._found
+        return (mic // 20 if done else mic).tobytes()
+
+
+@pytest.mark.parametrize(
+    ("found_s", "converged_s", "unmuted_s"),
+    [
+        # Past LEARN_S, until CONVERGED_S of voiced reference holds 20 dB
+        # less (then the canceller's latency and the chunk it ends in).
+        (0.5, 1.5, 1.5 + CONVERGED_S),
+        # Never before LEARN_S (the output's share is bursty): past it, once
+        # the chunk that reaches it is muted.
+        (0.3, 0.5, LEARN_S + CHUNK / RATE),
+        # Never that far: LEARN_MAX_S.
+        (0.5, None, LEARN_MAX_S),
+        # No echo found within LEARN_S (a headset): LEARN_S.
+        (1.2, 1.3, LEARN_S),
+    ],
+)
+def test_a_loud_echo_stays_muted_until_the_canceller_takes_it_out(
+    monkeypatch: pytest.MonkeyPatch,
+    found_s: float,
+    converged_s: float | None,
+    unmuted_s: float,
+) -> None:
+    converged = None if converged_s is None else round(converged_s * RATE)
+    canceller = Learning(round(found_s * RATE), converged)
+    monkeypatch.setattr(echo_module.audiocore, "EchoCanceller", lambda *_, **__: canceller)
+    loud = np.rint(np.random.default_rng(4).standard_normal(CHUNK) * 6000).astype(np.int16)
+    _, muted = muted_chunks(4.0, loud.tobytes(), seed=3)
+    first = muted.index(False)
+    assert muted == [True] * first + [False] * (len(muted) - first)
+    # Unmuted at the first chunk past ``unmuted_s`` (and the canceller's
+    # latency when it has taken the echo out).
+    late = 0 if converged_s is None or found_s > LEARN_S else canceller.latency
+    assert first == -(-round(unmuted_s * RATE + late) // CHUNK)
 
 
 @pytest.mark.parametrize("rate", [RATE, 8_000])  # the model's rate; a phone line's own
