@@ -62,7 +62,7 @@ import numpy as np
 
 import audiocore
 
-from .voice import voiced
+from .voice import energy, voiced
 
 # The microphone and the reference parted by more than this: read the
 # reference at the clock again. Above the microphone's arrival jitter (client
@@ -80,11 +80,6 @@ LEARN_S = 1.0
 LEARN_MAX_S = 3.0
 CONVERGED_DB = 20.0
 CONVERGED_S = 0.25
-
-
-def _energy(pcm: bytes) -> float:
-    samples = np.frombuffer(pcm, "<i2").astype(np.float64)
-    return float(samples @ samples)
 
 
 def echo_rate(input_rate: int, model_rate: int) -> int:
@@ -223,7 +218,7 @@ class MicEcho:
             return False
         if not voiced(far.tobytes()):
             return False
-        window.append((len(far), _energy(mic), _energy(cleaned)))
+        window.append((len(far), energy(mic), energy(cleaned)))
         while sum(n for n, _, _ in window) - window[0][0] >= CONVERGED_S * self.rate:
             window.popleft()
         if sum(n for n, _, _ in window) < CONVERGED_S * self.rate:

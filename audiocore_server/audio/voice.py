@@ -17,6 +17,13 @@ END_OF_SPEECH_S = 0.6
 LINE_HANGOVER_S = END_OF_SPEECH_S + 0.2
 
 
+def energy(pcm: bytes) -> float:
+    """The sum of squares of a PCM16 chunk's samples (a trailing odd byte
+    ignored), exact in float64 below 8 million samples."""
+    samples = np.frombuffer(pcm, "<i2", count=len(pcm) // 2).astype(np.float64)
+    return float(samples @ samples)
+
+
 class VoiceCheck:
     """``check(pcm)``: the chunk's RMS reaches ``dbfs``. Runs on every input
     chunk: one dot product (sum of squares ≥ threshold² · n) instead of a
@@ -30,8 +37,8 @@ class VoiceCheck:
         self._power = self.rms * self.rms
 
     def __call__(self, pcm: bytes) -> bool:
-        samples = np.frombuffer(pcm, "<i2", count=len(pcm) // 2).astype(np.float64)
-        return samples.size > 0 and float(samples @ samples) >= self._power * samples.size
+        n = len(pcm) // 2
+        return n > 0 and energy(pcm) >= self._power * n
 
 
 voiced = VoiceCheck()

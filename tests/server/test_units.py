@@ -395,7 +395,7 @@ def _rms_dbfs(dbfs: float) -> float:
 
 
 def test_voice_check_against_the_rms_and_on_odd_input() -> None:
-    from audiocore_server.audio.voice import voiced
+    from audiocore_server.audio.voice import energy, voiced
 
     threshold = voiced.rms
     assert not voiced(b"") and not voiced(b"\x7f")  # no whole sample
@@ -406,6 +406,11 @@ def test_voice_check_against_the_rms_and_on_odd_input() -> None:
     # An odd trailing byte is no sample: the verdict is the whole samples'.
     loud = _tone(0.02, _rms_dbfs(-20))
     assert voiced(loud + b"\x00") and not voiced(bytes(640) + b"\xff")
+    # The energy it compares (which the echo's mute shares): whole samples
+    # only, exact.
+    assert energy(b"") == 0.0 and energy(b"\x7f") == 0.0
+    assert energy(np.array([3, -4], "<i2").tobytes() + b"\xff") == 25.0
+    assert energy(np.full(16000, -32768, "<i2").tobytes()) == 32768.0**2 * 16000
     # Full scale cannot overflow: 32767² · 16000 samples in one chunk.
     assert voiced(np.full(16000, 32767, "<i2").tobytes())
     assert voiced(np.full(16000, -32768, "<i2").tobytes())
